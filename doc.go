@@ -1,0 +1,10 @@
+// Package latch holds the vocabulary shared by every part of the latch lock
+// server: keys, lock modes, fencing tokens, requests and grants, the errors a
+// lock operation can end with, and the Service interface that the protocol
+// front ends (memcached, dlock, admin) call.
+//
+// The package imports nothing from the rest of the module. The lock model it
+// names is described in DESIGN.md section 1: exclusive and shared locks, FIFO
+// wait queues with immediate hand-off, all-or-nothing multi-key requests,
+// sessions, leases and a fencing token on every grant.
+package latch

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/latchd/latch"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// FirstToken is the token counter's start: the first grant gets
+	// FirstToken+1. A single node seeds it from its start time so that
+	// tokens keep growing across restarts.
+	FirstToken latch.Token
+	// MaxKeys limits the keys of one request; 0 means no limit.
+	MaxKeys int
+}
+
+// WaiterID names a queued request. IDs are never reused by an Engine.
+type WaiterID uint64
+
+// SessionOptions configure a session. See latch.SessionOptions.
+type SessionOptions struct {
+	TTL       time.Duration
+	LockDelay time.Duration
+}
+
+// Result is the outcome of an Acquire that did not fail.
+type Result struct {
+	// Granted is true when the request was granted at once.
+	Granted bool
+	// Token and Expires describe the grant (Expires is 0 without a lease).
+	Token   latch.Token
+	Expires int64
+	// Waiter names the queued request when Granted is false. Its end is
+	// reported later by an Event (Granted, TimedOut or Aborted), or the
+	// driver removes it with Cancel.
+	Waiter WaiterID
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventGranted: a queued request was granted (Waiter, Session, Token,
+	// Expires).
+	EventGranted EventKind = iota + 1
+	// EventTimedOut: a queued request reached its deadline (Waiter,
+	// Session, Keys = the keys it could not take, in request order).
+	EventTimedOut
+	// EventAborted: a queued request was removed because its session ended
+	// (Waiter, Session).
+	EventAborted
+	// EventSessionExpired: a session's TTL lapsed and it ended (Session).
+	EventSessionExpired
+	// EventLeaseExpired: a leased hold ended (Key, Session (0 if the
+	// session had ended), Token).
+	EventLeaseExpired
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventGranted:
+		return "granted"
+	case EventTimedOut:
+		return "timed-out"
+	case EventAborted:
+		return "aborted"
+	case EventSessionExpired:
+		return "session-expired"
+	case EventLeaseExpired:
+		return "lease-expired"
+	}
+	return "unknown"
+}
+
+// Event reports one thing that happened inside the engine.
+type Event struct {
+	Kind    EventKind
+	At      int64 // the instant it happened
+	Waiter  WaiterID
+	Session latch.SessionID
+	Token   latch.Token
+	Expires int64
+	Key     string
+	Keys    []string
+}
+
+// Stats are counts of the engine's state, for metrics.
+type Stats struct {
+	Keys     int         // keys held, waited for, or under lock-delay
+	Holds    int         // (key, holder) pairs
+	Waiters  int         // queued requests
+	Sessions int         // live sessions
+	Token    latch.Token // the last token granted
+}
+
+// KeyState describes one key (see latch.KeyInfo). Times are engine instants.
+type KeyState struct {
+	Key          string
+	Mode         latch.Mode
+	Limit        uint32
+	Holders      []HolderState
+	Waiters      []WaiterState
+	DelayedUntil int64
+}
+
+// HolderState describes one hold of a key.
+type HolderState struct {
+	Session  latch.SessionID // 0 for a lease whose session ended
+	Token    latch.Token
+	Acquired int64
+	Expires  int64
+}
+
+// WaiterState describes one queued request on a key.
+type WaiterState struct {
+	ID       WaiterID
+	Session  latch.SessionID
+	Mode     latch.Mode
+	Limit    uint32
+	Position int
+	Since    int64
+	Deadline int64 // 0 when waiting forever
+	Keys     []string
+}
+
+// SessionState describes one live session.
+type SessionState struct {
+	ID        latch.SessionID
+	Opened    int64
+	TTL       time.Duration
+	LockDelay time.Duration
+	Expires   int64 // 0 without a TTL
+	Held      int
+	Waiting   int
+}

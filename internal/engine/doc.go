@@ -1,0 +1,50 @@
+// Package engine owns the lock table: holders, per-key FIFO wait queues,
+// all-or-nothing multi-key grants, sessions, leases, lock-delays and the
+// fencing-token counter.
+//
+// The engine is a deterministic state machine. It owns no goroutines, timers
+// or I/O and is not safe for concurrent use: its driver (internal/node)
+// serialises calls and passes the current time, in nanoseconds on a clock of
+// its choosing, to every method. Time never runs backwards inside the engine;
+// an earlier now is treated as the latest seen. Every method first brings the
+// table up to now (expiring leases, sessions and lock-delays and timing out
+// waiters whose instants are at or before now) and then does its own work.
+// What happened is returned as Events, in the order it happened; the returned
+// slice is owned by the engine and valid until the next call.
+//
+// # Rules
+//
+//   - A key is held by one exclusive holder or by shared holders. Shared
+//     holders agree on a limit (0 = none); at most limit of them hold it.
+//   - Every key has a FIFO queue. A request joins the queue of every key it
+//     names in one step, so all queues agree on arrival order. A waiting
+//     request holds nothing it did not already hold.
+//   - A waiter W is granted, on all its keys at once, as soon as for every key
+//     of W: W is compatible with the holders, and with every waiter ahead of
+//     W in that key's queue (an earlier waiter counts as if it held the key).
+//     Exclusive is compatible with nothing; shared is compatible with shared
+//     while the count stays within the limit. So consecutive shared waiters at
+//     the head are granted together, and no waiter is granted while an earlier
+//     conflicting waiter on one of its keys still waits. Because the earliest
+//     waiter is blocked only by holders, waiting alone never deadlocks.
+//   - A key under lock-delay is compatible with nothing until the delay ends.
+//   - Every grant takes the next token from one counter that only grows.
+//   - A try-once request (latch.NoWait) that cannot be granted at once, or
+//     that would have to queue behind a conflicting waiter, fails with
+//     latch.ErrWouldBlock and changes nothing.
+//   - Re-lock (a session asks for a key it holds): RelockReject fails with
+//     latch.ErrAlreadyHeld. RelockReuse counts the key as available if held
+//     in the same mode (latch.ErrModeMismatch otherwise); when every key is
+//     already held the grant returns the newest existing token and only
+//     resets the leases, otherwise a new token is stamped on every key of the
+//     request.
+//   - A lease (positive Lease) ends the hold at grant time + Lease unless
+//     renewed. Leased holds survive the end of their session.
+//   - Ending a session (EndSession, or its TTL lapsing) fails its waiters
+//     and releases its non-leased holds at that instant; a positive
+//     LockDelay then keeps each released key unavailable for that long.
+//     Release and ReleaseAll never apply lock-delay.
+//   - At one instant, expiries (leases, sessions, lock-delays) happen before
+//     waiter deadlines, so a waiter whose deadline equals the instant a key
+//     frees is granted. Instants are processed in time order.
+package engine

@@ -1,0 +1,122 @@
+package latch
+
+import (
+	"context"
+	"time"
+)
+
+// Service is the lock service the front ends call. One Service holds one
+// lock table, shared by every protocol: a lock taken over memcached is the
+// lock a dlock client waits for. Implementations are safe for concurrent use.
+type Service interface {
+	// OpenSession starts a session. The caller must Close it; a front end
+	// closes a connection's session when the connection ends, for any
+	// reason, so that its locks are released at once.
+	OpenSession(opts SessionOptions) (Session, error)
+
+	Admin
+}
+
+// Session is one client's handle on the lock table. Its methods are safe for
+// concurrent use: a session may wait on several requests at once.
+type Session interface {
+	// ID names the session.
+	ID() SessionID
+
+	// Acquire takes every key of req, waiting as req.Wait allows. It
+	// returns when the request is granted (nil error), when it can no
+	// longer be (a *BusyError wrapping ErrWouldBlock or ErrTimeout), or
+	// when ctx is done (ErrCanceled), the session ends (ErrSessionEnded) or
+	// the service shuts down (ErrShutdown). A request that returns an error
+	// holds nothing new and has left every queue.
+	Acquire(ctx context.Context, req LockRequest) (Grant, error)
+
+	// Release releases keys the session holds. It releases nothing and
+	// returns an error wrapping ErrNotHeld if the session does not hold
+	// one of them.
+	Release(keys ...string) error
+
+	// ReleaseAll releases every lock the session holds, leased ones
+	// included, and returns how many keys it released.
+	ReleaseAll() (int, error)
+
+	// Renew resets the lease of keys the session holds to end lease from
+	// now. A positive lease makes a plain lock a lease; zero turns a lease
+	// back into a lock held until release or session end.
+	Renew(lease time.Duration, keys ...string) (Grant, error)
+
+	// KeepAlive restarts the session's TTL.
+	KeepAlive() error
+
+	// Done is closed when the session has ended, by Close or otherwise
+	// (TTL lapsed, ended by an operator, service shut down).
+	Done() <-chan struct{}
+
+	// Close ends the session: waiting requests fail with ErrSessionEnded
+	// and every lock without a lease is released at once. Leased locks stay
+	// until their lease ends. Close is idempotent.
+	Close() error
+}
+
+// Admin is the operator's view of the lock table.
+type Admin interface {
+	// Locks lists the keys that are held or waited for, in key order,
+	// starting after the key after, with the given prefix, at most limit
+	// of them (limit <= 0: all).
+	Locks(prefix, after string, limit int) []KeyInfo
+	// Lock describes one key; ok is false if it is neither held nor waited for.
+	Lock(key string) (info KeyInfo, ok bool)
+	// Sessions lists the live sessions in ID order.
+	Sessions() []SessionInfo
+	// ForceRelease releases every holder of key (no lock-delay) and returns
+	// how many holders it removed.
+	ForceRelease(key string) (int, error)
+	// EndSession ends a session as if it had died: its waiting requests
+	// fail and its non-leased locks are released (with its lock-delay).
+	EndSession(id SessionID) error
+}
+
+// KeyInfo describes one key of the lock table.
+type KeyInfo struct {
+	Key     string
+	Mode    Mode   // mode of the current holders (meaningless when none)
+	Limit   uint32 // shared limit agreed by holders and waiters, 0 = none
+	Holders []HolderInfo
+	Waiters []WaiterInfo // in queue order
+	// DelayedUntil is when a lock-delay on the key ends; zero when none.
+	DelayedUntil time.Time
+}
+
+// HolderInfo describes one holder of a key.
+type HolderInfo struct {
+	Session  SessionID // 0 once a leased lock's session has ended
+	Protocol string
+	Peer     string
+	Token    Token
+	Acquired time.Time
+	Expires  time.Time // lease end; zero when the lock has no lease
+}
+
+// WaiterInfo describes one request waiting for a key.
+type WaiterInfo struct {
+	Session  SessionID
+	Protocol string
+	Peer     string
+	Mode     Mode
+	Position int // 0 for the head of the queue
+	Since    time.Time
+	Deadline time.Time // zero when waiting forever
+	Keys     int       // how many keys the request names
+}
+
+// SessionInfo describes a live session.
+type SessionInfo struct {
+	ID       SessionID
+	Protocol string
+	Peer     string
+	Opened   time.Time
+	TTL      time.Duration
+	Expires  time.Time // zero without a TTL
+	Held     int       // keys held
+	Waiting  int       // requests waiting
+}
