@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/latchd/latch"
@@ -21,6 +22,7 @@ type Engine struct {
 	keys     map[string]*key
 	sessions map[latch.SessionID]*session
 	waiters  map[WaiterID]*waiter
+	delays   map[*key]*timer // lock-delays; rare, so kept out of key
 
 	lastSession latch.SessionID
 	lastWaiter  WaiterID
@@ -37,8 +39,9 @@ type Engine struct {
 	reqNames []string
 	reqSeen  map[string]struct{}
 
-	freeKeys  []*key
-	freeHolds []*hold
+	freeKeys    []*key
+	freeHolds   []*hold
+	freeWaiters []*waiter
 }
 
 // New returns an empty lock table.
@@ -49,6 +52,7 @@ func New(cfg Config) *Engine {
 		keys:     make(map[string]*key),
 		sessions: make(map[latch.SessionID]*session),
 		waiters:  make(map[WaiterID]*waiter),
+		delays:   make(map[*key]*timer),
 	}
 }
 
@@ -180,16 +184,9 @@ func (e *Engine) Acquire(now int64, id latch.SessionID, req latch.LockRequest) (
 	}
 
 	e.lastWaiter++
-	w := &waiter{
-		id:      e.lastWaiter,
-		s:       s,
-		mode:    req.Mode,
-		limit:   req.Limit,
-		relock:  req.Relock,
-		lease:   req.Lease,
-		since:   e.now,
-		entries: make([]qentry, len(keys)),
-	}
+	w := e.newWaiter(len(keys))
+	w.id, w.s, w.since = e.lastWaiter, s, e.now
+	w.mode, w.limit, w.relock, w.lease = req.Mode, req.Limit, req.Relock, req.Lease
 	for i, name := range e.reqNames {
 		k := keys[i]
 		if k == nil {
@@ -308,10 +305,8 @@ func (e *Engine) ForceRelease(now int64, name string) (int, []Event) {
 		e.dropHold(k.holds)
 		n++
 	}
-	if k.delay != nil {
-		e.timers.remove(k.delay)
-		k.delay = nil
-		e.markDirty(k)
+	if k.delayed {
+		e.undelay(k)
 	}
 	e.serve()
 	return n, e.events
@@ -364,9 +359,7 @@ func (e *Engine) fire(t *timer) {
 		e.emit(Event{Kind: EventSessionExpired, Session: t.sess.id})
 		e.endSession(t.sess)
 	case timerDelay:
-		k := t.key
-		k.delay = nil
-		e.markDirty(k)
+		e.undelay(t.key)
 	case timerDeadline:
 		w := t.wait
 		var busy []string
@@ -464,7 +457,7 @@ func (e *Engine) clearScratch() {
 // now, queueing behind nobody: no lock-delay, no waiter it would have to
 // queue behind, and holders it is compatible with.
 func (k *key) admitsNew(mode latch.Mode, limit uint32) bool {
-	if k.delay != nil {
+	if k.delayed {
 		return false
 	}
 	if mode == latch.Exclusive {
@@ -486,17 +479,18 @@ func (e *Engine) available(q *qentry) bool {
 			return true
 		}
 	}
-	if k.delay != nil {
+	if k.delayed {
 		return false
 	}
 	if w.mode == latch.Exclusive {
-		return k.nholds == 0 && q.prev == nil
+		return k.nholds == 0 && q == k.qhead
 	}
 	if k.nholds > 0 && (k.mode != latch.Shared || k.limit != w.limit) {
 		return false
 	}
 	n := k.nholds
-	for p := q.prev; p != nil; p = p.prev {
+	for p := q; p != k.qhead; {
+		p = p.prev
 		if p.w.mode != latch.Shared {
 			return false
 		}
@@ -594,10 +588,11 @@ func (e *Engine) grantWaiter(w *waiter) {
 		}
 	}
 	e.reqKeys = keys
-	e.removeWaiter(w)
-	tok, exp := e.grant(w.s, keys, w.mode, w.limit, w.lease, all)
+	id, s, mode, limit, lease := w.id, w.s, w.mode, w.limit, w.lease
+	e.removeWaiter(w) // w is recycled from here on
+	tok, exp := e.grant(s, keys, mode, limit, lease, all)
 	clear(e.reqKeys)
-	e.emit(Event{Kind: EventGranted, Waiter: w.id, Session: w.s.id, Token: tok, Expires: exp})
+	e.emit(Event{Kind: EventGranted, Waiter: id, Session: s.id, Token: tok, Expires: exp})
 }
 
 // grant makes s a holder of every key. Keys s already holds keep their
@@ -702,6 +697,25 @@ func (e *Engine) removeWaiter(w *waiter) {
 	}
 	unlinkWaiter(w)
 	delete(e.waiters, w.id)
+	if len(e.freeWaiters) < maxPooled {
+		clear(w.entries)
+		*w = waiter{entries: w.entries[:0]}
+		e.freeWaiters = append(e.freeWaiters, w)
+	}
+}
+
+// newWaiter returns a blank waiter with n queue entries.
+func (e *Engine) newWaiter(n int) *waiter {
+	var w *waiter
+	if i := len(e.freeWaiters); i > 0 {
+		w = e.freeWaiters[i-1]
+		e.freeWaiters[i-1] = nil
+		e.freeWaiters = e.freeWaiters[:i-1]
+	} else {
+		w = new(waiter)
+	}
+	w.entries = slices.Grow(w.entries[:0], n)[:n]
+	return w
 }
 
 // endSession aborts the waiters of s, releases its non-leased holds (with
@@ -721,12 +735,7 @@ func (e *Engine) endSession(s *session) {
 		k := h.k
 		e.dropHold(h)
 		if s.lockDelay > 0 {
-			if k.delay == nil {
-				k.delay = &timer{kind: timerDelay, key: k, idx: -1}
-			}
-			if until := addTime(e.now, s.lockDelay); until > k.delay.when {
-				e.schedule(k.delay, until)
-			}
+			e.delay(k, addTime(e.now, s.lockDelay))
 		}
 	}
 	if s.expiry != nil {
@@ -734,6 +743,30 @@ func (e *Engine) endSession(s *session) {
 		s.expiry = nil
 	}
 	delete(e.sessions, s.id)
+}
+
+// delay makes k unavailable until the instant until (or a later one it
+// already had).
+func (e *Engine) delay(k *key, until int64) {
+	t := e.delays[k]
+	if t == nil {
+		t = &timer{kind: timerDelay, key: k, idx: -1}
+		e.delays[k] = t
+		k.delayed = true
+	}
+	if until > t.when {
+		e.schedule(t, until)
+	}
+}
+
+// undelay ends k's lock-delay.
+func (e *Engine) undelay(k *key) {
+	if t := e.delays[k]; t != nil {
+		e.timers.remove(t)
+		delete(e.delays, k)
+	}
+	k.delayed = false
+	e.markDirty(k)
 }
 
 // addTime returns t+d, saturating instead of overflowing.

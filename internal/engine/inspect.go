@@ -15,7 +15,7 @@ func (e *Engine) Key(name string) (st KeyState, ok bool) {
 	if k == nil {
 		return KeyState{}, false
 	}
-	return k.state(), true
+	return e.keyState(k), true
 }
 
 // Keys describes the keys with the given prefix that sort after after, in
@@ -33,13 +33,16 @@ func (e *Engine) Keys(prefix, after string, limit int) []KeyState {
 	}
 	out := make([]KeyState, len(names))
 	for i, name := range names {
-		out[i] = e.keys[name].state()
+		out[i] = e.keyState(e.keys[name])
 	}
 	return out
 }
 
-func (k *key) state() KeyState {
+func (e *Engine) keyState(k *key) KeyState {
 	st := KeyState{Key: k.name, Mode: k.mode, Limit: k.limit}
+	if t := e.delays[k]; t != nil {
+		st.DelayedUntil = t.when
+	}
 	for h := k.holds; h != nil; h = h.knext {
 		hs := HolderState{Token: h.token, Acquired: h.acquired}
 		if h.s != nil {
@@ -64,9 +67,6 @@ func (k *key) state() KeyState {
 		}
 		st.Waiters = append(st.Waiters, ws)
 		pos++
-	}
-	if k.delay != nil {
-		st.DelayedUntil = k.delay.when
 	}
 	return st
 }

@@ -10,10 +10,8 @@ import (
 // lock-delay. A key exists while it is held, waited for, or delayed.
 type key struct {
 	name  string
-	holds *hold // holders, newest first
-	qhead *qentry
-	qtail *qentry
-	delay *timer // lock-delay, nil when none
+	holds *hold   // holders, newest first
+	qhead *qentry // queue; qhead.prev is the tail
 
 	nholds  int32
 	qexcl   int32 // exclusive waiters in the queue
@@ -21,6 +19,7 @@ type key struct {
 	limit   uint32
 	mode    latch.Mode // of the holders, meaningful while nholds > 0
 	dirty   bool       // in Engine.dirty, waiting for its queue to be served
+	delayed bool       // under lock-delay; the timer is in Engine.delays
 
 	// h0 is the key's first hold, kept inline so that an uncontended lock
 	// costs one object. It is free when h0.k is nil.
@@ -29,7 +28,7 @@ type key struct {
 
 // empty reports whether the key can leave the table.
 func (k *key) empty() bool {
-	return k.nholds == 0 && k.qhead == nil && k.delay == nil
+	return k.nholds == 0 && k.qhead == nil && !k.delayed
 }
 
 // nshared counts the shared holders and shared waiters, who must agree on
@@ -85,7 +84,9 @@ type waiter struct {
 	sprev, snext *waiter
 }
 
-// qentry is a waiter's place in one key's queue.
+// qentry is a waiter's place in one key's queue. The queue is linked
+// through next from head to tail, and through prev circularly: the head's
+// prev is the tail, so a key needs no tail pointer.
 type qentry struct {
 	w          *waiter
 	k          *key
@@ -158,13 +159,13 @@ func (k *key) holdOf(s *session) *hold {
 // enqueue appends e to its key's queue.
 func enqueue(e *qentry) {
 	k := e.k
-	e.prev, e.next = k.qtail, nil
-	if k.qtail != nil {
-		k.qtail.next = e
+	e.next = nil
+	if head := k.qhead; head == nil {
+		k.qhead, e.prev = e, e
 	} else {
-		k.qhead = e
+		tail := head.prev
+		tail.next, e.prev, head.prev = e, tail, e
 	}
-	k.qtail = e
 	if e.w.mode == latch.Exclusive {
 		k.qexcl++
 	} else {
@@ -175,15 +176,18 @@ func enqueue(e *qentry) {
 // dequeue removes e from its key's queue.
 func dequeue(e *qentry) {
 	k := e.k
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
+	switch {
+	case e == k.qhead:
 		k.qhead = e.next
-	}
-	if e.next != nil {
+		if e.next != nil {
+			e.next.prev = e.prev
+		}
+	case e.next == nil: // the tail
+		e.prev.next = nil
+		k.qhead.prev = e.prev
+	default:
+		e.prev.next = e.next
 		e.next.prev = e.prev
-	} else {
-		k.qtail = e.prev
 	}
 	e.prev, e.next = nil, nil
 	if e.w.mode == latch.Exclusive {
