@@ -265,31 +265,34 @@ func (e *Engine) ReleaseAll(now int64, id latch.SessionID) (int, []Event, error)
 }
 
 // Renew resets the lease of keys held by session id to end lease from now
-// (lease 0 removes the lease) and returns the new end (0 without a lease).
-// If the session does not hold one of them nothing changes and the error
-// wraps latch.ErrNotHeld.
-func (e *Engine) Renew(now int64, id latch.SessionID, keys []string, lease time.Duration) (int64, []Event, error) {
+// (lease 0 removes the lease). It returns the newest token of those holds
+// and the new end (0 without a lease). If the session does not hold one of
+// them nothing changes and the error wraps latch.ErrNotHeld.
+func (e *Engine) Renew(now int64, id latch.SessionID, keys []string, lease time.Duration) (latch.Token, int64, []Event, error) {
 	e.begin(now)
 	s := e.sessions[id]
 	if s == nil {
-		return 0, e.events, fmt.Errorf("renew: session %d: %w", id, latch.ErrNoSession)
+		return 0, 0, e.events, fmt.Errorf("renew: session %d: %w", id, latch.ErrNoSession)
 	}
 	if len(keys) == 0 {
-		return 0, e.events, fmt.Errorf("renew: %w", latch.ErrNoKeys)
+		return 0, 0, e.events, fmt.Errorf("renew: %w", latch.ErrNoKeys)
 	}
 	if lease < 0 {
-		return 0, e.events, fmt.Errorf("renew: negative lease %v: %w", lease, latch.ErrInvalidRequest)
+		return 0, 0, e.events, fmt.Errorf("renew: negative lease %v: %w", lease, latch.ErrInvalidRequest)
 	}
 	for _, name := range keys {
 		if e.holdOf(s, name) == nil {
-			return 0, e.events, fmt.Errorf("renew %q: %w", name, latch.ErrNotHeld)
+			return 0, 0, e.events, fmt.Errorf("renew %q: %w", name, latch.ErrNotHeld)
 		}
 	}
+	var tok latch.Token
 	var exp int64
 	for _, name := range keys {
-		exp = e.setLease(e.holdOf(s, name), lease)
+		h := e.holdOf(s, name)
+		tok = max(tok, h.token)
+		exp = e.setLease(h, lease)
 	}
-	return exp, e.events, nil
+	return tok, exp, e.events, nil
 }
 
 // ForceRelease removes every holder of a key, leased ones included, and any

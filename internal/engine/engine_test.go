@@ -447,18 +447,18 @@ func TestRenew(t *testing.T) {
 	a, b := h.open(), h.open()
 	h.grant(a, withLease(req("k"), 100))
 	h.advance(50)
-	exp, _, err := h.e.Renew(h.now, a, []string{"k"}, 100)
-	if err != nil || exp != h.now+100 {
-		t.Fatalf("renew = %d, %v", exp, err)
+	tok, exp, _, err := h.e.Renew(h.now, a, []string{"k"}, 100)
+	if err != nil || exp != h.now+100 || tok != 101 {
+		t.Fatalf("renew = %d, %d, %v", tok, exp, err)
 	}
-	if _, _, err := h.e.Renew(h.now, b, []string{"k"}, 100); !errors.Is(err, latch.ErrNotHeld) {
+	if _, _, _, err := h.e.Renew(h.now, b, []string{"k"}, 100); !errors.Is(err, latch.ErrNotHeld) {
 		t.Fatalf("renew by non-holder: %v", err)
 	}
 	if got := h.advance(99); len(got) != 0 {
 		t.Fatalf("lease ended early: %v", got)
 	}
 	// Lease 0 turns it into a plain lock.
-	if exp, _, err := h.e.Renew(h.now, a, []string{"k"}, 0); err != nil || exp != 0 {
+	if _, exp, _, err := h.e.Renew(h.now, a, []string{"k"}, 0); err != nil || exp != 0 {
 		t.Fatalf("renew 0 = %d, %v", exp, err)
 	}
 	if got := h.advance(time.Hour); len(got) != 0 {

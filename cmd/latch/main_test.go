@@ -1,0 +1,73 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRun runs the commands that return at once in process.
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		wantCode   int
+		wantStdout string // substring; "" checks that stdout is empty
+		wantStderr string // substring; "" checks that stderr is empty
+	}{
+		{name: "no command", args: nil, wantCode: 2, wantStderr: "Usage:"},
+		{name: "unknown command", args: []string{"lock"}, wantCode: 2, wantStderr: `unknown command "lock"`},
+		{name: "unknown command shows usage", args: []string{"srve"}, wantCode: 2, wantStderr: "serve    run a lock server"},
+		{name: "-h", args: []string{"-h"}, wantCode: 0, wantStdout: "The commands are:"},
+		{name: "--help", args: []string{"--help"}, wantCode: 0, wantStdout: "The commands are:"},
+		{name: "help", args: []string{"help"}, wantCode: 0, wantStdout: "version  print latch's version"},
+		{name: "help serve", args: []string{"help", "serve"}, wantCode: 0, wantStderr: "LATCH_SHUTDOWN_TIMEOUT"},
+		{name: "help version", args: []string{"help", "version"}, wantCode: 0, wantStderr: "Usage: latch version"},
+		{name: "help unknown", args: []string{"help", "nope"}, wantCode: 2, wantStderr: `unknown command "nope"`},
+		{name: "help too many", args: []string{"help", "serve", "version"}, wantCode: 2, wantStderr: "usage: latch help [command]"},
+		{name: "version", args: []string{"version"}, wantCode: 0, wantStdout: "latch "},
+		{name: "version extra argument", args: []string{"version", "x"}, wantCode: 2, wantStderr: "unexpected arguments"},
+		{name: "version bad flag", args: []string{"version", "--short"}, wantCode: 2, wantStderr: "flag provided but not defined: -short"},
+		{name: "serve -h", args: []string{"serve", "-h"}, wantCode: 0, wantStderr: "-max-keys n"},
+		{name: "serve bad flag", args: []string{"serve", "--listen=:1"}, wantCode: 2, wantStderr: "flag provided but not defined: -listen"},
+		{name: "serve bad flag value", args: []string{"serve", "--max-keys=x"}, wantCode: 2, wantStderr: `invalid value "x" for flag -max-keys`},
+		{name: "serve invalid setting", args: []string{"serve", "--log-level=loud"}, wantCode: 2, wantStderr: `latch serve: config: invalid log-level "loud"`},
+		{name: "serve invalid env", args: []string{"serve"}, env: map[string]string{"LATCH_LOG_FORMAT": "xml"}, wantCode: 2, wantStderr: `invalid log-format "xml"`},
+		{name: "serve missing config file", args: []string{"serve", "--config=/nonexistent.toml"}, wantCode: 2, wantStderr: "/nonexistent.toml"},
+		{name: "serve extra argument", args: []string{"serve", "now"}, wantCode: 2, wantStderr: `unexpected arguments ["now"]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := run(tt.args, &environment{
+				stdout: &stdout,
+				stderr: &stderr,
+				getenv: func(k string) string { return tt.env[k] },
+			})
+			if code != tt.wantCode {
+				t.Errorf("exit code = %d, want %d", code, tt.wantCode)
+			}
+			check := func(name, got, want string) {
+				if want == "" && got != "" || !strings.Contains(got, want) {
+					t.Errorf("%s = %q, want it to contain %q", name, got, want)
+				}
+			}
+			check("stdout", stdout.String(), tt.wantStdout)
+			check("stderr", stderr.String(), tt.wantStderr)
+		})
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	old := version
+	t.Cleanup(func() { version = old })
+
+	version = "v9.9.9"
+	if got := buildVersion(); got != "v9.9.9" {
+		t.Errorf("buildVersion() = %q, want the -ldflags version v9.9.9", got)
+	}
+	version = ""
+	if got := buildVersion(); got == "" {
+		t.Error("buildVersion() = \"\", want a fallback")
+	}
+}

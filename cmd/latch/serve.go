@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/latchd/latch/internal/config"
+	"github.com/latchd/latch/internal/server"
+)
+
+// runServe implements "latch serve": it runs a server until SIGINT or
+// SIGTERM, then shuts it down gracefully within the shutdown-timeout.
+func runServe(args []string, env *environment) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: latch serve [flags]
+
+Run a lock server until SIGINT or SIGTERM. Every flag can also be set by the
+LATCH_* environment variable named beside it, or in the TOML file named by
+--config. Flags win over the environment, the environment over the file.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	config.RegisterFlags(fs)
+	cfg, err := config.Load(fs, args, env.getenv)
+	if errors.Is(err, config.ErrFlags) {
+		code, _ := flagExit(err) // fs has reported it
+		return code
+	}
+	if err != nil {
+		fmt.Fprintf(env.stderr, "latch serve: %v\n", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "latch serve: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+
+	logger, err := newLogger(env.stderr, cfg.Log)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "latch serve: %v\n", err)
+		return 2
+	}
+
+	// Catch the signals before serving, so that one sent as soon as the
+	// server says it is serving is not lost.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	srv, err := server.New(cfg, logger)
+	if err != nil {
+		logger.Error("cannot start", "err", err)
+		return 1
+	}
+	logger.Info("serving",
+		"version", buildVersion(),
+		"pid", os.Getpid(),
+		"max-keys", cfg.Lock.MaxKeys,
+		"lock-delay", cfg.Lock.LockDelay)
+
+	sig := <-sigs
+	// A second signal kills the process at once.
+	signal.Stop(sigs)
+	logger.Info("shutting down", "signal", sig.String(), "timeout", cfg.Server.ShutdownTimeout)
+
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		logger.Error("shutdown failed", "err", err)
+		return 1
+	}
+	logger.Info("shut down cleanly")
+	return 0
+}
+
+// newLogger returns the logger c asks for, writing to w.
+func newLogger(w io.Writer, c config.LogConfig) (*slog.Logger, error) {
+	level, err := config.ParseLogLevel(c.Level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.Format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("invalid log-format %q: want text or json", c.Format)
+	}
+}

@@ -1,0 +1,107 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Config is the configuration of one latch server. The zero value is not
+// valid: start from DefaultConfig.
+type Config struct {
+	Log    LogConfig    `toml:"log"`
+	Lock   LockConfig   `toml:"lock"`
+	Server ServerConfig `toml:"server"`
+}
+
+// LogConfig configures the server's log, written to standard error.
+type LogConfig struct {
+	// Level is the lowest level logged: "debug", "info", "warn" or "error".
+	Level string `toml:"level"`
+	// Format is "text" (logfmt-like key=value pairs) or "json".
+	Format string `toml:"format"`
+}
+
+// LockConfig configures the lock table.
+type LockConfig struct {
+	// MaxKeys limits the keys of one lock request; 0 means no limit.
+	MaxKeys int `toml:"max-keys"`
+	// LockDelay is the lock-delay of sessions whose protocol does not set
+	// one: after a session dies holding a lock, the key stays unavailable
+	// for this long. Zero disables it. Never applied on a normal release.
+	LockDelay time.Duration `toml:"lock-delay"`
+}
+
+// ServerConfig configures the server process.
+type ServerConfig struct {
+	// ShutdownTimeout bounds a graceful shutdown: how long the server waits
+	// for waiters to be answered and connections to close.
+	ShutdownTimeout time.Duration `toml:"shutdown-timeout"`
+}
+
+// DefaultConfig returns the configuration used when nothing is set.
+func DefaultConfig() Config {
+	return Config{
+		Log: LogConfig{
+			Level:  "info",
+			Format: "text",
+		},
+		Lock: LockConfig{
+			MaxKeys:   1000,
+			LockDelay: 0,
+		},
+		Server: ServerConfig{
+			ShutdownTimeout: 10 * time.Second,
+		},
+	}
+}
+
+// Validate reports every invalid setting of c, joined into one error. Each
+// names the setting by its flag name.
+func (c Config) Validate() error {
+	var errs []error
+	if _, err := ParseLogLevel(c.Log.Level); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("config: invalid log-format %q: want text or json", c.Log.Format))
+	}
+	if c.Lock.MaxKeys < 0 {
+		errs = append(errs, fmt.Errorf("config: invalid max-keys %d: must not be negative (0 means no limit)", c.Lock.MaxKeys))
+	}
+	if c.Lock.LockDelay < 0 {
+		errs = append(errs, fmt.Errorf("config: invalid lock-delay %v: must not be negative", c.Lock.LockDelay))
+	}
+	if c.Server.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("config: invalid shutdown-timeout %v: must be positive", c.Server.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// logLevels are the values of LogConfig.Level, lowest first.
+var logLevels = []struct {
+	name  string
+	level slog.Level
+}{
+	{"debug", slog.LevelDebug},
+	{"info", slog.LevelInfo},
+	{"warn", slog.LevelWarn},
+	{"error", slog.LevelError},
+}
+
+// ParseLogLevel returns the slog level named s, one of the values of
+// LogConfig.Level.
+func ParseLogLevel(s string) (slog.Level, error) {
+	names := make([]string, 0, len(logLevels))
+	for _, l := range logLevels {
+		if s == l.name {
+			return l.level, nil
+		}
+		names = append(names, l.name)
+	}
+	return 0, fmt.Errorf("config: invalid log-level %q: want one of %s", s, strings.Join(names, ", "))
+}

@@ -1,0 +1,82 @@
+package config
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig().Validate() = %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Config)
+		want   []string // substrings of the error; none: valid
+	}{
+		{"default", func(*Config) {}, nil},
+		{"debug level", func(c *Config) { c.Log.Level = "debug" }, nil},
+		{"json format", func(c *Config) { c.Log.Format = "json" }, nil},
+		{"no key limit", func(c *Config) { c.Lock.MaxKeys = 0 }, nil},
+		{"lock-delay", func(c *Config) { c.Lock.LockDelay = 5 * time.Second }, nil},
+		{"empty level", func(c *Config) { c.Log.Level = "" }, []string{`invalid log-level ""`}},
+		{"upper-case level", func(c *Config) { c.Log.Level = "INFO" }, []string{`invalid log-level "INFO"`}},
+		{"bad format", func(c *Config) { c.Log.Format = "xml" }, []string{`invalid log-format "xml"`}},
+		{"negative max-keys", func(c *Config) { c.Lock.MaxKeys = -1 }, []string{"invalid max-keys -1"}},
+		{"negative lock-delay", func(c *Config) { c.Lock.LockDelay = -time.Second }, []string{"invalid lock-delay -1s"}},
+		{"zero shutdown-timeout", func(c *Config) { c.Server.ShutdownTimeout = 0 }, []string{"invalid shutdown-timeout 0s"}},
+		{
+			"every error at once",
+			func(c *Config) { c.Log.Level = "x"; c.Log.Format = "y"; c.Lock.MaxKeys = -2 },
+			[]string{"log-level", "log-format", "max-keys"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.modify(&c)
+			err := c.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want an error with %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseLogLevel(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    slog.Level
+		wantErr bool
+	}{
+		{"debug", slog.LevelDebug, false},
+		{"info", slog.LevelInfo, false},
+		{"warn", slog.LevelWarn, false},
+		{"error", slog.LevelError, false},
+		{"warning", 0, true},
+		{"Debug", 0, true},
+		{"", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseLogLevel(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseLogLevel(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}

@@ -1,0 +1,32 @@
+// Package config owns latch's configuration: the Config struct and its
+// sections, the defaults (DefaultConfig), validation (Config.Validate), and
+// loading a Config from command-line flags, LATCH_* environment variables
+// and an optional TOML file.
+//
+// # Precedence
+//
+// Load builds a Config from, highest precedence first:
+//
+//  1. flags given on the command line (--log-level=debug);
+//  2. environment variables, named mechanically from the flag:
+//     --log-level is LATCH_LOG_LEVEL (an empty variable counts as unset);
+//  3. the TOML file named by --config or LATCH_CONFIG, if any;
+//  4. DefaultConfig.
+//
+// # TOML file
+//
+// The file mirrors the Config sections. Durations are strings accepted by
+// time.ParseDuration. A key latch does not know is an error naming the key,
+// so that a typo never goes unnoticed.
+//
+//	[log]
+//	level = "info"       # debug, info, warn or error
+//	format = "text"      # text or json
+//
+//	[lock]
+//	max-keys = 1000      # keys per lock request, 0 = no limit
+//	lock-delay = "0s"    # default lock-delay of sessions
+//
+//	[server]
+//	shutdown-timeout = "10s"
+package config

@@ -1,0 +1,284 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ErrFlags wraps the error of parsing command-line flags in Load. The
+// FlagSet has already reported it on its output (flag.ContinueOnError), so a
+// caller need not print it again. errors.Is(err, flag.ErrHelp) still tells a
+// request for help.
+var ErrFlags = errors.New("config: bad command-line flags")
+
+// configFlag names the TOML file to read. It is a flag and an environment
+// variable (LATCH_CONFIG) but not a TOML key.
+const configFlag = "config"
+
+// envPrefix starts the name of every environment variable latch reads.
+const envPrefix = "LATCH_"
+
+// A setting is one configurable value: a flag, the environment variable
+// derived from it, and a key of the TOML file.
+type setting struct {
+	flag  string // flag name, without dashes
+	toml  string // dotted TOML key
+	usage string
+	// field points into c at the setting's field: *string, *int or
+	// *time.Duration.
+	field func(c *Config) any
+}
+
+// settings lists every setting, in the order of the usage message.
+var settings = []setting{
+	{
+		flag:  "log-level",
+		toml:  "log.level",
+		usage: "log messages at this `level` and above: debug, info, warn or error",
+		field: func(c *Config) any { return &c.Log.Level },
+	},
+	{
+		flag:  "log-format",
+		toml:  "log.format",
+		usage: "log `format`: text or json",
+		field: func(c *Config) any { return &c.Log.Format },
+	},
+	{
+		flag:  "max-keys",
+		toml:  "lock.max-keys",
+		usage: "allow at most `n` keys in one lock request (0: no limit)",
+		field: func(c *Config) any { return &c.Lock.MaxKeys },
+	},
+	{
+		flag:  "lock-delay",
+		toml:  "lock.lock-delay",
+		usage: "keep the keys of a session that dies holding them unavailable for this `duration`",
+		field: func(c *Config) any { return &c.Lock.LockDelay },
+	},
+	{
+		flag:  "shutdown-timeout",
+		toml:  "server.shutdown-timeout",
+		usage: "give a graceful shutdown at most this `duration`",
+		field: func(c *Config) any { return &c.Server.ShutdownTimeout },
+	},
+}
+
+// envName returns the environment variable read for a flag:
+// "log-level" is LATCH_LOG_LEVEL.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// set parses s into the setting's field of c.
+func (st *setting) set(c *Config, s string) error {
+	switch p := st.field(c).(type) {
+	case *string:
+		*p = s
+	case *int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return errors.New("not an integer")
+		}
+		*p = n
+	case *time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return errors.New("not a duration (like 10s or 1m30s)")
+		}
+		*p = d
+	default:
+		panic(fmt.Sprintf("config: setting %s has field of type %T", st.flag, p))
+	}
+	return nil
+}
+
+// format returns the setting's value in c as its flag would spell it.
+func (st *setting) format(c *Config) string {
+	switch p := st.field(c).(type) {
+	case *string:
+		return *p
+	case *int:
+		return strconv.Itoa(*p)
+	case *time.Duration:
+		return p.String()
+	default:
+		panic(fmt.Sprintf("config: setting %s has field of type %T", st.flag, p))
+	}
+}
+
+// flagValue is the flag.Value of a setting. It checks the syntax of the
+// value when the flag is parsed and keeps the raw text, which Load applies
+// last, above the environment and the file.
+type flagValue struct {
+	st  *setting
+	raw string
+}
+
+func (v *flagValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.raw
+}
+
+func (v *flagValue) Set(s string) error {
+	var scratch Config
+	if err := v.st.set(&scratch, s); err != nil {
+		return err
+	}
+	v.raw = s
+	return nil
+}
+
+// RegisterFlags defines the configuration's flags on fs: one per setting,
+// plus --config naming a TOML file. Each flag's usage names its
+// environment variable. Load calls RegisterFlags for the flags fs does not
+// have yet, so a caller needs it only to show usage before Load, or to
+// register the flags among its own in a chosen order.
+func RegisterFlags(fs *flag.FlagSet) {
+	def := DefaultConfig()
+	if fs.Lookup(configFlag) == nil {
+		fs.String(configFlag, "", "read settings from this TOML `file` (env "+envName(configFlag)+")")
+	}
+	for i := range settings {
+		st := &settings[i]
+		if fs.Lookup(st.flag) != nil {
+			continue
+		}
+		fs.Var(&flagValue{st: st, raw: st.format(&def)}, st.flag,
+			st.usage+" (env "+envName(st.flag)+")")
+	}
+}
+
+// Load parses args with fs and returns the configuration they, the
+// environment and the TOML file give, validated. Precedence, highest
+// first: flags set in args, environment variables (read with getenv; nil
+// means an empty environment), the file named by --config or LATCH_CONFIG,
+// DefaultConfig. Load registers the flags of RegisterFlags that fs lacks.
+// Arguments left after the flags are in fs.Args().
+//
+// An error from parsing args wraps ErrFlags (and flag.ErrHelp for -h).
+// Other errors name the flag, variable or file key at fault.
+func Load(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrFlags, err)
+	}
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	cfg := DefaultConfig()
+
+	path := getenv(envName(configFlag))
+	if given[configFlag] {
+		path = fs.Lookup(configFlag).Value.String()
+	}
+	if path != "" {
+		if err := loadFile(&cfg, path); err != nil {
+			return Config{}, err
+		}
+	}
+
+	for i := range settings {
+		st := &settings[i]
+		name := envName(st.flag)
+		if s := getenv(name); s != "" {
+			if err := st.set(&cfg, s); err != nil {
+				return Config{}, fmt.Errorf("config: environment variable %s=%q: %w", name, s, err)
+			}
+		}
+	}
+
+	for i := range settings {
+		st := &settings[i]
+		if !given[st.flag] {
+			continue
+		}
+		v, ok := fs.Lookup(st.flag).Value.(*flagValue)
+		if !ok {
+			return Config{}, fmt.Errorf("config: flag -%s is defined by someone else on FlagSet %q", st.flag, fs.Name())
+		}
+		if err := st.set(&cfg, v.raw); err != nil {
+			return Config{}, fmt.Errorf("config: flag -%s=%q: %w", st.flag, v.raw, err)
+		}
+	}
+
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// loadFile reads the TOML file at path into cfg, over what cfg holds.
+func loadFile(cfg *Config, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := decodeTOML(cfg, string(data)); err != nil {
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	return nil
+}
+
+// decodeTOML decodes a TOML document into cfg, over what cfg holds. Keys
+// that are not settings are an error naming them, and so are durations
+// written as anything but a string.
+func decodeTOML(cfg *Config, doc string) error {
+	// Decode into a copy so that cfg is untouched on error.
+	c := *cfg
+	md, err := toml.Decode(doc, &c)
+	if err != nil {
+		return err
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		// Name an unknown table, not every key in it.
+		unknown := make(map[string]bool)
+		var keys []string
+		for _, k := range undecoded {
+			unknown[k.String()] = true
+			if len(k) > 1 && unknown[k[:len(k)-1].String()] {
+				continue
+			}
+			keys = append(keys, strconv.Quote(k.String()))
+		}
+		noun := "key"
+		if len(keys) > 1 {
+			noun = "keys"
+		}
+		return fmt.Errorf("unknown %s %s", noun, strings.Join(keys, ", "))
+	}
+	for i := range settings {
+		st := &settings[i]
+		key := strings.Split(st.toml, ".")
+		if _, isDur := st.field(&c).(*time.Duration); !isDur || !md.IsDefined(key...) {
+			continue
+		}
+		if typ := md.Type(key...); typ != "String" {
+			return fmt.Errorf("key %q: a duration must be a string like \"10s\", not %s", st.toml, strings.ToLower(typ))
+		}
+	}
+	*cfg = c
+	return nil
+}
+
+// tomlKeys returns the TOML key of every setting, sorted; for tests.
+func tomlKeys() []string {
+	keys := make([]string, len(settings))
+	for i, st := range settings {
+		keys[i] = st.toml
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,149 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/engine"
+)
+
+// Locks lists the keys that are held, waited for or under lock-delay, in key
+// order; see latch.Admin.
+func (n *Node) Locks(prefix, after string, limit int) []latch.KeyInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.advance()
+	sts := n.eng.Keys(prefix, after, limit)
+	out := make([]latch.KeyInfo, len(sts))
+	for i := range sts {
+		out[i] = n.keyInfo(&sts[i])
+	}
+	return out
+}
+
+// Lock describes one key; see latch.Admin.
+func (n *Node) Lock(key string) (latch.KeyInfo, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.advance()
+	st, ok := n.eng.Key(key)
+	if !ok {
+		return latch.KeyInfo{}, false
+	}
+	return n.keyInfo(&st), true
+}
+
+// keyInfo converts an engine key state, filling in each session's protocol
+// and peer. Called with mu held.
+func (n *Node) keyInfo(st *engine.KeyState) latch.KeyInfo {
+	ki := latch.KeyInfo{
+		Key:          st.Key,
+		Mode:         st.Mode,
+		Limit:        st.Limit,
+		DelayedUntil: toTime(st.DelayedUntil),
+	}
+	if len(st.Holders) > 0 {
+		ki.Holders = make([]latch.HolderInfo, len(st.Holders))
+		for i, h := range st.Holders {
+			hi := latch.HolderInfo{
+				Session:  h.Session,
+				Token:    h.Token,
+				Acquired: toTime(h.Acquired),
+				Expires:  toTime(h.Expires),
+			}
+			if s := n.sessions[h.Session]; s != nil {
+				hi.Protocol, hi.Peer = s.opts.Protocol, s.opts.Peer
+			}
+			ki.Holders[i] = hi
+		}
+	}
+	if len(st.Waiters) > 0 {
+		ki.Waiters = make([]latch.WaiterInfo, len(st.Waiters))
+		for i, w := range st.Waiters {
+			wi := latch.WaiterInfo{
+				Session:  w.Session,
+				Mode:     w.Mode,
+				Position: w.Position,
+				Since:    toTime(w.Since),
+				Deadline: toTime(w.Deadline),
+				Keys:     len(w.Keys),
+			}
+			if s := n.sessions[w.Session]; s != nil {
+				wi.Protocol, wi.Peer = s.opts.Protocol, s.opts.Peer
+			}
+			ki.Waiters[i] = wi
+		}
+	}
+	return ki
+}
+
+// Sessions lists the live sessions in ID order.
+func (n *Node) Sessions() []latch.SessionInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.advance()
+	sts := n.eng.Sessions()
+	out := make([]latch.SessionInfo, 0, len(sts))
+	for _, st := range sts {
+		si := latch.SessionInfo{
+			ID:      st.ID,
+			Opened:  toTime(st.Opened),
+			TTL:     st.TTL,
+			Expires: toTime(st.Expires),
+			Held:    st.Held,
+			Waiting: st.Waiting,
+		}
+		if s := n.sessions[st.ID]; s != nil {
+			si.Protocol, si.Peer = s.opts.Protocol, s.opts.Peer
+		}
+		out = append(out, si)
+	}
+	return out
+}
+
+// ForceRelease releases every holder of key, leased ones included, and any
+// lock-delay on it, and returns how many holders it removed. The next
+// waiters are granted at once. It is logged at info level.
+func (n *Node) ForceRelease(key string) (int, error) {
+	if err := latch.CheckKey(key); err != nil {
+		return 0, fmt.Errorf("force release: %w", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.shutdown {
+		return 0, fmt.Errorf("force release %q: %w", key, latch.ErrShutdown)
+	}
+	now := n.now()
+	cnt, evs := n.eng.ForceRelease(now, key)
+	n.dispatch(evs)
+	n.rearm(now)
+	if cnt > 0 && n.obs != nil {
+		n.obs.Released(cnt)
+	}
+	n.log.Info("node: admin force-release", "key", key, "holders", cnt)
+	return cnt, nil
+}
+
+// EndSession ends a session as if it had died: its waiting requests fail
+// with latch.ErrSessionEnded, its non-leased locks are released with its
+// lock-delay and its Done channel is closed. It is logged at info level.
+func (n *Node) EndSession(id latch.SessionID) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.sessions[id]
+	if s == nil {
+		return fmt.Errorf("end session %d: %w", id, latch.ErrNoSession)
+	}
+	now := n.now()
+	evs, err := n.eng.EndSession(now, id)
+	n.dispatch(evs)
+	n.rearm(now)
+	if err != nil {
+		// The engine ended it first (TTL lapsed at an instant now passed);
+		// dispatch has closed Done.
+		return err
+	}
+	n.endSession(s, latch.ErrSessionEnded)
+	n.log.Info("node: admin end-session", "session", id, "protocol", s.opts.Protocol, "peer", s.opts.Peer)
+	return nil
+}

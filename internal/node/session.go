@@ -1,0 +1,253 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/engine"
+)
+
+// session is the node-side record of an engine session: what the front end
+// holds as a latch.Session.
+type session struct {
+	n    *Node
+	id   latch.SessionID
+	opts latch.SessionOptions
+	done chan struct{}
+	// ended is why the session ended (latch.ErrSessionEnded, or
+	// latch.ErrShutdown), nil while it lives. Guarded by n.mu.
+	ended error
+}
+
+var _ latch.Session = (*session)(nil)
+
+// waiter is a parked request: its caller blocks on ch, which receives
+// exactly one result, sent under the node's mutex by whoever removes the
+// waiter from Node.waiters.
+type waiter struct {
+	ch    chan result // capacity 1
+	since int64       // when it was queued
+	nkeys int
+}
+
+type result struct {
+	grant latch.Grant
+	err   error
+}
+
+func (n *Node) getWaiter() *waiter {
+	if w, ok := n.pool.Get().(*waiter); ok {
+		return w
+	}
+	return &waiter{ch: make(chan result, 1)}
+}
+
+// putWaiter recycles w; its channel must be empty.
+func (n *Node) putWaiter(w *waiter) {
+	n.pool.Put(w)
+}
+
+func (s *session) ID() latch.SessionID { return s.id }
+
+func (s *session) Done() <-chan struct{} { return s.done }
+
+// gone returns the error of a call on an ended session: it wraps
+// latch.ErrNoSession and, when the node shut down, latch.ErrShutdown too.
+// Called with n.mu held.
+func (s *session) gone(op string) error {
+	if s.ended == latch.ErrShutdown {
+		return fmt.Errorf("%s: session %d: %w (%w)", op, s.id, latch.ErrNoSession, latch.ErrShutdown)
+	}
+	return fmt.Errorf("%s: session %d: %w", op, s.id, latch.ErrNoSession)
+}
+
+// Acquire takes the keys of req. A request the engine cannot grant at once
+// and may wait is parked: the caller blocks until the engine reports the
+// request's end (granted, timed out at req.Wait, aborted because the session
+// ended or the node shut down) or until ctx is done. On ctx done the request
+// is cancelled and the error wraps latch.ErrCanceled and ctx.Err() - unless
+// the grant won the race (it was granted before the cancellation took the
+// mutex), in which case Acquire returns the grant and the caller holds the
+// keys. A ctx that is already done fails the request before it reaches the
+// lock table.
+func (s *session) Acquire(ctx context.Context, req latch.LockRequest) (latch.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return latch.Grant{}, fmt.Errorf("%w: %w", latch.ErrCanceled, err)
+	}
+	n := s.n
+	n.mu.Lock()
+	if s.ended != nil {
+		err := s.gone("acquire")
+		n.mu.Unlock()
+		return latch.Grant{}, err
+	}
+	now := n.now()
+	res, evs, err := n.eng.Acquire(now, s.id, req)
+	n.dispatch(evs)
+	if err != nil || res.Granted {
+		n.rearm(now)
+		if err == nil && n.obs != nil {
+			n.obs.Granted(len(req.Keys), 0)
+		}
+		n.mu.Unlock()
+		if err != nil {
+			return latch.Grant{}, err
+		}
+		return latch.Grant{Token: res.Token, Expires: toTime(res.Expires)}, nil
+	}
+	w := n.getWaiter()
+	w.since, w.nkeys = now, len(req.Keys)
+	n.waiters[res.Waiter] = w
+	n.rearm(now)
+	n.mu.Unlock()
+
+	done := ctx.Done()
+	if done == nil {
+		r := <-w.ch
+		n.putWaiter(w)
+		return r.grant, r.err
+	}
+	select {
+	case r := <-w.ch:
+		n.putWaiter(w)
+		return r.grant, r.err
+	case <-done:
+	}
+	return s.cancel(ctx, res.Waiter, w)
+}
+
+// cancel withdraws a parked request whose context is done.
+func (s *session) cancel(ctx context.Context, id engine.WaiterID, w *waiter) (latch.Grant, error) {
+	n := s.n
+	n.mu.Lock()
+	if _, queued := n.waiters[id]; !queued {
+		// Its end was dispatched first: the result is in w.ch.
+		n.mu.Unlock()
+		r := <-w.ch
+		n.putWaiter(w)
+		return r.grant, r.err
+	}
+	now := n.now()
+	evs, err := n.eng.Cancel(now, id)
+	// Bringing the engine up to now may itself have ended the request
+	// (granted or timed out at an instant already past); then the events
+	// report it and dispatch answers w.
+	n.dispatch(evs)
+	if _, queued := n.waiters[id]; queued {
+		delete(n.waiters, id)
+		if err != nil {
+			n.log.Error("node: cancel: engine lost a waiter", "waiter", id, "session", s.id, "err", err)
+		}
+		if n.obs != nil {
+			n.obs.Canceled()
+		}
+		n.rearm(now)
+		n.mu.Unlock()
+		n.putWaiter(w)
+		return latch.Grant{}, fmt.Errorf("%w: %w", latch.ErrCanceled, ctx.Err())
+	}
+	n.rearm(now)
+	n.mu.Unlock()
+	r := <-w.ch
+	n.putWaiter(w)
+	return r.grant, r.err
+}
+
+// Release releases keys the session holds; see latch.Session.
+func (s *session) Release(keys ...string) error {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s.ended != nil {
+		return s.gone("release")
+	}
+	now := n.now()
+	evs, err := n.eng.Release(now, s.id, keys)
+	n.dispatch(evs)
+	n.rearm(now)
+	if err == nil && n.obs != nil {
+		n.obs.Released(len(keys))
+	}
+	return err
+}
+
+// ReleaseAll releases every lock the session holds, leased ones included.
+func (s *session) ReleaseAll() (int, error) {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s.ended != nil {
+		return 0, s.gone("release all")
+	}
+	now := n.now()
+	cnt, evs, err := n.eng.ReleaseAll(now, s.id)
+	n.dispatch(evs)
+	n.rearm(now)
+	if cnt > 0 && n.obs != nil {
+		n.obs.Released(cnt)
+	}
+	return cnt, err
+}
+
+// Renew resets the lease of keys the session holds. The Grant carries the
+// newest token among the keys and the new lease end (zero for lease 0).
+func (s *session) Renew(lease time.Duration, keys ...string) (latch.Grant, error) {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s.ended != nil {
+		return latch.Grant{}, s.gone("renew")
+	}
+	now := n.now()
+	tok, exp, evs, err := n.eng.Renew(now, s.id, keys, lease)
+	n.dispatch(evs)
+	n.rearm(now)
+	if err != nil {
+		return latch.Grant{}, err
+	}
+	return latch.Grant{Token: tok, Expires: toTime(exp)}, nil
+}
+
+// KeepAlive restarts the session's TTL.
+func (s *session) KeepAlive() error {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s.ended != nil {
+		return s.gone("keepalive")
+	}
+	now := n.now()
+	evs, err := n.eng.KeepAlive(now, s.id)
+	n.dispatch(evs)
+	n.rearm(now)
+	return err
+}
+
+// Close ends the session as EndSession does: its waiting requests fail with
+// latch.ErrSessionEnded, its locks without a lease are released at once and
+// its leased locks stay until their lease ends. The engine cannot tell a
+// clean close from a lost connection, so the session's lock-delay applies to
+// the keys it still holds; a client that leaves cleanly releases them first.
+// Close is idempotent and returns nil on an ended session.
+func (s *session) Close() error {
+	n := s.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s.ended != nil {
+		return nil
+	}
+	now := n.now()
+	evs, err := n.eng.EndSession(now, s.id)
+	n.dispatch(evs)
+	if err != nil && !errors.Is(err, latch.ErrNoSession) {
+		n.log.Error("node: close session", "session", s.id, "err", err)
+	}
+	// If the engine had already ended it (TTL lapsed at an instant now
+	// passed), dispatch has just closed Done; endSession is a no-op then.
+	n.endSession(s, latch.ErrSessionEnded)
+	n.rearm(now)
+	return nil
+}

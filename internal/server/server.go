@@ -1,0 +1,120 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/config"
+	"github.com/latchd/latch/internal/node"
+)
+
+// Server is one running latch node: the lock service and its front ends.
+type Server struct {
+	cfg    config.Config
+	logger *slog.Logger
+	node   *node.Node
+
+	// started holds the components that started, in start order.
+	started []component
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New validates cfg, builds the lock service and starts every front end
+// cfg enables. When New returns without error the server is serving; the
+// caller must call Shutdown. logger receives the server's log; nil
+// discards it.
+func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:    cfg,
+		logger: logger,
+		node: node.New(node.Config{
+			MaxKeys:   cfg.Lock.MaxKeys,
+			LockDelay: cfg.Lock.LockDelay,
+			Logger:    logger,
+		}),
+	}
+
+	comps, err := s.frontEnds()
+	if err == nil {
+		err = s.start(comps)
+	}
+	if err != nil {
+		// Undo what started; the caller has no Server to shut down.
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+		defer cancel()
+		if serr := s.Shutdown(ctx); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		return nil, err
+	}
+	if len(s.started) == 0 {
+		s.logger.Info("no front end to serve: the lock service is reachable in process only")
+	}
+	return s, nil
+}
+
+// start starts comps in order. If one fails, start returns its error and
+// leaves s.started holding the ones that started, for Shutdown to stop.
+func (s *Server) start(comps []component) error {
+	for _, c := range comps {
+		if err := c.Start(); err != nil {
+			return fmt.Errorf("server: starting %s: %w", c.Name(), err)
+		}
+		s.started = append(s.started, c)
+		s.logger.Debug("started", "component", c.Name())
+	}
+	return nil
+}
+
+// Service returns the lock service the front ends serve. Tests and
+// in-process users may call it directly.
+func (s *Server) Service() latch.Service {
+	return s.node
+}
+
+// Shutdown stops the server gracefully and returns when it has stopped, or
+// when ctx is done, whichever comes first.
+//
+// The lock service shuts down first: it answers every waiting request with
+// latch.ErrShutdown, ends every session and refuses new ones, so that the
+// front ends can still send those answers to their clients. Then the front
+// ends shut down, last started first, each closing its listener and
+// connections. When ctx is done, what is left is closed at once.
+//
+// Every lock is lost: the lock table lives in memory only. Shutdown returns
+// the errors of every part that failed to stop in time, joined. Calling it
+// again returns the same result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() {
+		s.shutdownErr = s.shutdown(ctx)
+	})
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	var errs []error
+	if err := s.node.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("server: shutting down the lock service: %w", err))
+	}
+	for i := len(s.started) - 1; i >= 0; i-- {
+		c := s.started[i]
+		if err := c.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: shutting down %s: %w", c.Name(), err))
+			continue
+		}
+		s.logger.Debug("stopped", "component", c.Name())
+	}
+	return errors.Join(errs...)
+}
