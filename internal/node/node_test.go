@@ -236,7 +236,7 @@ func TestTimeout(t *testing.T) {
 
 		time.Sleep(2*time.Second - 1)
 		c3.waiting(t)
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		err := c3.failed(t, latch.ErrTimeout)
 		var be *latch.BusyError
 		if !errors.As(err, &be) || !cmp.Equal(be.Keys, []string{"a"}) {
@@ -245,7 +245,7 @@ func TestTimeout(t *testing.T) {
 
 		time.Sleep(8*time.Second - 1)
 		c2.waiting(t)
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		err = c2.failed(t, latch.ErrTimeout)
 		if !errors.As(err, &be) || !cmp.Equal(be.Keys, []string{"a"}) {
 			t.Errorf("timeout error = %#v, want a BusyError naming a (not b, which was free)", err)
@@ -410,7 +410,7 @@ func TestSessionTTL(t *testing.T) {
 		if isClosed(s1.Done()) {
 			t.Fatal("Done closed before the TTL lapsed")
 		}
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		synctest.Wait()
 		if !isClosed(s1.Done()) {
 			t.Fatal("Done not closed when the TTL lapsed")
@@ -450,7 +450,7 @@ func TestLeaseSurvivesClose(t *testing.T) {
 		c := goAcquire(context.Background(), s2, x(latch.WaitForever, "a"))
 		time.Sleep(10*time.Second - 1)
 		c.waiting(t)
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		c.granted(t, 103)
 	})
 }
@@ -495,7 +495,7 @@ func TestLockDelay(t *testing.T) {
 				}
 				time.Sleep(tt.wantDelay - 1)
 				c.waiting(t)
-				time.Sleep(1)
+				time.Sleep(time.Nanosecond)
 				c.granted(t, 102)
 			})
 		})
