@@ -1,0 +1,372 @@
+package cache
+
+import (
+	"math"
+	"time"
+
+	"github.com/latchd/latch"
+)
+
+// Cache is the memcached item store. See the package documentation for its
+// rules. It is not safe for concurrent use.
+type Cache struct {
+	cfg   Config
+	items map[string]*entry
+
+	// The LRU list holds every unlocked item, most recently used at head.
+	// Locked items are in their owner's list instead (owners), so eviction
+	// and sweeping never meet them.
+	head, tail *entry
+	// cursor is the next LRU item Sweep examines, walking from tail to head;
+	// nil starts a new pass at the tail.
+	cursor *entry
+	// owners maps a lock owner to the first item of its list of locked
+	// items. An owner with no locked item has no entry.
+	owners map[latch.SessionID]*entry
+
+	now int64  // the latest instant seen
+	cas uint64 // the last CAS handed out
+
+	// epoch counts the flushes that took effect. Every live item carries
+	// the current epoch; an unlocked item with an older one was flushed.
+	epoch        uint64
+	flushPending bool
+	flushAt      int64
+
+	bytes       int64 // sum of the sizes of all items
+	lockedBytes int64 // sum of the sizes of locked items
+	locked      int   // number of locked items
+
+	stats Stats
+}
+
+// entry is one stored item.
+type entry struct {
+	key   string
+	value []byte // never written once stored: readers may keep it
+	// prev (towards the head) and next (towards the tail) link the entry
+	// into the LRU list, or, while locked, into its owner's list.
+	prev, next *entry
+	cas        uint64
+	exp        int64 // first instant at which the item is expired; never: no expiry
+	owner      latch.SessionID
+	epoch      uint64
+	flags      uint32
+	fetched    bool // read by a get since stored (for the *_unfetched stats)
+}
+
+// never is the expiry instant of an item without an exptime.
+const never = math.MaxInt64
+
+func (e *entry) size() int64 { return itemSize(len(e.key), len(e.value)) }
+
+func itemSize(keyLen, valueLen int) int64 {
+	return int64(keyLen) + int64(valueLen) + ItemOverhead
+}
+
+// item returns the read-only view of e.
+func (e *entry) item() Item {
+	return Item{Value: e.value[:len(e.value):len(e.value)], Flags: e.flags, CAS: e.cas}
+}
+
+// New returns an empty cache configured by cfg, which must be valid.
+func New(cfg Config) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Cache{
+		cfg:    cfg,
+		items:  make(map[string]*entry),
+		owners: make(map[latch.SessionID]*entry),
+	}, nil
+}
+
+// Config returns the configuration the cache was made with.
+func (c *Cache) Config() Config { return c.cfg }
+
+// advance brings the cache up to now and returns the instant to use: time
+// never runs backwards, an earlier now counts as the latest instant seen. A
+// pending flush whose instant has come takes effect here, before the
+// operation that brought the time.
+func (c *Cache) advance(now int64) int64 {
+	if now < c.now {
+		now = c.now
+	}
+	c.now = now
+	if c.flushPending && now >= c.flushAt {
+		c.flushPending = false
+		c.epoch++
+		// Locked items survive the flush.
+		for _, e := range c.owners {
+			for ; e != nil; e = e.next {
+				e.epoch = c.epoch
+			}
+		}
+	}
+	return now
+}
+
+// deadline converts a memcached exptime to the first instant at which the
+// item is expired: 0 is never; negative is already; up to
+// MaxRelativeExptime is seconds from now; larger is a Unix time in seconds
+// (already expired if not after now).
+func deadline(now, exptime int64) int64 {
+	const sec = int64(time.Second)
+	switch {
+	case exptime == 0:
+		return never
+	case exptime < 0:
+		return math.MinInt64
+	case exptime <= MaxRelativeExptime:
+		if now > never-exptime*sec {
+			return never
+		}
+		return now + exptime*sec
+	case exptime > never/sec:
+		return never
+	default:
+		return exptime * sec
+	}
+}
+
+// why an item was not found.
+type miss uint8
+
+const (
+	missAbsent miss = iota
+	missExpired
+	missFlushed
+)
+
+// state tells whether e is live at now, or why it is not. A locked item is
+// always live.
+func (c *Cache) state(e *entry, now int64) (live bool, why miss) {
+	switch {
+	case e.owner != 0:
+		return true, 0
+	case e.epoch != c.epoch:
+		return false, missFlushed
+	case e.exp <= now:
+		return false, missExpired
+	}
+	return true, 0
+}
+
+func (c *Cache) dead(e *entry, now int64) bool {
+	live, _ := c.state(e, now)
+	return !live
+}
+
+// find returns the live item of key, or nil and why there is none. A dead
+// item found on the way is removed (lazy expiry).
+func (c *Cache) find(now int64, key []byte) (*entry, miss) {
+	e := c.items[string(key)]
+	if e == nil {
+		return nil, missAbsent
+	}
+	if live, why := c.state(e, now); !live {
+		c.reclaim(e)
+		return nil, why
+	}
+	return e, 0
+}
+
+// lockedByOther reports whether e is locked by someone other than owner.
+func lockedByOther(e *entry, owner latch.SessionID) bool {
+	return e.owner != 0 && e.owner != owner
+}
+
+// heldBy reports whether owner holds e's lock.
+func heldBy(e *entry, owner latch.SessionID) bool {
+	return e.owner != 0 && e.owner == owner
+}
+
+func (c *Cache) nextCAS() uint64 {
+	c.cas++
+	return c.cas
+}
+
+// insert adds a new unlocked entry for key at the head of the LRU list.
+// The caller has made room for it.
+func (c *Cache) insert(key []byte, value []byte, flags uint32, exp int64) *entry {
+	e := &entry{
+		key:   string(key),
+		value: clone(value),
+		cas:   c.nextCAS(),
+		exp:   exp,
+		epoch: c.epoch,
+		flags: flags,
+	}
+	c.items[e.key] = e
+	c.bytes += e.size()
+	c.stats.CurrItems++
+	c.stats.TotalItems++
+	c.pushFront(e)
+	return e
+}
+
+// clone copies b into a new exact-size slice: the one copy of a stored value.
+func clone(b []byte) []byte {
+	v := make([]byte, len(b))
+	copy(v, b)
+	return v
+}
+
+// setValue replaces e's value with v, which the cache owns from now on, and
+// gives e a new CAS. The caller has made room for the growth.
+func (c *Cache) setValue(e *entry, v []byte) {
+	d := int64(len(v) - len(e.value))
+	c.bytes += d
+	if e.owner != 0 {
+		c.lockedBytes += d
+	}
+	e.value = v
+	e.cas = c.nextCAS()
+	c.stats.TotalItems++
+}
+
+// remove deletes e from the cache.
+func (c *Cache) remove(e *entry) {
+	delete(c.items, e.key)
+	if e.owner != 0 {
+		c.ownerUnlink(e)
+		c.lockedBytes -= e.size()
+		c.locked--
+		e.owner = 0
+	} else {
+		c.unlink(e)
+	}
+	c.bytes -= e.size()
+	c.stats.CurrItems--
+}
+
+// reclaim removes an expired or flushed item.
+func (c *Cache) reclaim(e *entry) {
+	c.stats.Reclaimed++
+	if !e.fetched {
+		c.stats.ExpiredUnfetched++
+	}
+	c.remove(e)
+}
+
+// evict removes a live item to make room.
+func (c *Cache) evict(e *entry) {
+	c.stats.Evictions++
+	if !e.fetched {
+		c.stats.EvictedUnfetched++
+	}
+	c.remove(e)
+}
+
+// room makes room for grow more bytes by removing unlocked items from the
+// LRU tail (expired ones are reclaimed, live ones evicted), never keep. It
+// changes nothing and returns ErrNoMemory if evicting every unlocked item but
+// keep could not make enough room.
+func (c *Cache) room(now int64, grow int64, keep *entry) error {
+	over := c.bytes + grow - c.cfg.MemoryLimit
+	if grow <= 0 || over <= 0 {
+		return nil
+	}
+	free := c.bytes - c.lockedBytes
+	if keep != nil && keep.owner == 0 {
+		free -= keep.size()
+	}
+	if over > free {
+		return ErrNoMemory
+	}
+	for e := c.tail; c.bytes+grow > c.cfg.MemoryLimit; {
+		prev := e.prev
+		if e != keep {
+			if c.dead(e, now) {
+				c.reclaim(e)
+			} else {
+				c.evict(e)
+			}
+		}
+		e = prev
+	}
+	return nil
+}
+
+// LRU list.
+
+func (c *Cache) pushFront(e *entry) {
+	e.prev = nil
+	e.next = c.head
+	if c.head != nil {
+		c.head.prev = e
+	} else {
+		c.tail = e
+	}
+	c.head = e
+}
+
+func (c *Cache) unlink(e *entry) {
+	if c.cursor == e {
+		c.cursor = e.prev
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		c.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		c.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+// bump marks e as just used: an unlocked item moves to the LRU head.
+func (c *Cache) bump(e *entry) {
+	if e.owner != 0 || c.head == e {
+		return
+	}
+	c.unlink(e)
+	c.pushFront(e)
+}
+
+// Owner lists.
+
+// lock moves e from the LRU list to owner's list.
+func (c *Cache) lock(e *entry, owner latch.SessionID) {
+	c.unlink(e)
+	e.owner = owner
+	first := c.owners[owner]
+	e.next = first
+	if first != nil {
+		first.prev = e
+	}
+	c.owners[owner] = e
+	c.lockedBytes += e.size()
+	c.locked++
+}
+
+// unlock moves e from its owner's list to the LRU head. An item whose
+// exptime passed while it was locked is removed at once. (Flushes that took
+// effect while it was locked gave it their epoch: it survived them.)
+func (c *Cache) unlock(now int64, e *entry) {
+	c.ownerUnlink(e)
+	c.lockedBytes -= e.size()
+	c.locked--
+	e.owner = 0
+	c.pushFront(e)
+	if c.dead(e, now) {
+		c.reclaim(e)
+	}
+}
+
+func (c *Cache) ownerUnlink(e *entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else if e.next != nil {
+		c.owners[e.owner] = e.next
+	} else {
+		delete(c.owners, e.owner)
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	}
+	e.prev, e.next = nil, nil
+}

@@ -1,0 +1,303 @@
+package cache
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/latchd/latch"
+)
+
+// The fake clock: test instants are offsets from t0, a Unix time in
+// nanoseconds (absolute exptimes are Unix seconds).
+const (
+	t0Sec = 1_700_000_000
+	t0    = t0Sec * int64(time.Second)
+	sec   = time.Second
+)
+
+// res is what one step returned, in a comparable form.
+type res struct {
+	Val   string
+	Flags uint32
+	CAS   uint64
+	N     uint64 // incr/decr value, counts
+	B     bool   // Delete's unlocked
+	Keys  []string
+	Err   error
+}
+
+// op is one call on the cache at an instant.
+type op func(c *Cache, now int64) res
+
+// step runs op at t0+at and expects want.
+type step struct {
+	at   time.Duration
+	do   op
+	want res
+}
+
+type scenario struct {
+	name  string
+	cfg   *Config // nil: testConfig()
+	steps []step
+	// check, if set, runs after the steps.
+	check func(t *testing.T, c *Cache)
+}
+
+func testConfig() Config {
+	return Config{MemoryLimit: 1 << 20, MaxItemSize: 1024}
+}
+
+func newCache(t testing.TB, cfg Config) *Cache {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c
+}
+
+func runScenarios(t *testing.T, scenarios []scenario) {
+	t.Helper()
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			cfg := testConfig()
+			if sc.cfg != nil {
+				cfg = *sc.cfg
+			}
+			c := newCache(t, cfg)
+			for i, s := range sc.steps {
+				got := s.do(c, t0+int64(s.at))
+				if diff := cmp.Diff(s.want, got, cmpopts.EquateErrors(), cmpopts.EquateEmpty()); diff != "" {
+					t.Fatalf("step %d (at %v): result mismatch (-want +got):\n%s", i, s.at, diff)
+				}
+				checkInvariants(t, c)
+			}
+			if sc.check != nil {
+				sc.check(t, c)
+			}
+		})
+	}
+}
+
+// Operations, as ops. Owners are latch.SessionIDs; 0 acts as nobody.
+
+func itemRes(it Item, err error) res {
+	return res{Val: string(it.Value), Flags: it.Flags, CAS: it.CAS, Err: err}
+}
+
+func get(key string) op {
+	return func(c *Cache, now int64) res { return itemRes(c.Get(now, []byte(key))) }
+}
+
+func gat(key string, exptime int64) op {
+	return func(c *Cache, now int64) res { return itemRes(c.GetAndTouch(now, []byte(key), exptime)) }
+}
+
+func touch(key string, exptime int64) op {
+	return func(c *Cache, now int64) res {
+		cas, err := c.Touch(now, []byte(key), exptime)
+		return res{CAS: cas, Err: err}
+	}
+}
+
+func casRes(cas uint64, err error) res { return res{CAS: cas, Err: err} }
+
+func set(o latch.SessionID, key, val string, flags uint32, exptime int64) op {
+	return setCAS(o, key, val, flags, exptime, 0)
+}
+
+func setCAS(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		return casRes(c.Set(now, o, []byte(key), []byte(val), flags, exptime, cas))
+	}
+}
+
+func add(o latch.SessionID, key, val string, flags uint32, exptime int64) op {
+	return func(c *Cache, now int64) res {
+		return casRes(c.Add(now, o, []byte(key), []byte(val), flags, exptime))
+	}
+}
+
+func replace(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		return casRes(c.Replace(now, o, []byte(key), []byte(val), flags, exptime, cas))
+	}
+}
+
+func cas(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		return casRes(c.CAS(now, o, []byte(key), []byte(val), flags, exptime, cas))
+	}
+}
+
+func appendOp(o latch.SessionID, key, val string, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		return casRes(c.Append(now, o, []byte(key), []byte(val), cas))
+	}
+}
+
+func prepend(o latch.SessionID, key, val string, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		return casRes(c.Prepend(now, o, []byte(key), []byte(val), cas))
+	}
+}
+
+func incr(o latch.SessionID, key string, delta, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		n, newCAS, err := c.Incr(now, o, []byte(key), delta, cas)
+		return res{N: n, CAS: newCAS, Err: err}
+	}
+}
+
+func decr(o latch.SessionID, key string, delta, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		n, newCAS, err := c.Decr(now, o, []byte(key), delta, cas)
+		return res{N: n, CAS: newCAS, Err: err}
+	}
+}
+
+func del(o latch.SessionID, key string, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		unlocked, err := c.Delete(now, o, []byte(key), cas)
+		return res{B: unlocked, Err: err}
+	}
+}
+
+func flush(delay int64) op {
+	return func(c *Cache, now int64) res { c.FlushAll(now, delay); return res{} }
+}
+
+func lock(o latch.SessionID, key string) op {
+	return func(c *Cache, now int64) res { return res{Err: c.Lock(now, o, []byte(key))} }
+}
+
+func unlock(o latch.SessionID, key string) op {
+	return func(c *Cache, now int64) res { return res{Err: c.Unlock(now, o, []byte(key))} }
+}
+
+func unlockAll(o latch.SessionID) op {
+	return func(c *Cache, now int64) res { return res{N: uint64(c.UnlockAll(now, o))} }
+}
+
+func lag(o latch.SessionID, key string) op {
+	return func(c *Cache, now int64) res { return itemRes(c.LockAndGet(now, o, []byte(key))) }
+}
+
+func lat(o latch.SessionID, key string, exptime int64) op {
+	return func(c *Cache, now int64) res { return itemRes(c.LockAndTouch(now, o, []byte(key), exptime)) }
+}
+
+func rau(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		return casRes(c.ReplaceAndUnlock(now, o, []byte(key), []byte(val), flags, exptime, cas))
+	}
+}
+
+func keys(prefix string) op {
+	return func(c *Cache, now int64) res {
+		k := c.AppendKeys(nil, now, []byte(prefix))
+		sortStrings(k)
+		return res{Keys: k}
+	}
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// checkInvariants verifies the cache's internal bookkeeping.
+func checkInvariants(t testing.TB, c *Cache) {
+	t.Helper()
+	seen := make(map[*entry]bool, len(c.items))
+	var bytes, lockedBytes int64
+	locked := 0
+	// LRU list: unlocked items only, consistent links.
+	var prev *entry
+	cursorSeen := c.cursor == nil
+	for e := c.head; e != nil; e = e.next {
+		if e.prev != prev {
+			t.Fatalf("LRU: %q.prev is wrong", e.key)
+		}
+		if e.owner != 0 {
+			t.Fatalf("LRU: locked item %q in the LRU list", e.key)
+		}
+		if seen[e] {
+			t.Fatalf("LRU: cycle at %q", e.key)
+		}
+		if e == c.cursor {
+			cursorSeen = true
+		}
+		seen[e] = true
+		prev = e
+	}
+	if c.tail != prev {
+		t.Fatalf("LRU: tail is wrong")
+	}
+	if !cursorSeen {
+		t.Fatalf("sweep cursor %q is not in the LRU list", c.cursor.key)
+	}
+	for owner, first := range c.owners {
+		if first == nil || first.prev != nil {
+			t.Fatalf("owner %d: bad list head", owner)
+		}
+		var prev *entry
+		for e := first; e != nil; e = e.next {
+			if e.prev != prev {
+				t.Fatalf("owner %d: %q.prev is wrong", owner, e.key)
+			}
+			if e.owner != owner {
+				t.Fatalf("owner %d: item %q is locked by %d", owner, e.key, e.owner)
+			}
+			if seen[e] {
+				t.Fatalf("owner %d: %q is in two lists", owner, e.key)
+			}
+			if e.epoch != c.epoch {
+				t.Fatalf("locked item %q has epoch %d, cache %d", e.key, e.epoch, c.epoch)
+			}
+			seen[e] = true
+			locked++
+			lockedBytes += e.size()
+			prev = e
+		}
+	}
+	if len(seen) != len(c.items) {
+		t.Fatalf("%d items in lists, %d in the map", len(seen), len(c.items))
+	}
+	cases := make(map[uint64]string, len(c.items))
+	for k, e := range c.items {
+		if !seen[e] || e.key != k {
+			t.Fatalf("map entry %q is not listed or misnamed", k)
+		}
+		if e.cas == 0 || e.cas > c.cas {
+			t.Fatalf("item %q: cas %d outside (0, %d]", k, e.cas, c.cas)
+		}
+		if other, dup := cases[e.cas]; dup {
+			t.Fatalf("items %q and %q share cas %d", k, other, e.cas)
+		}
+		cases[e.cas] = k
+		if e.epoch > c.epoch {
+			t.Fatalf("item %q from a future epoch", k)
+		}
+		bytes += e.size()
+	}
+	if bytes != c.bytes || lockedBytes != c.lockedBytes || locked != c.locked {
+		t.Fatalf("accounting: bytes %d/%d locked bytes %d/%d locked %d/%d (counted/recorded)",
+			bytes, c.bytes, lockedBytes, c.lockedBytes, locked, c.locked)
+	}
+	if uint64(len(c.items)) != c.stats.CurrItems {
+		t.Fatalf("curr_items %d, map has %d", c.stats.CurrItems, len(c.items))
+	}
+	if c.bytes > c.cfg.MemoryLimit {
+		t.Fatalf("bytes %d over the limit %d", c.bytes, c.cfg.MemoryLimit)
+	}
+}
+
+func key(n int) string { return strings.Repeat("k", n) }

@@ -1,0 +1,448 @@
+package cache
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/latchd/latch"
+)
+
+// model is a trivial reference implementation of the cache's semantics
+// without a memory limit: a map, eager expiry and eager flushes.
+type model struct {
+	items    map[string]*mItem
+	now      int64
+	cas      uint64
+	maxValue int
+
+	flushPending bool
+	flushAt      int64
+}
+
+type mItem struct {
+	val   string
+	flags uint32
+	exp   int64 // absolute; math.MaxInt64 = never
+	cas   uint64
+	owner latch.SessionID
+}
+
+func newModel(maxValue int) *model {
+	return &model{items: map[string]*mItem{}, maxValue: maxValue}
+}
+
+func mDeadline(now, exptime int64) int64 {
+	switch {
+	case exptime == 0:
+		return math.MaxInt64
+	case exptime < 0:
+		return math.MinInt64
+	case exptime <= 30*24*3600:
+		return now + exptime*1e9
+	}
+	return exptime * 1e9
+}
+
+// advance moves the clock and applies what is due: a pending flush drops
+// every unlocked item, expiry drops every unlocked expired item.
+func (m *model) advance(now int64) int64 {
+	if now < m.now {
+		now = m.now
+	}
+	m.now = now
+	if m.flushPending && now >= m.flushAt {
+		m.flushPending = false
+		for k, it := range m.items {
+			if it.owner == 0 {
+				delete(m.items, k)
+			}
+		}
+	}
+	for k, it := range m.items {
+		if it.owner == 0 && it.exp <= now {
+			delete(m.items, k)
+		}
+	}
+	return now
+}
+
+func (m *model) next() uint64 { m.cas++; return m.cas }
+
+func (m *model) get(now int64, k string) res {
+	m.advance(now)
+	it := m.items[k]
+	if it == nil {
+		return res{Err: ErrNotFound}
+	}
+	return res{Val: it.val, Flags: it.flags, CAS: it.cas}
+}
+
+func (m *model) touch(now int64, k string, exptime int64, withValue bool) res {
+	now = m.advance(now)
+	it := m.items[k]
+	if it == nil {
+		return res{Err: ErrNotFound}
+	}
+	it.exp = mDeadline(now, exptime)
+	if withValue {
+		return res{Val: it.val, Flags: it.flags, CAS: it.cas}
+	}
+	return res{CAS: it.cas}
+}
+
+func (m *model) store(now int64, mode storeMode, o latch.SessionID, k, v string, flags uint32, exptime int64, cas uint64) res {
+	now = m.advance(now)
+	if len(v) > m.maxValue {
+		return res{Err: ErrTooLarge}
+	}
+	it := m.items[k]
+	if it != nil && it.owner != 0 && it.owner != o {
+		return res{Err: ErrLocked}
+	}
+	if mode == modeAdd && it != nil {
+		return res{Err: ErrExists}
+	}
+	if mode == modeReplace && it == nil {
+		return res{Err: ErrNotStored}
+	}
+	if mode == modeCAS || cas != 0 {
+		if it == nil {
+			return res{Err: ErrNotFound}
+		}
+		if it.cas != cas {
+			return res{Err: ErrExists}
+		}
+	}
+	if it == nil {
+		it = &mItem{}
+		m.items[k] = it
+	}
+	it.val, it.flags, it.exp, it.cas = v, flags, mDeadline(now, exptime), m.next()
+	return res{CAS: it.cas}
+}
+
+func (m *model) concat(now int64, o latch.SessionID, k, v string, cas uint64, before bool) res {
+	m.advance(now)
+	it := m.items[k]
+	if it == nil {
+		return res{Err: ErrNotStored}
+	}
+	if it.owner != 0 && it.owner != o {
+		return res{Err: ErrLocked}
+	}
+	if cas != 0 && cas != it.cas {
+		return res{Err: ErrExists}
+	}
+	if len(it.val)+len(v) > m.maxValue {
+		return res{Err: ErrTooLarge}
+	}
+	if before {
+		it.val = v + it.val
+	} else {
+		it.val += v
+	}
+	it.cas = m.next()
+	return res{CAS: it.cas}
+}
+
+func (m *model) arith(now int64, o latch.SessionID, k string, delta, cas uint64, incr bool) res {
+	m.advance(now)
+	it := m.items[k]
+	if it == nil {
+		return res{Err: ErrNotFound}
+	}
+	if it.owner != 0 && it.owner != o {
+		return res{Err: ErrLocked}
+	}
+	if cas != 0 && cas != it.cas {
+		return res{Err: ErrExists}
+	}
+	n, err := strconv.ParseUint(it.val, 10, 64)
+	if err != nil {
+		return res{Err: ErrNonNumeric}
+	}
+	switch {
+	case incr:
+		n += delta
+	case delta > n:
+		n = 0
+	default:
+		n -= delta
+	}
+	it.val = strconv.FormatUint(n, 10)
+	it.cas = m.next()
+	return res{N: n, CAS: it.cas}
+}
+
+func (m *model) del(now int64, o latch.SessionID, k string, cas uint64) res {
+	m.advance(now)
+	it := m.items[k]
+	if it == nil {
+		return res{Err: ErrNotFound}
+	}
+	if it.owner != 0 && it.owner != o {
+		return res{Err: ErrLocked}
+	}
+	if cas != 0 && cas != it.cas {
+		return res{Err: ErrExists}
+	}
+	delete(m.items, k)
+	return res{B: it.owner != 0}
+}
+
+func (m *model) flush(now, delay int64) res {
+	now = m.advance(now)
+	at := now
+	if delay > 0 {
+		at = max(now, mDeadline(now, delay))
+	}
+	m.flushPending, m.flushAt = true, at
+	m.advance(now)
+	return res{}
+}
+
+func (m *model) lock(now int64, o latch.SessionID, k string, get, touch bool, exptime int64) res {
+	now = m.advance(now)
+	if o == 0 {
+		return res{Err: latch.ErrNoSession}
+	}
+	it := m.items[k]
+	if it == nil {
+		return res{Err: ErrNotFound}
+	}
+	if it.owner != 0 {
+		return res{Err: ErrLocked}
+	}
+	it.owner = o
+	if touch {
+		it.exp = mDeadline(now, exptime)
+	}
+	if !get {
+		return res{}
+	}
+	return res{Val: it.val, Flags: it.flags, CAS: it.cas}
+}
+
+// release unlocks it; an item expired while locked goes at once.
+func (m *model) release(k string, it *mItem) {
+	it.owner = 0
+	if it.exp <= m.now {
+		delete(m.items, k)
+	}
+}
+
+func (m *model) unlock(now int64, o latch.SessionID, k string) res {
+	m.advance(now)
+	it := m.items[k]
+	if it == nil {
+		return res{Err: ErrNotFound}
+	}
+	if it.owner == 0 || it.owner != o {
+		return res{Err: ErrNotLocked}
+	}
+	m.release(k, it)
+	return res{}
+}
+
+func (m *model) unlockAll(now int64, o latch.SessionID) res {
+	m.advance(now)
+	n := 0
+	for k, it := range m.items {
+		if o != 0 && it.owner == o {
+			m.release(k, it)
+			n++
+		}
+	}
+	return res{N: uint64(n)}
+}
+
+func (m *model) rau(now int64, o latch.SessionID, k, v string, flags uint32, exptime int64, cas uint64) res {
+	now = m.advance(now)
+	if len(v) > m.maxValue {
+		return res{Err: ErrTooLarge}
+	}
+	it := m.items[k]
+	if it == nil {
+		return res{Err: ErrNotFound}
+	}
+	if it.owner == 0 || it.owner != o {
+		return res{Err: ErrNotLocked}
+	}
+	if cas != 0 && cas != it.cas {
+		return res{Err: ErrExists}
+	}
+	it.val, it.flags, it.exp, it.cas = v, flags, mDeadline(now, exptime), m.next()
+	m.release(k, it)
+	return res{CAS: it.cas}
+}
+
+func (m *model) keys(now int64, prefix string) res {
+	m.advance(now)
+	var ks []string
+	for k := range m.items {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			ks = append(ks, k)
+		}
+	}
+	sort.Strings(ks)
+	return res{Keys: ks}
+}
+
+// randomOp returns one random operation, applied to both the cache and the
+// model, and a description of it.
+type twin struct {
+	name string
+	c    op
+	m    func(m *model, now int64) res
+}
+
+var (
+	modelKeys   = []string{"a", "b", "c", "ab"}
+	modelValues = []string{"", "x", "hello", "0", "9", "42", "18446744073709551615", "12abc", "007", "0123456789012345678901234567890123456789"}
+	modelExps   = []int64{0, 0, 0, 1, 2, 5, -1, month, month + 1, t0Sec + 3, t0Sec - 3}
+)
+
+func randomTwin(r *rand.Rand, m *model) twin {
+	k := modelKeys[r.IntN(len(modelKeys))]
+	v := modelValues[r.IntN(len(modelValues))]
+	o := latch.SessionID(r.IntN(4)) // 0 = nobody, 1..3
+	flags := uint32(r.IntN(3))
+	exp := modelExps[r.IntN(len(modelExps))]
+	var casv uint64
+	switch r.IntN(4) {
+	case 0: // none
+	case 1:
+		if it := m.items[k]; it != nil {
+			casv = it.cas
+		} else {
+			casv = m.cas
+		}
+	case 2:
+		casv = m.cas
+	case 3:
+		casv = uint64(r.IntN(int(m.cas) + 2))
+	}
+	delta := []uint64{0, 1, 5, math.MaxUint64}[r.IntN(4)]
+	name := func(op string) string {
+		return fmt.Sprintf("%s(owner=%d key=%q val=%q flags=%d exp=%d cas=%d delta=%d)", op, o, k, v, flags, exp, casv, delta)
+	}
+	switch r.IntN(22) {
+	case 0, 1:
+		return twin{name("get"), get(k), func(m *model, now int64) res { return m.get(now, k) }}
+	case 2:
+		return twin{name("gat"), gat(k, exp), func(m *model, now int64) res { return m.touch(now, k, exp, true) }}
+	case 3:
+		return twin{name("touch"), touch(k, exp), func(m *model, now int64) res { return m.touch(now, k, exp, false) }}
+	case 4, 5:
+		return twin{name("set"), setCAS(o, k, v, flags, exp, casv), func(m *model, now int64) res {
+			return m.store(now, modeSet, o, k, v, flags, exp, casv)
+		}}
+	case 6:
+		return twin{name("add"), add(o, k, v, flags, exp), func(m *model, now int64) res {
+			return m.store(now, modeAdd, o, k, v, flags, exp, 0)
+		}}
+	case 7:
+		return twin{name("replace"), replace(o, k, v, flags, exp, casv), func(m *model, now int64) res {
+			return m.store(now, modeReplace, o, k, v, flags, exp, casv)
+		}}
+	case 8:
+		return twin{name("cas"), cas(o, k, v, flags, exp, casv), func(m *model, now int64) res {
+			return m.store(now, modeCAS, o, k, v, flags, exp, casv)
+		}}
+	case 9:
+		return twin{name("append"), appendOp(o, k, v, casv), func(m *model, now int64) res { return m.concat(now, o, k, v, casv, false) }}
+	case 10:
+		return twin{name("prepend"), prepend(o, k, v, casv), func(m *model, now int64) res { return m.concat(now, o, k, v, casv, true) }}
+	case 11:
+		return twin{name("incr"), incr(o, k, delta, casv), func(m *model, now int64) res { return m.arith(now, o, k, delta, casv, true) }}
+	case 12:
+		return twin{name("decr"), decr(o, k, delta, casv), func(m *model, now int64) res { return m.arith(now, o, k, delta, casv, false) }}
+	case 13:
+		return twin{name("delete"), del(o, k, casv), func(m *model, now int64) res { return m.del(now, o, k, casv) }}
+	case 14:
+		if r.IntN(4) != 0 {
+			return randomTwin(r, m) // flushes are rarer
+		}
+		d := []int64{0, 0, 1, 3, t0Sec + 2}[r.IntN(5)]
+		return twin{fmt.Sprintf("flush_all(%d)", d), flush(d), func(m *model, now int64) res { return m.flush(now, d) }}
+	case 15, 16:
+		return twin{name("lock"), lock(o, k), func(m *model, now int64) res { return m.lock(now, o, k, false, false, 0) }}
+	case 17:
+		return twin{name("lag"), lag(o, k), func(m *model, now int64) res { return m.lock(now, o, k, true, false, 0) }}
+	case 18:
+		return twin{name("lat"), lat(o, k, exp), func(m *model, now int64) res { return m.lock(now, o, k, true, true, exp) }}
+	case 19:
+		return twin{name("unlock"), unlock(o, k), func(m *model, now int64) res { return m.unlock(now, o, k) }}
+	case 20:
+		if r.IntN(3) == 0 {
+			return twin{name("unlock_all"), unlockAll(o), func(m *model, now int64) res { return m.unlockAll(now, o) }}
+		}
+		return twin{name("rau"), rau(o, k, v, flags, exp, casv), func(m *model, now int64) res {
+			return m.rau(now, o, k, v, flags, exp, casv)
+		}}
+	default:
+		p := []string{"", "a", "b"}[r.IntN(3)]
+		return twin{fmt.Sprintf("keys(%q)", p), keys(p), func(m *model, now int64) res { return m.keys(now, p) }}
+	}
+}
+
+// TestModel runs random operations against the cache and the model and
+// compares every result.
+func TestModel(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 20
+	}
+	const maxValue = 48
+	for seed := range seeds {
+		r := rand.New(rand.NewPCG(uint64(seed), 0xcafe))
+		c := newCache(t, Config{MemoryLimit: 1 << 30, MaxItemSize: maxValue})
+		m := newModel(maxValue)
+		now := t0
+		var history []string
+		for i := range 400 {
+			// The clock moves on in half seconds, and now and then
+			// backwards (which counts as not moving).
+			switch r.IntN(10) {
+			case 0:
+				now -= int64(sec)
+			case 1, 2, 3:
+				now += int64(sec) / 2
+			}
+			tw := randomTwin(r, m)
+			history = append(history, fmt.Sprintf("t=%+.1fs %s", float64(now-t0)/1e9, tw.name))
+			want := tw.m(m, now)
+			got := tw.c(c, now)
+			if diff := cmp.Diff(want, got, cmpopts.EquateErrors(), cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("seed %d op %d: %s: mismatch (-model +cache):\n%s\nhistory:\n%s", seed, i, tw.name, diff, tail(history, 30))
+			}
+			checkInvariants(t, c)
+			if i%50 == 49 {
+				// After two full sweeps only live items are left.
+				c.Sweep(now, math.MaxInt)
+				c.Sweep(now, math.MaxInt)
+				m.advance(now)
+				if got := c.Stats().CurrItems; got != uint64(len(m.items)) {
+					t.Fatalf("seed %d op %d: curr_items %d after sweeping, model has %d\nhistory:\n%s", seed, i, got, len(m.items), tail(history, 30))
+				}
+			}
+		}
+	}
+}
+
+func tail(s []string, n int) string {
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	out := ""
+	for _, l := range s {
+		out += "  " + l + "\n"
+	}
+	return out
+}

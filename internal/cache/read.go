@@ -1,0 +1,109 @@
+package cache
+
+// Item is a read-only view of a stored item.
+type Item struct {
+	// Value is the item's value. It is shared with the cache, which never
+	// writes into a stored value (every change stores a new slice), so it
+	// stays valid and unchanged after later calls; the caller must not
+	// modify it. Its capacity is its length.
+	Value []byte
+	Flags uint32
+	// CAS is the item's CAS unique. Every change to an item gives it a new
+	// one from a counter shared by all items, so a CAS is never reused.
+	CAS uint64
+}
+
+// Get returns the live item of key and marks it most recently used. It
+// ignores locks: everyone may read a locked item.
+//
+// Errors: ErrInvalidKey, ErrNotFound.
+func (c *Cache) Get(now int64, key []byte) (Item, error) {
+	now = c.advance(now)
+	if err := checkKey(key); err != nil {
+		return Item{}, err
+	}
+	c.stats.CmdGet++
+	e, why := c.find(now, key)
+	if e == nil {
+		c.stats.GetMisses++
+		c.countMiss(why)
+		return Item{}, ErrNotFound
+	}
+	c.stats.GetHits++
+	e.fetched = true
+	c.bump(e)
+	return e.item(), nil
+}
+
+// GetAndTouch is Get that also sets the item's exptime (memcached gat,
+// binary GaT, and yrmcds's Get with an exptime). Like Touch it ignores
+// locks; a locked item keeps its lock and, while locked, does not expire.
+//
+// Errors: ErrInvalidKey, ErrNotFound.
+func (c *Cache) GetAndTouch(now int64, key []byte, exptime int64) (Item, error) {
+	now = c.advance(now)
+	if err := checkKey(key); err != nil {
+		return Item{}, err
+	}
+	c.stats.CmdGet++
+	c.stats.CmdTouch++
+	e, why := c.find(now, key)
+	if e == nil {
+		c.stats.TouchMisses++
+		c.countMiss(why)
+		return Item{}, ErrNotFound
+	}
+	c.stats.TouchHits++
+	e.exp = deadline(now, exptime)
+	e.fetched = true
+	c.bump(e)
+	return e.item(), nil
+}
+
+// Touch sets the exptime of the live item of key, marks it most recently
+// used and returns its CAS, which does not change. It ignores locks (as
+// yrmcds does): anyone may touch a locked item.
+//
+// Errors: ErrInvalidKey, ErrNotFound.
+func (c *Cache) Touch(now int64, key []byte, exptime int64) (cas uint64, err error) {
+	now = c.advance(now)
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	c.stats.CmdTouch++
+	e, _ := c.find(now, key)
+	if e == nil {
+		c.stats.TouchMisses++
+		return 0, ErrNotFound
+	}
+	c.stats.TouchHits++
+	e.exp = deadline(now, exptime)
+	c.bump(e)
+	return e.cas, nil
+}
+
+func (c *Cache) countMiss(why miss) {
+	switch why {
+	case missExpired:
+		c.stats.GetExpired++
+	case missFlushed:
+		c.stats.GetFlushed++
+	}
+}
+
+// AppendKeys appends to dst the key of every live item that starts with
+// prefix, locked ones included (yrmcds's keys command), and returns the
+// extended slice. The order is unspecified. It reads only: expired items are
+// skipped, not removed, and no item changes its LRU position.
+func (c *Cache) AppendKeys(dst []string, now int64, prefix []byte) []string {
+	now = c.advance(now)
+	for k, e := range c.items {
+		if len(k) < len(prefix) || k[:len(prefix)] != string(prefix) {
+			continue
+		}
+		if !c.dead(e, now) {
+			dst = append(dst, k)
+		}
+	}
+	return dst
+}
