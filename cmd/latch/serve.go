@@ -58,6 +58,7 @@ Flags:
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	cfg.Server.Version = buildVersion()
 	srv, err := server.New(cfg, logger)
 	if err != nil {
 		logger.Error("cannot start", "err", err)

@@ -11,9 +11,24 @@ import (
 // Config is the configuration of one latch server. The zero value is not
 // valid: start from DefaultConfig.
 type Config struct {
-	Log    LogConfig    `toml:"log"`
-	Lock   LockConfig   `toml:"lock"`
-	Server ServerConfig `toml:"server"`
+	Log      LogConfig      `toml:"log"`
+	Lock     LockConfig     `toml:"lock"`
+	Server   ServerConfig   `toml:"server"`
+	Memcache MemcacheConfig `toml:"memcache"`
+}
+
+// MemcacheConfig configures the memcached front end (text and binary
+// protocols with the yrmcds lock extension).
+type MemcacheConfig struct {
+	// Addr is the TCP address to listen on; empty disables the front end.
+	Addr string `toml:"addr"`
+	// MemoryMB bounds the memory of all items, in MiB (memcached's -m,
+	// yrmcds's memory_limit); least recently used unlocked items are
+	// evicted to stay under it.
+	MemoryMB int `toml:"memory-mb"`
+	// MaxItemSize is the largest value accepted, in bytes (yrmcds's
+	// max_data_size).
+	MaxItemSize int `toml:"max-item-size"`
 }
 
 // LogConfig configures the server's log, written to standard error.
@@ -39,6 +54,10 @@ type ServerConfig struct {
 	// ShutdownTimeout bounds a graceful shutdown: how long the server waits
 	// for waiters to be answered and connections to close.
 	ShutdownTimeout time.Duration `toml:"shutdown-timeout"`
+	// Version is the running binary's version, reported by the protocols
+	// that tell it (memcached's version command). Set by the program, not
+	// a setting.
+	Version string `toml:"-"`
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -54,6 +73,11 @@ func DefaultConfig() Config {
 		},
 		Server: ServerConfig{
 			ShutdownTimeout: 10 * time.Second,
+		},
+		Memcache: MemcacheConfig{
+			Addr:        "127.0.0.1:11211",
+			MemoryMB:    1024,
+			MaxItemSize: 1 << 20,
 		},
 	}
 }
@@ -75,6 +99,12 @@ func (c Config) Validate() error {
 	}
 	if c.Lock.LockDelay < 0 {
 		errs = append(errs, fmt.Errorf("config: invalid lock-delay %v: must not be negative", c.Lock.LockDelay))
+	}
+	if c.Memcache.MemoryMB <= 0 {
+		errs = append(errs, fmt.Errorf("config: invalid memcache-memory-mb %d: must be positive", c.Memcache.MemoryMB))
+	}
+	if c.Memcache.MaxItemSize <= 0 || int64(c.Memcache.MaxItemSize) > int64(c.Memcache.MemoryMB)<<20 {
+		errs = append(errs, fmt.Errorf("config: invalid memcache-max-item-size %d: must be positive and fit in memcache-memory-mb", c.Memcache.MaxItemSize))
 	}
 	if c.Server.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("config: invalid shutdown-timeout %v: must be positive", c.Server.ShutdownTimeout))

@@ -64,6 +64,24 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Lock.LockDelay },
 	},
 	{
+		flag:  "memcache-addr",
+		toml:  "memcache.addr",
+		usage: "serve the memcached protocols (with yrmcds locks) on this `host:port`; empty: off",
+		field: func(c *Config) any { return &c.Memcache.Addr },
+	},
+	{
+		flag:  "memcache-memory-mb",
+		toml:  "memcache.memory-mb",
+		usage: "keep memcached items within this many `MiB`, evicting the least recently used",
+		field: func(c *Config) any { return &c.Memcache.MemoryMB },
+	},
+	{
+		flag:  "memcache-max-item-size",
+		toml:  "memcache.max-item-size",
+		usage: "refuse memcached values larger than this many `bytes`",
+		field: func(c *Config) any { return &c.Memcache.MaxItemSize },
+	},
+	{
 		flag:  "shutdown-timeout",
 		toml:  "server.shutdown-timeout",
 		usage: "give a graceful shutdown at most this `duration`",

@@ -65,11 +65,9 @@ shutdown-timeout = "1m"
 			name: "file",
 			args: []string{"--config", file},
 			modify: func(c *Config) {
-				*c = Config{
-					Log:    LogConfig{Level: "warn", Format: "json"},
-					Lock:   LockConfig{MaxKeys: 10, LockDelay: 3 * time.Second},
-					Server: ServerConfig{ShutdownTimeout: time.Minute},
-				}
+				c.Log = LogConfig{Level: "warn", Format: "json"}
+				c.Lock = LockConfig{MaxKeys: 10, LockDelay: 3 * time.Second}
+				c.Server = ServerConfig{ShutdownTimeout: time.Minute}
 			},
 		},
 		{
@@ -98,11 +96,9 @@ shutdown-timeout = "1m"
 				"LATCH_SHUTDOWN_TIMEOUT": "2s",
 			},
 			modify: func(c *Config) {
-				*c = Config{
-					Log:    LogConfig{Level: "debug", Format: "json"},
-					Lock:   LockConfig{MaxKeys: 0, LockDelay: 250 * time.Millisecond},
-					Server: ServerConfig{ShutdownTimeout: 2 * time.Second},
-				}
+				c.Log = LogConfig{Level: "debug", Format: "json"}
+				c.Lock = LockConfig{MaxKeys: 0, LockDelay: 250 * time.Millisecond}
+				c.Server = ServerConfig{ShutdownTimeout: 2 * time.Second}
 			},
 		},
 		{
@@ -115,11 +111,9 @@ shutdown-timeout = "1m"
 			args: []string{"--config", file},
 			env:  map[string]string{"LATCH_LOG_LEVEL": "error", "LATCH_LOCK_DELAY": "0s"},
 			modify: func(c *Config) {
-				*c = Config{
-					Log:    LogConfig{Level: "error", Format: "json"},
-					Lock:   LockConfig{MaxKeys: 10},
-					Server: ServerConfig{ShutdownTimeout: time.Minute},
-				}
+				c.Log = LogConfig{Level: "error", Format: "json"}
+				c.Lock = LockConfig{MaxKeys: 10}
+				c.Server = ServerConfig{ShutdownTimeout: time.Minute}
 			},
 		},
 		{
@@ -127,11 +121,9 @@ shutdown-timeout = "1m"
 			args: []string{"--config", file, "--log-level=info", "-max-keys", "7", "--shutdown-timeout=5s"},
 			env:  map[string]string{"LATCH_LOG_LEVEL": "error", "LATCH_MAX_KEYS": "8"},
 			modify: func(c *Config) {
-				*c = Config{
-					Log:    LogConfig{Level: "info", Format: "json"},
-					Lock:   LockConfig{MaxKeys: 7, LockDelay: 3 * time.Second},
-					Server: ServerConfig{ShutdownTimeout: 5 * time.Second},
-				}
+				c.Log = LogConfig{Level: "info", Format: "json"}
+				c.Lock = LockConfig{MaxKeys: 7, LockDelay: 3 * time.Second}
+				c.Server = ServerConfig{ShutdownTimeout: 5 * time.Second}
 			},
 		},
 		{
@@ -347,9 +339,10 @@ func TestSettingsCoverConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Log:    LogConfig{Level: "x", Format: "x"},
-		Lock:   LockConfig{MaxKeys: 1, LockDelay: time.Second},
-		Server: ServerConfig{ShutdownTimeout: time.Second},
+		Log:      LogConfig{Level: "x", Format: "x"},
+		Lock:     LockConfig{MaxKeys: 1, LockDelay: time.Second},
+		Server:   ServerConfig{ShutdownTimeout: time.Second},
+		Memcache: MemcacheConfig{Addr: "x", MemoryMB: 1, MaxItemSize: 1},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("a Config field has no setting (-want +got):\n%s", diff)

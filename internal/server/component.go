@@ -1,6 +1,12 @@
 package server
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/memcache"
+)
 
 // A component is a front end the server runs beside the lock service: the
 // listener of one protocol, or the admin HTTP server.
@@ -23,8 +29,24 @@ type component interface {
 }
 
 // frontEnds returns the components s's configuration enables, in start
-// order. There are none yet: the memcached, dlock and admin HTTP front ends
-// join here, each built over s.node, as their protocols arrive.
+// order, each built over s.node.
 func (s *Server) frontEnds() ([]component, error) {
-	return nil, nil
+	var comps []component
+	if addr := s.cfg.Memcache.Addr; addr != "" {
+		mc, err := memcache.New(s.node, memcache.Config{
+			Addr: addr,
+			Cache: cache.Config{
+				MemoryLimit: int64(s.cfg.Memcache.MemoryMB) << 20,
+				MaxItemSize: s.cfg.Memcache.MaxItemSize,
+			},
+			Version: s.cfg.Server.Version,
+			Logger:  s.logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.memcache = mc
+		comps = append(comps, mc)
+	}
+	return comps, nil
 }

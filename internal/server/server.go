@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/config"
+	"github.com/latchd/latch/internal/memcache"
 	"github.com/latchd/latch/internal/node"
 )
 
@@ -17,6 +19,8 @@ type Server struct {
 	cfg    config.Config
 	logger *slog.Logger
 	node   *node.Node
+
+	memcache *memcache.Server // nil when disabled
 
 	// started holds the components that started, in start order.
 	started []component
@@ -82,6 +86,15 @@ func (s *Server) start(comps []component) error {
 // in-process users may call it directly.
 func (s *Server) Service() latch.Service {
 	return s.node
+}
+
+// MemcacheAddr returns the address the memcached front end listens on, or
+// nil when it is disabled.
+func (s *Server) MemcacheAddr() net.Addr {
+	if s.memcache == nil {
+		return nil
+	}
+	return s.memcache.Addr()
 }
 
 // Shutdown stops the server gracefully and returns when it has stopped, or

@@ -20,6 +20,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// testConfig is the default configuration with every listener on a free
+// loopback port, so that tests never bind the well-known ports.
+func testConfig() config.Config {
+	cfg := config.DefaultConfig()
+	cfg.Memcache.Addr = "127.0.0.1:0"
+	return cfg
+}
+
 // newServer starts a server on cfg and shuts it down when the test ends.
 func newServer(t *testing.T, cfg config.Config) *Server {
 	t.Helper()
@@ -57,7 +65,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := config.DefaultConfig()
+			cfg := testConfig()
 			tt.modify(&cfg)
 			s, err := New(cfg, nil)
 			if err == nil {
@@ -72,7 +80,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 }
 
 func TestServiceLocks(t *testing.T) {
-	s := newServer(t, config.DefaultConfig())
+	s := newServer(t, testConfig())
 	a := openSession(t, s.Service())
 	b := openSession(t, s.Service())
 	ctx := context.Background()
@@ -101,7 +109,7 @@ func TestServiceLocks(t *testing.T) {
 
 func TestConfigReachesService(t *testing.T) {
 	t.Run("max-keys", func(t *testing.T) {
-		cfg := config.DefaultConfig()
+		cfg := testConfig()
 		cfg.Lock.MaxKeys = 2
 		s := newServer(t, cfg)
 		sess := openSession(t, s.Service())
@@ -114,7 +122,7 @@ func TestConfigReachesService(t *testing.T) {
 		}
 	})
 	t.Run("lock-delay", func(t *testing.T) {
-		cfg := config.DefaultConfig()
+		cfg := testConfig()
 		cfg.Lock.LockDelay = time.Hour
 		s := newServer(t, cfg)
 		svc := s.Service()
@@ -135,7 +143,7 @@ func TestConfigReachesService(t *testing.T) {
 }
 
 func TestShutdownAnswersWaiters(t *testing.T) {
-	s, err := New(config.DefaultConfig(), nil)
+	s, err := New(testConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +259,7 @@ func TestComponents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(config.DefaultConfig(), nil)
+			s, err := New(testConfig(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,91 @@
+package memcache
+
+import (
+	"bufio"
+	"errors"
+	"net"
+
+	"github.com/latchd/latch"
+)
+
+// errClose ends a connection after its pending replies are flushed (quit).
+var errClose = errors.New("memcache: close connection")
+
+const bufSize = 16 << 10
+
+// conn is one client connection and its session.
+type conn struct {
+	srv  *Server
+	nc   net.Conn
+	r    *bufio.Reader
+	w    *bufio.Writer
+	sess latch.Session
+	done chan struct{} // closed when serve returns
+
+	toks [][]byte // tokens of the current text line, into line or r's buffer
+	line []byte   // a text line too long for r's buffer
+	key  []byte   // a copy of the current key, when r's buffer moves on
+	data []byte   // a data block too long for r's buffer
+	num  []byte   // scratch for formatting numbers
+}
+
+func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
+	return &conn{
+		srv:  s,
+		nc:   nc,
+		r:    bufio.NewReaderSize(nc, bufSize),
+		w:    bufio.NewWriterSize(nc, bufSize),
+		sess: sess,
+		done: make(chan struct{}),
+	}
+}
+
+// serve runs the connection until the client leaves, a write fails, or the
+// server or an operator ends it. Its locks are released when it returns.
+func (c *conn) serve() {
+	defer c.finish()
+	go c.watch()
+	for {
+		// Flush only when no more input is buffered: a pipelined batch
+		// of requests gets its replies in one write.
+		if c.r.Buffered() == 0 && c.w.Buffered() > 0 {
+			if err := c.w.Flush(); err != nil {
+				return
+			}
+		}
+		b, err := c.r.Peek(1)
+		if err != nil {
+			return
+		}
+		if b[0] == magicRequest {
+			err = c.serveBinary()
+		} else {
+			err = c.serveText()
+		}
+		if err != nil {
+			if errors.Is(err, errClose) {
+				c.w.Flush()
+			}
+			return
+		}
+	}
+}
+
+// watch closes the socket when the session ends behind the connection's
+// back (an operator ended it, or the lock service shut down), so that serve
+// returns.
+func (c *conn) watch() {
+	select {
+	case <-c.sess.Done():
+		c.nc.Close()
+	case <-c.done:
+	}
+}
+
+// finish releases the connection's locks and closes it.
+func (c *conn) finish() {
+	close(c.done)
+	c.srv.store.unlockAllOnClose(c.sess)
+	c.nc.Close()
+	c.srv.forget(c)
+}

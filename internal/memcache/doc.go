@@ -1,0 +1,17 @@
+// Package memcache is latch's memcached front end: the text and binary
+// protocols on one port (the first byte of each request decides, so both may
+// be mixed on one connection), with yrmcds's lock extension. It is a drop-in
+// for Debian's yrmcds 1.1.9, whose exact behaviour is written down in
+// shared/protocols/yrmcds.md, except for the yrmcds bugs listed in the
+// README's compatibility section.
+//
+// Each connection is a latch session. Its locks are locks of the one lock
+// table every protocol shares (they go through latch.Service), and they are
+// released the moment the connection ends, however it ends. The items live in
+// an internal/cache.Cache shared by every connection; the Store keeps the
+// cache's per-item lock marks in step with the lock table.
+//
+// One goroutine serves each connection: it parses a request, executes it and
+// buffers the reply, and flushes the replies only when no more input is
+// buffered, so a pipelined batch costs one write.
+package memcache

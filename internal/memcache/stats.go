@@ -1,0 +1,6 @@
+package memcache
+
+func (c *conn) textStats() error {
+	c.w.WriteString(rEnd)
+	return nil
+}

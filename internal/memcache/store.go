@@ -1,0 +1,164 @@
+package memcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
+)
+
+// Store is the item cache that every memcached connection shares, behind
+// one mutex, and the glue between the cache's lock marks and the lock table.
+//
+// A memcached lock is held in two places: the lock table (so that it
+// excludes every protocol's lockers) and the item's lock mark in the cache
+// (so that the item never expires, is never evicted, survives flush_all and
+// refuses other connections' writes). Both change under the Store's mutex,
+// lock table first on lock and cache first on unlock, so no connection ever
+// sees one without the other.
+type Store struct {
+	mu    sync.Mutex
+	cache *cache.Cache
+	now   func() int64
+}
+
+// NewStore returns an empty store. now is the clock, in nanoseconds since
+// the Unix epoch; nil means time.Now.
+func NewStore(cfg cache.Config, now func() int64) (*Store, error) {
+	c, err := cache.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("memcache: %w", err)
+	}
+	if now == nil {
+		now = func() int64 { return time.Now().UnixNano() }
+	}
+	return &Store{cache: c, now: now}, nil
+}
+
+// do runs f on the cache under the store's mutex.
+func (st *Store) do(f func(c *cache.Cache, now int64)) {
+	st.mu.Lock()
+	f(st.cache, st.now())
+	st.mu.Unlock()
+}
+
+// lockMode says how lock treats the item.
+type lockMode uint8
+
+const (
+	lockOnly  lockMode = iota // Lock
+	lockGet                   // LaG: return the item
+	lockTouch                 // LaG with an exptime: return it and set its exptime
+)
+
+// lock takes key's lock for sess and marks the item. The key must be free
+// in the lock table (cache.ErrLocked otherwise, even when sess holds it:
+// yrmcds locks are not re-entrant) and the item live (cache.ErrNotFound).
+func (st *Store) lock(sess latch.Session, key []byte, mode lockMode, exptime int64) (cache.Item, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	k := string(key)
+	_, err := sess.Acquire(context.Background(), latch.LockRequest{Keys: []string{k}, Wait: latch.NoWait})
+	switch {
+	case errors.Is(err, latch.ErrWouldBlock), errors.Is(err, latch.ErrAlreadyHeld):
+		return cache.Item{}, cache.ErrLocked
+	case err != nil:
+		return cache.Item{}, err
+	}
+	var it cache.Item
+	now := st.now()
+	switch mode {
+	case lockOnly:
+		err = st.cache.Lock(now, sess.ID(), key)
+	case lockGet:
+		it, err = st.cache.LockAndGet(now, sess.ID(), key)
+	case lockTouch:
+		it, err = st.cache.LockAndTouch(now, sess.ID(), key, exptime)
+	}
+	if err != nil {
+		// No live item (or, after an operator force-released the key in
+		// the lock table, an item still marked by its old holder): give
+		// the key back.
+		_ = sess.Release(k)
+		return cache.Item{}, err
+	}
+	return it, nil
+}
+
+// unlock drops sess's lock on key (cache.ErrNotFound, cache.ErrNotLocked).
+func (st *Store) unlock(sess latch.Session, key []byte) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := st.cache.Unlock(st.now(), sess.ID(), key); err != nil {
+		return err
+	}
+	st.release(sess, key)
+	return nil
+}
+
+// release gives key back to the lock table after the cache dropped sess's
+// mark on it (unlock, a holder's delete, RaU). Called with mu held.
+func (st *Store) release(sess latch.Session, key []byte) {
+	// ErrNotHeld means an operator force-released the key: nothing to do.
+	_ = sess.Release(string(key))
+}
+
+// delete removes key's item for sess; the holder's delete also releases
+// the key in the lock table.
+func (st *Store) delete(sess latch.Session, key []byte, cas uint64) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	unlocked, err := st.cache.Delete(st.now(), sess.ID(), key, cas)
+	if unlocked {
+		st.release(sess, key)
+	}
+	return err
+}
+
+// replaceAndUnlock is RaU: the holder replaces the item and releases the
+// lock in one step.
+func (st *Store) replaceAndUnlock(sess latch.Session, key, value []byte, flags uint32, exptime int64, cas uint64) (uint64, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	newCAS, err := st.cache.ReplaceAndUnlock(st.now(), sess.ID(), key, value, flags, exptime, cas)
+	if err == nil {
+		st.release(sess, key)
+	}
+	return newCAS, err
+}
+
+// unlockAll drops every lock of sess, in the cache and in the lock table.
+func (st *Store) unlockAll(sess latch.Session) {
+	st.mu.Lock()
+	st.cache.UnlockAll(st.now(), sess.ID())
+	_, _ = sess.ReleaseAll()
+	st.mu.Unlock()
+}
+
+// unlockAllOnClose drops the cache marks of a connection that ended and
+// closes its session. A client that left holding locks died holding them,
+// so the session's lock-delay applies to those keys.
+func (st *Store) unlockAllOnClose(sess latch.Session) {
+	st.mu.Lock()
+	st.cache.UnlockAll(st.now(), sess.ID())
+	_ = sess.Close()
+	st.mu.Unlock()
+}
+
+// sweep removes up to limit expired items.
+func (st *Store) sweep(limit int) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cache.Sweep(st.now(), limit)
+}
+
+// Stats returns the cache's counters.
+func (st *Store) Stats() cache.Stats {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cache.Stats()
+}

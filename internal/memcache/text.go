@@ -1,0 +1,609 @@
+package memcache
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
+)
+
+// Text replies. yrmcds answers every syntax error with a bare ERROR and
+// sends CLIENT_ERROR only for the two cases below; latch adds memcached's
+// replies for what yrmcds gets wrong (negative deltas, oversized appends).
+const (
+	rError       = "ERROR\r\n"
+	rStored      = "STORED\r\n"
+	rNotStored   = "NOT_STORED\r\n"
+	rExists      = "EXISTS\r\n"
+	rNotFound    = "NOT_FOUND\r\n"
+	rLocked      = "LOCKED\r\n"
+	rDeleted     = "DELETED\r\n"
+	rTouched     = "TOUCHED\r\n"
+	rOK          = "OK\r\n"
+	rEnd         = "END\r\n"
+	rNonNumeric  = "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+	rNotLocked   = "CLIENT_ERROR object is not locked or not found\r\n"
+	rBadDelta    = "CLIENT_ERROR invalid numeric delta argument\r\n"
+	rTooLarge    = "SERVER_ERROR object too large for cache\r\n"
+	rOutOfMemory = "SERVER_ERROR out of memory storing object\r\n"
+)
+
+// maxRequest is the most bytes one request may announce (yrmcds's
+// MAX_REQUEST_LENGTH). Over it the connection is closed: nothing that large
+// is read, not even to skip it.
+const maxRequest = 30 << 20
+
+// errLineTooLong reports a text line over Config.MaxLine.
+var errLineTooLong = errors.New("memcache: line too long")
+
+// serveText reads one text request and writes its reply. It returns an
+// error only when the connection must end.
+func (c *conn) serveText() error {
+	line, err := c.readLine()
+	switch {
+	case errors.Is(err, errLineTooLong):
+		c.w.WriteString(rError)
+		return nil
+	case err != nil:
+		return err
+	}
+	// A line must end in CRLF; a bare LF is an error, as is a blank line.
+	if len(line) < 2 || line[len(line)-2] != '\r' {
+		c.w.WriteString(rError)
+		return nil
+	}
+	c.toks = tokenize(c.toks[:0], line[:len(line)-2])
+	if len(c.toks) == 0 {
+		c.w.WriteString(rError)
+		return nil
+	}
+	return c.textCommand()
+}
+
+// readLine returns the next line, LF included. The line is valid until the
+// next read from c.r. A line longer than Config.MaxLine is skipped to its end
+// without being kept and reported as errLineTooLong.
+func (c *conn) readLine() ([]byte, error) {
+	line, err := c.r.ReadSlice('\n')
+	if err == nil {
+		return line, nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	c.line = append(c.line[:0], line...)
+	for {
+		line, err = c.r.ReadSlice('\n')
+		if len(c.line)+len(line) > c.srv.cfg.MaxLine {
+			c.line = c.line[:0]
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = c.r.ReadSlice('\n')
+			}
+			if err != nil {
+				return nil, err
+			}
+			return nil, errLineTooLong
+		}
+		c.line = append(c.line, line...)
+		if err == nil {
+			return c.line, nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+// tokenize appends the space-separated tokens of line to toks. Only the
+// space separates tokens (a tab is part of a token, as in yrmcds).
+func tokenize(toks [][]byte, line []byte) [][]byte {
+	for {
+		for len(line) > 0 && line[0] == ' ' {
+			line = line[1:]
+		}
+		if len(line) == 0 {
+			return toks
+		}
+		i := bytes.IndexByte(line, ' ')
+		if i < 0 {
+			return append(toks, line)
+		}
+		toks = append(toks, line[:i])
+		line = line[i:]
+	}
+}
+
+// textCommand executes the command in c.toks.
+func (c *conn) textCommand() error {
+	t := c.toks
+	switch string(t[0]) {
+	case "get":
+		return c.textGet(false)
+	case "gets":
+		return c.textGet(true)
+	case "set":
+		return c.textStore(storeSet)
+	case "add":
+		return c.textStore(storeAdd)
+	case "replace":
+		return c.textStore(storeReplace)
+	case "append":
+		return c.textStore(storeAppend)
+	case "prepend":
+		return c.textStore(storePrepend)
+	case "cas":
+		return c.textStore(storeCAS)
+	case "delete":
+		return c.textDelete()
+	case "incr":
+		return c.textArith(true)
+	case "decr":
+		return c.textArith(false)
+	case "touch":
+		return c.textTouch()
+	case "lock":
+		return c.textLock()
+	case "unlock":
+		return c.textUnlock()
+	case "unlock_all":
+		c.srv.store.unlockAll(c.sess)
+		c.w.WriteString(rOK)
+		return nil
+	case "keys":
+		return c.textKeys()
+	case "flush_all":
+		return c.textFlush()
+	case "version":
+		c.w.WriteString("VERSION latch ")
+		c.w.WriteString(c.srv.cfg.Version)
+		c.w.WriteString("\r\n")
+		return nil
+	case "verbosity":
+		return c.textVerbosity()
+	case "stats":
+		return c.textStats()
+	case "slabs":
+		c.w.WriteString(rOK)
+		return nil
+	case "quit":
+		c.srv.store.unlockAll(c.sess)
+		return errClose
+	}
+	c.w.WriteString(rError)
+	return nil
+}
+
+// noreply reports whether t has n+1 tokens ending in "noreply"; ok is false
+// when the token count is wrong or the extra token is something else.
+func noreply(t [][]byte, n int) (quiet, ok bool) {
+	switch len(t) {
+	case n:
+		return false, true
+	case n + 1:
+		if string(t[n]) == "noreply" {
+			return true, true
+		}
+	}
+	return false, false
+}
+
+// parseUint parses an unsigned decimal that fits in bits bits.
+func parseUint(b []byte, bits int) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		d := uint64(ch - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	if bits < 64 && n >= 1<<bits {
+		return 0, false
+	}
+	return n, true
+}
+
+// textGet serves get and gets. A key over 250 bytes is a miss.
+func (c *conn) textGet(withCAS bool) error {
+	if len(c.toks) < 2 {
+		c.w.WriteString(rError)
+		return nil
+	}
+	st := c.srv.store
+	for _, key := range c.toks[1:] {
+		var it cache.Item
+		var err error
+		st.do(func(ch *cache.Cache, now int64) { it, err = ch.Get(now, key) })
+		if err != nil {
+			continue
+		}
+		c.w.WriteString("VALUE ")
+		c.w.Write(key)
+		c.num = append(c.num[:0], ' ')
+		c.num = strconv.AppendUint(c.num, uint64(it.Flags), 10)
+		c.num = append(c.num, ' ')
+		c.num = strconv.AppendInt(c.num, int64(len(it.Value)), 10)
+		if withCAS {
+			c.num = append(c.num, ' ')
+			c.num = strconv.AppendUint(c.num, it.CAS, 10)
+		}
+		c.num = append(c.num, '\r', '\n')
+		c.w.Write(c.num)
+		c.w.Write(it.Value)
+		c.w.WriteString("\r\n")
+	}
+	c.w.WriteString(rEnd)
+	return nil
+}
+
+// storeOp is a storage command.
+type storeOp uint8
+
+const (
+	storeSet storeOp = iota
+	storeAdd
+	storeReplace
+	storeAppend
+	storePrepend
+	storeCAS
+)
+
+// textStore serves set, add, replace, append, prepend and cas:
+//
+//	<cmd> <key> <flags> <exptime> <bytes> [<cas>] [noreply]\r\n<data>\r\n
+//
+// A line that does not parse is answered ERROR and its data block is left
+// to be read as a command, as yrmcds does. Once the line parses the data
+// block is consumed, even when the key or the size is then refused.
+func (c *conn) textStore(op storeOp) error {
+	t := c.toks
+	n := 5
+	if op == storeCAS {
+		n = 6
+	}
+	quiet, ok := noreply(t, n)
+	if !ok {
+		c.w.WriteString(rError)
+		return nil
+	}
+	flags, ok1 := parseUint(t[2], 32)
+	exptime, ok2 := parseUint(t[3], 63)
+	size, ok3 := parseUint(t[4], 64)
+	var casv uint64
+	ok4 := true
+	if op == storeCAS {
+		casv, ok4 = parseUint(t[5], 64)
+	}
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		c.w.WriteString(rError)
+		return nil
+	}
+	if size > maxRequest {
+		c.w.WriteString(rError)
+		return errClose
+	}
+	c.key = append(c.key[:0], t[1]...) // reading the data moves r's buffer
+	if size > uint64(c.srv.cfg.Cache.MaxItemSize) {
+		// Refuse without keeping the block in memory.
+		if err := c.discard(size + 2); err != nil {
+			return err
+		}
+		c.w.WriteString(rError)
+		return nil
+	}
+	data, err := c.readBlock(int(size))
+	if err != nil {
+		return err
+	}
+	if data == nil {
+		c.w.WriteString(rError) // the block did not end in CRLF
+		return nil
+	}
+	if len(c.key) > latch.MaxKeyLen && op != storeAppend && op != storePrepend {
+		c.w.WriteString(rError)
+		return nil
+	}
+	var sErr error
+	owner := c.sess.ID()
+	c.srv.store.do(func(ch *cache.Cache, now int64) {
+		switch op {
+		case storeSet:
+			_, sErr = ch.Set(now, owner, c.key, data, uint32(flags), int64(exptime), 0)
+		case storeAdd:
+			_, sErr = ch.Add(now, owner, c.key, data, uint32(flags), int64(exptime))
+		case storeReplace:
+			_, sErr = ch.Replace(now, owner, c.key, data, uint32(flags), int64(exptime), 0)
+		case storeAppend:
+			_, sErr = ch.Append(now, owner, c.key, data, 0)
+		case storePrepend:
+			_, sErr = ch.Prepend(now, owner, c.key, data, 0)
+		case storeCAS:
+			_, sErr = ch.CAS(now, owner, c.key, data, uint32(flags), int64(exptime), casv)
+		}
+	})
+	reply := rStored
+	switch {
+	case sErr == nil:
+	case errors.Is(sErr, cache.ErrLocked):
+		reply = rLocked
+	case errors.Is(sErr, cache.ErrExists):
+		reply = rNotStored
+		if op == storeCAS {
+			reply = rExists
+		}
+	case errors.Is(sErr, cache.ErrNotFound), errors.Is(sErr, cache.ErrNotStored), errors.Is(sErr, cache.ErrInvalidKey):
+		reply = rNotStored
+		if op == storeCAS {
+			reply = rNotFound
+		}
+	case errors.Is(sErr, cache.ErrTooLarge):
+		reply = rTooLarge
+		quiet = false
+	case errors.Is(sErr, cache.ErrNoMemory):
+		reply = rOutOfMemory
+		quiet = false
+	default:
+		return sErr
+	}
+	if !quiet {
+		c.w.WriteString(reply)
+	}
+	return nil
+}
+
+func isDigits(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// readBlock reads a data block of n bytes and its CRLF. It returns nil data
+// (and no error) when the n+2 bytes do not end in CRLF. The data is valid
+// until the next read.
+func (c *conn) readBlock(n int) ([]byte, error) {
+	var b []byte
+	if n+2 <= c.r.Size() {
+		p, err := c.r.Peek(n + 2)
+		if err != nil {
+			return nil, err
+		}
+		b = p
+		defer c.r.Discard(n + 2)
+	} else {
+		c.data = slices.Grow(c.data[:0], n+2)[:n+2]
+		if _, err := io.ReadFull(c.r, c.data); err != nil {
+			return nil, err
+		}
+		b = c.data
+	}
+	if b[n] != '\r' || b[n+1] != '\n' {
+		return nil, nil
+	}
+	return b[:n:n], nil
+}
+
+// discard skips n bytes of input.
+func (c *conn) discard(n uint64) error {
+	for n > 0 {
+		k := int(min(n, 1<<30))
+		d, err := c.r.Discard(k)
+		n -= uint64(d)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// textDelete serves delete <key> [noreply]. memcached's legacy time
+// argument ("delete k 0") is an error, as in yrmcds.
+func (c *conn) textDelete() error {
+	quiet, ok := noreply(c.toks, 2)
+	if !ok {
+		c.w.WriteString(rError)
+		return nil
+	}
+	err := c.srv.store.delete(c.sess, c.toks[1], 0)
+	reply := rDeleted
+	switch {
+	case err == nil:
+	case errors.Is(err, cache.ErrLocked):
+		reply = rLocked
+	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
+		reply = rNotFound
+	default:
+		return err
+	}
+	if !quiet {
+		c.w.WriteString(reply)
+	}
+	return nil
+}
+
+// textArith serves incr and decr <key> <delta> [noreply].
+func (c *conn) textArith(incr bool) error {
+	quiet, ok := noreply(c.toks, 3)
+	if !ok {
+		c.w.WriteString(rError)
+		return nil
+	}
+	d := c.toks[2]
+	delta, ok := parseUint(d, 64)
+	if !ok {
+		if len(d) > 0 && d[0] == '-' && isDigits(d[1:]) {
+			// yrmcds wraps a negative delta around 2^64; memcached
+			// refuses it, and so do we.
+			c.w.WriteString(rBadDelta)
+		} else {
+			c.w.WriteString(rError)
+		}
+		return nil
+	}
+	var v uint64
+	var err error
+	owner := c.sess.ID()
+	c.srv.store.do(func(ch *cache.Cache, now int64) {
+		if incr {
+			v, _, err = ch.Incr(now, owner, c.toks[1], delta, 0)
+		} else {
+			v, _, err = ch.Decr(now, owner, c.toks[1], delta, 0)
+		}
+	})
+	switch {
+	case err == nil:
+		if !quiet {
+			c.num = strconv.AppendUint(c.num[:0], v, 10)
+			c.num = append(c.num, '\r', '\n')
+			c.w.Write(c.num)
+		}
+	case errors.Is(err, cache.ErrLocked):
+		if !quiet {
+			c.w.WriteString(rLocked)
+		}
+	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
+		if !quiet {
+			c.w.WriteString(rNotFound)
+		}
+	case errors.Is(err, cache.ErrNonNumeric):
+		c.w.WriteString(rNonNumeric)
+	case errors.Is(err, cache.ErrNoMemory):
+		c.w.WriteString(rOutOfMemory)
+	default:
+		return err
+	}
+	return nil
+}
+
+// textTouch serves touch <key> <exptime> [noreply]. Touch ignores locks.
+func (c *conn) textTouch() error {
+	quiet, ok := noreply(c.toks, 3)
+	if !ok {
+		c.w.WriteString(rError)
+		return nil
+	}
+	exptime, ok := parseUint(c.toks[2], 63)
+	if !ok {
+		c.w.WriteString(rError)
+		return nil
+	}
+	var err error
+	c.srv.store.do(func(ch *cache.Cache, now int64) { _, err = ch.Touch(now, c.toks[1], int64(exptime)) })
+	if !quiet {
+		if err != nil {
+			c.w.WriteString(rNotFound)
+		} else {
+			c.w.WriteString(rTouched)
+		}
+	}
+	return nil
+}
+
+// textLock serves lock <key>: OK, LOCKED (held by anyone, this connection
+// included) or NOT_FOUND. It takes no noreply.
+func (c *conn) textLock() error {
+	if len(c.toks) != 2 {
+		c.w.WriteString(rError)
+		return nil
+	}
+	_, err := c.srv.store.lock(c.sess, c.toks[1], lockOnly, 0)
+	switch {
+	case err == nil:
+		c.w.WriteString(rOK)
+	case errors.Is(err, cache.ErrLocked):
+		c.w.WriteString(rLocked)
+	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey), errors.Is(err, latch.ErrInvalidKey):
+		c.w.WriteString(rNotFound)
+	default:
+		return err
+	}
+	return nil
+}
+
+// textUnlock serves unlock <key>.
+func (c *conn) textUnlock() error {
+	if len(c.toks) != 2 {
+		c.w.WriteString(rError)
+		return nil
+	}
+	if err := c.srv.store.unlock(c.sess, c.toks[1]); err != nil {
+		c.w.WriteString(rNotLocked)
+		return nil
+	}
+	c.w.WriteString(rOK)
+	return nil
+}
+
+// textKeys serves keys [<prefix>]: the keys of live items, sorted.
+func (c *conn) textKeys() error {
+	var prefix []byte
+	if len(c.toks) > 1 {
+		prefix = c.toks[1]
+	}
+	var keys []string
+	c.srv.store.do(func(ch *cache.Cache, now int64) { keys = ch.AppendKeys(nil, now, prefix) })
+	slices.Sort(keys)
+	for _, k := range keys {
+		c.w.WriteString("VALUE ")
+		c.w.WriteString(k)
+		c.w.WriteString("\r\n")
+	}
+	c.w.WriteString(rEnd)
+	return nil
+}
+
+// textFlush serves flush_all [<delay>] [noreply].
+func (c *conn) textFlush() error {
+	t := c.toks
+	quiet := len(t) > 1 && string(t[len(t)-1]) == "noreply"
+	if quiet {
+		t = t[:len(t)-1]
+	}
+	var delay uint64
+	switch len(t) {
+	case 1:
+	case 2:
+		var ok bool
+		if delay, ok = parseUint(t[1], 63); !ok {
+			c.w.WriteString(rError)
+			return nil
+		}
+	default:
+		c.w.WriteString(rError)
+		return nil
+	}
+	c.srv.store.do(func(ch *cache.Cache, now int64) { ch.FlushAll(now, int64(delay)) })
+	if !quiet {
+		c.w.WriteString(rOK)
+	}
+	return nil
+}
+
+// textVerbosity serves verbosity <level> [noreply]: any word is accepted.
+func (c *conn) textVerbosity() error {
+	quiet, ok := noreply(c.toks, 2)
+	if !ok {
+		c.w.WriteString(rError)
+		return nil
+	}
+	if !quiet {
+		c.w.WriteString(rOK)
+	}
+	return nil
+}
