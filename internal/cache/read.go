@@ -107,3 +107,24 @@ func (c *Cache) AppendKeys(dst []string, now int64, prefix []byte) []string {
 	}
 	return dst
 }
+
+// CountSizes counts the live items by size (key + value + ItemOverhead):
+// counts[i] is the number of items of size at most bounds[i] (and above
+// bounds[i-1]); the last element counts the items larger than every bound.
+// It reads only, like AppendKeys.
+func (c *Cache) CountSizes(now int64, bounds []int64) []uint64 {
+	now = c.advance(now)
+	counts := make([]uint64, len(bounds)+1)
+	for _, e := range c.items {
+		if c.dead(e, now) {
+			continue
+		}
+		size := e.size()
+		i := 0
+		for i < len(bounds) && size > bounds[i] {
+			i++
+		}
+		counts[i]++
+	}
+	return counts
+}

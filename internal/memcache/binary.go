@@ -1,5 +1,566 @@
 package memcache
 
-const magicRequest = 0x80
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
 
-func (c *conn) serveBinary() error { return errClose }
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
+)
+
+// Binary protocol magic bytes and header size.
+const (
+	magicRequest  = 0x80
+	magicResponse = 0x81
+	headerLen     = 24
+)
+
+// Binary opcodes: memcached's, and yrmcds's lock extension (0x40-0x4b)
+// and Keys (0x50).
+const (
+	opGet        = 0x00
+	opSet        = 0x01
+	opAdd        = 0x02
+	opReplace    = 0x03
+	opDelete     = 0x04
+	opIncrement  = 0x05
+	opDecrement  = 0x06
+	opQuit       = 0x07
+	opFlush      = 0x08
+	opGetQ       = 0x09
+	opNoop       = 0x0a
+	opVersion    = 0x0b
+	opGetK       = 0x0c
+	opGetKQ      = 0x0d
+	opAppend     = 0x0e
+	opPrepend    = 0x0f
+	opStat       = 0x10
+	opSetQ       = 0x11
+	opAddQ       = 0x12
+	opReplaceQ   = 0x13
+	opDeleteQ    = 0x14
+	opIncrementQ = 0x15
+	opDecrementQ = 0x16
+	opQuitQ      = 0x17
+	opFlushQ     = 0x18
+	opAppendQ    = 0x19
+	opPrependQ   = 0x1a
+	opTouch      = 0x1c
+	opGaT        = 0x1d
+	opGaTQ       = 0x1e
+	opGaTK       = 0x23
+	opGaTKQ      = 0x24
+	opLock       = 0x40
+	opLockQ      = 0x41
+	opUnlock     = 0x42
+	opUnlockQ    = 0x43
+	opUnlockAll  = 0x44
+	opUnlockAllQ = 0x45
+	opLaG        = 0x46
+	opLaGQ       = 0x47
+	opLaGK       = 0x48
+	opLaGKQ      = 0x49
+	opRaU        = 0x4a
+	opRaUQ       = 0x4b
+	opKeys       = 0x50
+
+	// opUnknown is the opcode yrmcds answers an unknown opcode with.
+	opUnknown = 0x51
+)
+
+// Binary response statuses, with the message an error response carries.
+const (
+	stOK          uint16 = 0x0000
+	stNotFound    uint16 = 0x0001
+	stExists      uint16 = 0x0002
+	stTooLarge    uint16 = 0x0003
+	stInvalid     uint16 = 0x0004
+	stNotStored   uint16 = 0x0005
+	stNonNumeric  uint16 = 0x0006
+	stLocked      uint16 = 0x0010
+	stNotLocked   uint16 = 0x0011
+	stUnknown     uint16 = 0x0081
+	stOutOfMemory uint16 = 0x0082
+)
+
+var statusText = map[uint16]string{
+	stNotFound:    "Not found",
+	stExists:      "Exists",
+	stTooLarge:    "Too large value",
+	stInvalid:     "Invalid request",
+	stNotStored:   "Not stored",
+	stNonNumeric:  "Non-numeric value",
+	stLocked:      "Locked",
+	stNotLocked:   "Not locked",
+	stUnknown:     "Unknown command",
+	stOutOfMemory: "Out of memory",
+}
+
+// noExptime is the binary exptime that means "none": Incr/Decr do not
+// create a missing item, Get/GaT/LaG behave as without extras.
+const noExptime = 0xffffffff
+
+// header is a binary request header.
+type header struct {
+	op     byte
+	keyLen int
+	extLen int
+	bodLen int
+	opaque uint32
+	cas    uint64
+}
+
+// request is a parsed binary request; its slices are valid until the next
+// read from the connection.
+type request struct {
+	header
+	extras, key, value []byte
+}
+
+// shape says what a binary opcode accepts (yrmcds.md 4.3).
+type shape struct {
+	known  bool
+	ext    []int // allowed extras lengths; nil: not validated
+	key    int   // 1: required, 0: optional, -1: must be empty
+	value  int   // 1: required (may be empty in latch), -1: must be empty
+	noBody bool  // body not validated at all
+}
+
+var (
+	extNone    = []int{0}
+	extExp     = []int{0, 4}
+	extStore   = []int{8}
+	extArith   = []int{20}
+	extTouch   = []int{4}
+	getShape   = shape{known: true, ext: extExp, key: 1, value: -1}
+	storeShape = shape{known: true, ext: extStore, key: 1, value: 1}
+	concatShp  = shape{known: true, ext: extNone, key: 1, value: 1}
+	keyOnly    = shape{known: true, ext: extNone, key: 1, value: -1}
+	arithShape = shape{known: true, ext: extArith, key: 1, value: -1}
+	anyBody    = shape{known: true, noBody: true}
+)
+
+var shapes = [256]shape{
+	opGet: getShape, opGetQ: getShape, opGetK: getShape, opGetKQ: getShape,
+	opGaT: getShape, opGaTQ: getShape, opGaTK: getShape, opGaTKQ: getShape,
+	opLaG: getShape, opLaGQ: getShape, opLaGK: getShape, opLaGKQ: getShape,
+	opSet: storeShape, opAdd: storeShape, opReplace: storeShape,
+	opSetQ: storeShape, opAddQ: storeShape, opReplaceQ: storeShape,
+	opRaU: storeShape, opRaUQ: storeShape,
+	opAppend: concatShp, opPrepend: concatShp, opAppendQ: concatShp, opPrependQ: concatShp,
+	opDelete: keyOnly, opDeleteQ: keyOnly,
+	opLock: keyOnly, opLockQ: keyOnly, opUnlock: keyOnly, opUnlockQ: keyOnly,
+	opIncrement: arithShape, opDecrement: arithShape, opIncrementQ: arithShape, opDecrementQ: arithShape,
+	opTouch:  {known: true, ext: extTouch, key: 1, value: -1},
+	opFlush:  {known: true, ext: extExp, key: -1, value: -1},
+	opFlushQ: {known: true, ext: extExp, key: -1, value: -1},
+	opStat:   {known: true, ext: extNone, key: 0, value: -1},
+	opKeys:   {known: true, ext: extNone, key: 0, value: -1},
+	opQuit:   anyBody, opQuitQ: anyBody, opVersion: anyBody, opNoop: anyBody,
+	opUnlockAll: anyBody, opUnlockAllQ: anyBody,
+}
+
+// valid checks a request against its opcode's shape.
+func (s shape) valid(r *request) bool {
+	if s.noBody {
+		return true
+	}
+	if !slices.Contains(s.ext, r.extLen) {
+		return false
+	}
+	switch {
+	case s.key == 1 && r.keyLen == 0, s.key == -1 && r.keyLen != 0:
+		return false
+	}
+	return s.value != -1 || len(r.value) == 0
+}
+
+// serveBinary reads one binary request and writes its reply.
+func (c *conn) serveBinary() error {
+	p, err := c.r.Peek(headerLen)
+	if err != nil {
+		return err
+	}
+	var r request
+	r.op = p[1]
+	r.keyLen = int(binary.BigEndian.Uint16(p[2:]))
+	r.extLen = int(p[4])
+	r.bodLen = int(binary.BigEndian.Uint32(p[8:]))
+	r.opaque = binary.BigEndian.Uint32(p[12:])
+	r.cas = binary.BigEndian.Uint64(p[16:])
+	c.r.Discard(headerLen)
+
+	if r.bodLen > maxRequest {
+		// Too large to read, even to skip it: refuse and hang up.
+		c.binError(&r, stTooLarge)
+		return errClose
+	}
+	if r.keyLen > latch.MaxKeyLen || r.keyLen+r.extLen > r.bodLen {
+		if err := c.discard(uint64(r.bodLen)); err != nil {
+			return err
+		}
+		c.binError(&r, stInvalid)
+		return nil
+	}
+	valLen := r.bodLen - r.keyLen - r.extLen
+	if valLen > c.srv.cfg.Cache.MaxItemSize {
+		if err := c.discard(uint64(r.bodLen)); err != nil {
+			return err
+		}
+		if shapes[r.op].known {
+			c.binError(&r, stTooLarge)
+		} else {
+			c.binUnknown(&r)
+		}
+		return nil
+	}
+	body, err := c.readBody(r.bodLen)
+	if err != nil {
+		return err
+	}
+	r.extras = body[:r.extLen:r.extLen]
+	r.key = body[r.extLen : r.extLen+r.keyLen : r.extLen+r.keyLen]
+	r.value = body[r.extLen+r.keyLen:]
+	defer c.r.Discard(c.bodyPeeked)
+
+	s := shapes[r.op]
+	switch {
+	case !s.known:
+		c.binUnknown(&r)
+		return nil
+	case !s.valid(&r):
+		c.binError(&r, stInvalid)
+		return nil
+	}
+	return c.binCommand(&r)
+}
+
+// readBody reads n body bytes. A body that fits in the reader's buffer is
+// peeked, and c.bodyPeeked records the bytes to discard once the request
+// is done; a larger one is read into c.data.
+func (c *conn) readBody(n int) ([]byte, error) {
+	c.bodyPeeked = 0
+	if n <= c.r.Size() {
+		b, err := c.r.Peek(n)
+		if err != nil {
+			return nil, err
+		}
+		c.bodyPeeked = n
+		return b, nil
+	}
+	c.data = slices.Grow(c.data[:0], n)[:n]
+	if _, err := io.ReadFull(c.r, c.data); err != nil {
+		return nil, err
+	}
+	return c.data, nil
+}
+
+// binCommand executes a valid request.
+func (c *conn) binCommand(r *request) error {
+	c.srv.counters.binOps[r.op].Add(1)
+	st := c.srv.store
+	owner := c.sess.ID()
+	switch r.op {
+	case opGet, opGetQ, opGetK, opGetKQ, opGaT, opGaTQ, opGaTK, opGaTKQ:
+		var it cache.Item
+		var err error
+		exp, touch := exptimeExtra(r.extras)
+		st.do(func(ch *cache.Cache, now int64) {
+			if touch {
+				it, err = ch.GetAndTouch(now, r.key, exp)
+			} else {
+				it, err = ch.Get(now, r.key)
+			}
+		})
+		quiet := r.op == opGetQ || r.op == opGetKQ || r.op == opGaTQ || r.op == opGaTKQ
+		withKey := r.op == opGetK || r.op == opGetKQ || r.op == opGaTK || r.op == opGaTKQ
+		if err != nil {
+			if !quiet {
+				c.binError(r, stNotFound)
+			}
+			return nil
+		}
+		c.binItem(r, it, withKey)
+
+	case opSet, opSetQ, opAdd, opAddQ, opReplace, opReplaceQ:
+		flags := binary.BigEndian.Uint32(r.extras)
+		exp := int64(binary.BigEndian.Uint32(r.extras[4:]))
+		var newCAS uint64
+		var err error
+		st.do(func(ch *cache.Cache, now int64) {
+			switch r.op {
+			case opSet, opSetQ:
+				newCAS, err = ch.Set(now, owner, r.key, r.value, flags, exp, r.cas)
+			case opAdd, opAddQ:
+				newCAS, err = ch.Add(now, owner, r.key, r.value, flags, exp)
+			default:
+				newCAS, err = ch.Replace(now, owner, r.key, r.value, flags, exp, r.cas)
+			}
+		})
+		c.binStored(r, newCAS, err, r.op == opSetQ || r.op == opAddQ || r.op == opReplaceQ)
+
+	case opAppend, opAppendQ, opPrepend, opPrependQ:
+		var newCAS uint64
+		var err error
+		st.do(func(ch *cache.Cache, now int64) {
+			if r.op == opAppend || r.op == opAppendQ {
+				newCAS, err = ch.Append(now, owner, r.key, r.value, r.cas)
+			} else {
+				newCAS, err = ch.Prepend(now, owner, r.key, r.value, r.cas)
+			}
+		})
+		c.binStored(r, newCAS, err, r.op == opAppendQ || r.op == opPrependQ)
+
+	case opDelete, opDeleteQ:
+		err := st.delete(c.sess, r.key, r.cas)
+		switch {
+		case err == nil:
+			if r.op == opDelete {
+				c.binOK(r, 0, nil, nil, nil)
+			}
+		case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
+			if r.op == opDelete {
+				c.binError(r, stNotFound)
+			}
+		default:
+			c.binCacheError(r, err)
+		}
+
+	case opIncrement, opIncrementQ, opDecrement, opDecrementQ:
+		delta := binary.BigEndian.Uint64(r.extras)
+		initial := binary.BigEndian.Uint64(r.extras[8:])
+		exp := binary.BigEndian.Uint32(r.extras[16:])
+		incr := r.op == opIncrement || r.op == opIncrementQ
+		var v, newCAS uint64
+		var err error
+		st.do(func(ch *cache.Cache, now int64) {
+			if incr {
+				v, newCAS, err = ch.Incr(now, owner, r.key, delta, r.cas)
+			} else {
+				v, newCAS, err = ch.Decr(now, owner, r.key, delta, r.cas)
+			}
+			if errors.Is(err, cache.ErrNotFound) && exp != noExptime && r.cas == 0 {
+				v = initial
+				c.num = strconv.AppendUint(c.num[:0], initial, 10)
+				newCAS, err = ch.Add(now, owner, r.key, c.num, 0, int64(exp))
+			}
+		})
+		if err != nil {
+			c.binCacheError(r, err)
+			return nil
+		}
+		if r.op == opIncrement || r.op == opDecrement {
+			var b [8]byte
+			binary.BigEndian.PutUint64(b[:], v)
+			c.binOK(r, newCAS, nil, nil, b[:])
+		}
+
+	case opTouch:
+		exp := int64(binary.BigEndian.Uint32(r.extras))
+		var casv uint64
+		var err error
+		st.do(func(ch *cache.Cache, now int64) { casv, err = ch.Touch(now, r.key, exp) })
+		if err != nil {
+			c.binError(r, stNotFound)
+			return nil
+		}
+		c.binOK(r, casv, nil, nil, nil)
+
+	case opFlush, opFlushQ:
+		var delay int64
+		if len(r.extras) == 4 {
+			delay = int64(binary.BigEndian.Uint32(r.extras))
+		}
+		st.do(func(ch *cache.Cache, now int64) { ch.FlushAll(now, delay) })
+		if r.op == opFlush {
+			c.binOK(r, 0, nil, nil, nil)
+		}
+
+	case opNoop:
+		c.binOK(r, 0, nil, nil, nil)
+
+	case opVersion:
+		c.binOK(r, 0, nil, nil, []byte("latch "+c.srv.cfg.Version))
+
+	case opStat:
+		lines, _ := c.srv.stats(string(r.key), true)
+		for _, kv := range lines {
+			c.binOK(r, 0, nil, []byte(kv.name), []byte(kv.value))
+		}
+		c.binOK(r, 0, nil, nil, nil)
+
+	case opKeys:
+		var keys []string
+		st.do(func(ch *cache.Cache, now int64) { keys = ch.AppendKeys(nil, now, r.key) })
+		slices.Sort(keys)
+		for _, k := range keys {
+			c.binOK(r, 0, nil, []byte(k), nil)
+		}
+		c.binOK(r, 0, nil, nil, nil)
+
+	case opQuit:
+		st.unlockAll(c.sess)
+		c.binOK(r, 0, nil, nil, nil)
+		return errClose
+
+	case opQuitQ:
+		st.unlockAll(c.sess)
+		return errClose
+
+	case opLock, opLockQ:
+		_, err := st.lock(c.sess, r.key, lockOnly, 0)
+		if err != nil {
+			c.binCacheError(r, err)
+			return nil
+		}
+		if r.op == opLock {
+			c.binOK(r, 0, nil, nil, nil)
+		}
+
+	case opUnlock, opUnlockQ:
+		err := st.unlock(c.sess, r.key)
+		switch {
+		case err == nil:
+			if r.op == opUnlock {
+				c.binOK(r, 0, nil, nil, nil)
+			}
+		case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
+			c.binError(r, stNotFound)
+		default:
+			c.binError(r, stNotLocked)
+		}
+
+	case opUnlockAll, opUnlockAllQ:
+		st.unlockAll(c.sess)
+		if r.op == opUnlockAll {
+			c.binOK(r, 0, nil, nil, nil)
+		}
+
+	case opLaG, opLaGQ, opLaGK, opLaGKQ:
+		mode := lockGet
+		exp, touch := exptimeExtra(r.extras)
+		if touch {
+			mode = lockTouch
+		}
+		it, err := st.lock(c.sess, r.key, mode, exp)
+		if err != nil {
+			// LaGKQ is silent on a miss; LaGQ is not (yrmcds.md 10).
+			if r.op == opLaGKQ && errors.Is(err, cache.ErrNotFound) {
+				return nil
+			}
+			c.binCacheError(r, err)
+			return nil
+		}
+		c.binItem(r, it, r.op == opLaGK || r.op == opLaGKQ)
+
+	case opRaU, opRaUQ:
+		flags := binary.BigEndian.Uint32(r.extras)
+		exp := int64(binary.BigEndian.Uint32(r.extras[4:]))
+		newCAS, err := st.replaceAndUnlock(c.sess, r.key, r.value, flags, exp, r.cas)
+		if err != nil {
+			c.binCacheError(r, err)
+			return nil
+		}
+		if r.op == opRaU {
+			c.binOK(r, newCAS, nil, nil, nil)
+		}
+	}
+	return nil
+}
+
+// exptimeExtra reads the optional 4-byte exptime of Get, GaT and LaG.
+func exptimeExtra(extras []byte) (exp int64, ok bool) {
+	if len(extras) != 4 {
+		return 0, false
+	}
+	e := binary.BigEndian.Uint32(extras)
+	if e == noExptime {
+		return 0, false
+	}
+	return int64(e), true
+}
+
+// binStored answers a storage command.
+func (c *conn) binStored(r *request, newCAS uint64, err error, quiet bool) {
+	if err != nil {
+		c.binCacheError(r, err)
+		return
+	}
+	if !quiet {
+		c.binOK(r, newCAS, nil, nil, nil)
+	}
+}
+
+// binCacheError answers a request that failed with a cache error.
+func (c *conn) binCacheError(r *request, err error) {
+	var s uint16
+	switch {
+	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrNotStored), errors.Is(err, cache.ErrInvalidKey):
+		s = stNotFound
+		if r.op == opAdd || r.op == opAddQ {
+			s = stNotStored // an invalid key; Add never misses
+		}
+	case errors.Is(err, cache.ErrExists):
+		s = stExists
+	case errors.Is(err, cache.ErrLocked):
+		s = stLocked
+	case errors.Is(err, cache.ErrNotLocked):
+		s = stNotLocked
+	case errors.Is(err, cache.ErrTooLarge):
+		s = stTooLarge
+	case errors.Is(err, cache.ErrNonNumeric):
+		s = stNonNumeric
+	case errors.Is(err, cache.ErrNoMemory):
+		s = stOutOfMemory
+	default:
+		c.srv.log.Error("memcache: unexpected error", "op", r.op, "err", err)
+		s = stInvalid
+	}
+	c.binError(r, s)
+}
+
+// binItem answers a hit: flags as extras, the key when asked, the value.
+func (c *conn) binItem(r *request, it cache.Item, withKey bool) {
+	var flags [4]byte
+	binary.BigEndian.PutUint32(flags[:], it.Flags)
+	var key []byte
+	if withKey {
+		key = r.key
+	}
+	c.binOK(r, it.CAS, flags[:], key, it.Value)
+}
+
+// binOK writes a success response.
+func (c *conn) binOK(r *request, casv uint64, extras, key, value []byte) {
+	c.binWrite(r.op, stOK, r.opaque, casv, extras, key, value)
+}
+
+// binError writes an error response: no extras, no key, cas 0, the
+// status's message as the value.
+func (c *conn) binError(r *request, s uint16) {
+	c.binWrite(r.op, s, r.opaque, 0, nil, nil, []byte(statusText[s]))
+}
+
+// binUnknown answers an unknown opcode as yrmcds does: opcode 0x51.
+func (c *conn) binUnknown(r *request) {
+	c.binWrite(opUnknown, stUnknown, r.opaque, 0, nil, nil, []byte(statusText[stUnknown]))
+}
+
+func (c *conn) binWrite(op byte, status uint16, opaque uint32, casv uint64, extras, key, value []byte) {
+	var h [headerLen]byte
+	h[0] = magicResponse
+	h[1] = op
+	binary.BigEndian.PutUint16(h[2:], uint16(len(key)))
+	h[4] = byte(len(extras))
+	binary.BigEndian.PutUint16(h[6:], status)
+	binary.BigEndian.PutUint32(h[8:], uint32(len(extras)+len(key)+len(value)))
+	binary.BigEndian.PutUint32(h[12:], opaque)
+	binary.BigEndian.PutUint64(h[16:], casv)
+	c.w.Write(h[:])
+	c.w.Write(extras)
+	c.w.Write(key)
+	c.w.Write(value)
+}

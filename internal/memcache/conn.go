@@ -27,6 +27,8 @@ type conn struct {
 	key  []byte   // a copy of the current key, when r's buffer moves on
 	data []byte   // a data block too long for r's buffer
 	num  []byte   // scratch for formatting numbers
+
+	bodyPeeked int // bytes of the current binary body still in r's buffer
 }
 
 func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {

@@ -38,6 +38,8 @@ type Server struct {
 	store *Store
 	log   *slog.Logger
 
+	counters counters
+
 	ln    net.Listener
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -61,14 +63,16 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		cfg:   cfg,
 		svc:   svc,
 		store: st,
 		log:   cfg.Logger,
 		conns: make(map[*conn]struct{}),
 		quit:  make(chan struct{}),
-	}, nil
+	}
+	s.counters.started = time.Now()
+	return s, nil
 }
 
 // Name names the front end in logs.
@@ -150,8 +154,20 @@ func (s *Server) sweep() {
 		case <-s.quit:
 			return
 		case <-t.C:
-			for s.store.sweep(1000) == 1000 {
+			start := time.Now()
+			n := 0
+			for {
+				k := s.store.sweep(1000)
+				n += k
+				if k < 1000 {
+					break
+				}
 			}
+			took := time.Since(start)
+			s.counters.sweeps.Add(1)
+			s.counters.lastSweep.Store(int64(n))
+			s.counters.lastSweepNs.Store(int64(took))
+			s.counters.sweepNs.Add(int64(took))
 		}
 	}
 }
@@ -170,6 +186,8 @@ func (s *Server) newConn(nc net.Conn) (*conn, error) {
 		return nil, latch.ErrShutdown
 	}
 	s.conns[c] = struct{}{}
+	s.counters.currConns.Add(1)
+	s.counters.totalConns.Add(1)
 	return c, nil
 }
 
@@ -177,6 +195,7 @@ func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.counters.currConns.Add(-1)
 }
 
 // Shutdown stops accepting, closes every connection (releasing its locks)

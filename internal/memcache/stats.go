@@ -1,6 +1,245 @@
 package memcache
 
+import (
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/latchd/latch/internal/cache"
+)
+
+// stat is one line of a stats reply.
+type stat struct{ name, value string }
+
+// counters are the server's own statistics.
+type counters struct {
+	started     time.Time
+	currConns   atomic.Int64
+	totalConns  atomic.Uint64
+	sweeps      atomic.Uint64
+	lastSweep   atomic.Int64 // items removed by the last sweep
+	lastSweepNs atomic.Int64
+	sweepNs     atomic.Int64
+	textOps     [len(textCommands)]atomic.Uint64
+	binOps      [256]atomic.Uint64
+}
+
+// textCommands are the text commands counted in "stats ops", in yrmcds's
+// order.
+var textCommands = [...]string{
+	"set", "add", "replace", "append", "prepend", "cas", "get", "gets",
+	"delete", "incr", "decr", "touch", "lock", "unlock", "unlock_all",
+	"slabs", "stats", "flush_all", "version", "verbosity", "quit", "keys",
+}
+
+var textCommandIndex = func() map[string]int {
+	m := make(map[string]int, len(textCommands))
+	for i, c := range textCommands {
+		m[c] = i
+	}
+	return m
+}()
+
+// binaryNames names the opcodes counted in "stats ops", in yrmcds's order.
+var binaryNames = []struct {
+	op   byte
+	name string
+}{
+	{opGet, "Get"}, {opSet, "Set"}, {opAdd, "Add"}, {opReplace, "Replace"},
+	{opDelete, "Delete"}, {opIncrement, "Increment"}, {opDecrement, "Decrement"},
+	{opQuit, "Quit"}, {opFlush, "Flush"}, {opGetQ, "GetQ"}, {opNoop, "Noop"},
+	{opVersion, "Version"}, {opGetK, "GetK"}, {opGetKQ, "GetKQ"}, {opAppend, "Append"},
+	{opPrepend, "Prepend"}, {opStat, "Stat"}, {opSetQ, "SetQ"}, {opAddQ, "AddQ"},
+	{opReplaceQ, "ReplaceQ"}, {opDeleteQ, "DeleteQ"}, {opIncrementQ, "IncrementQ"},
+	{opDecrementQ, "DecrementQ"}, {opQuitQ, "QuitQ"}, {opFlushQ, "FlushQ"},
+	{opAppendQ, "AppendQ"}, {opPrependQ, "PrependQ"}, {opTouch, "Touch"}, {opGaT, "GaT"},
+	{opGaTQ, "GaTQ"}, {opGaTK, "GaTK"}, {opGaTKQ, "GaTKQ"}, {opLock, "Lock"},
+	{opLockQ, "LockQ"}, {opUnlock, "Unlock"}, {opUnlockQ, "UnlockQ"},
+	{opUnlockAll, "UnlockAll"}, {opUnlockAllQ, "UnlockAllQ"}, {opLaG, "LaG"},
+	{opLaGQ, "LaGQ"}, {opLaGK, "LaGK"}, {opLaGKQ, "LaGKQ"}, {opRaU, "RaU"},
+	{opRaUQ, "RaUQ"}, {opKeys, "Keys"},
+}
+
+// sizeBounds are the buckets of "stats sizes".
+var sizeBounds = []int64{1024, 4096, 16384, 65536, 262144, 1048576, 4194304}
+
+// stats returns the lines of a stats group: "" for the general stats,
+// "settings", "items", "sizes" or "ops". An unknown group gives nil and
+// false over text; over binary it gives the general stats, as in yrmcds.
+func (s *Server) stats(group string, binary bool) ([]stat, bool) {
+	switch group {
+	case "":
+	case "settings":
+		return s.settingsStats(), true
+	case "items":
+		return s.itemStats(), true
+	case "sizes":
+		return s.sizeStats(), true
+	case "ops":
+		return s.opStats(), true
+	default:
+		if !binary {
+			return nil, false
+		}
+	}
+	return s.generalStats(), true
+}
+
+func u(v uint64) string { return strconv.FormatUint(v, 10) }
+
+func (s *Server) generalStats() []stat {
+	cs := s.store.Stats()
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	tv := func(t syscall.Timeval) string { return fmt.Sprintf("%d.%06d", t.Sec, t.Usec) }
+	n := &s.counters
+	return []stat{
+		{"pid", strconv.Itoa(os.Getpid())},
+		{"time", strconv.FormatInt(time.Now().Unix(), 10)},
+		{"version", "latch " + s.cfg.Version},
+		{"pointer_size", strconv.Itoa(strconv.IntSize)},
+		{"rusage_user", tv(ru.Utime)},
+		{"rusage_system", tv(ru.Stime)},
+		{"curr_connections", strconv.FormatInt(n.currConns.Load(), 10)},
+		{"total_connections", u(n.totalConns.Load())},
+		{"curr_items", u(cs.CurrItems)},
+		{"total_items", u(cs.TotalItems)},
+		{"get_hits", u(cs.GetHits)},
+		{"get_misses", u(cs.GetMisses)},
+		{"cas_hits", u(cs.CasHits)},
+		{"cas_misses", u(cs.CasMisses)},
+		{"cas_badval", u(cs.CasBadval)},
+		{"bytes", u(cs.Bytes)},
+		{"limit_maxbytes", u(cs.LimitMaxbytes)},
+		{"threads", strconv.Itoa(runtime.GOMAXPROCS(0))},
+		{"gc_count", u(n.sweeps.Load())},
+		{"slaves", "0"},
+		{"last_expirations", strconv.FormatInt(n.lastSweep.Load(), 10)},
+		{"last_evictions", "0"},
+		{"evictions", u(cs.Evictions)},
+		{"last_gc_elapsed", strconv.FormatInt(n.lastSweepNs.Load()/1000, 10)},
+		{"total_gc_elapsed", strconv.FormatInt(n.sweepNs.Load()/1000, 10)},
+		// memcached's counters that yrmcds lacks, and latch's own.
+		{"uptime", strconv.FormatInt(int64(time.Since(n.started).Seconds()), 10)},
+		{"cmd_get", u(cs.CmdGet)},
+		{"cmd_set", u(cs.CmdSet)},
+		{"cmd_flush", u(cs.CmdFlush)},
+		{"cmd_touch", u(cs.CmdTouch)},
+		{"delete_hits", u(cs.DeleteHits)},
+		{"delete_misses", u(cs.DeleteMisses)},
+		{"incr_hits", u(cs.IncrHits)},
+		{"incr_misses", u(cs.IncrMisses)},
+		{"decr_hits", u(cs.DecrHits)},
+		{"decr_misses", u(cs.DecrMisses)},
+		{"touch_hits", u(cs.TouchHits)},
+		{"touch_misses", u(cs.TouchMisses)},
+		{"expired_unfetched", u(cs.ExpiredUnfetched)},
+		{"evicted_unfetched", u(cs.EvictedUnfetched)},
+		{"reclaimed", u(cs.Reclaimed)},
+		{"locked_items", u(cs.LockedItems)},
+	}
+}
+
+func (s *Server) settingsStats() []stat {
+	port, host := "0", "127.0.0.1"
+	if a, ok := s.Addr().(*net.TCPAddr); ok {
+		port, host = strconv.Itoa(a.Port), a.IP.String()
+	}
+	cfg := s.cfg.Cache
+	return []stat{
+		{"maxbytes", strconv.FormatInt(cfg.MemoryLimit, 10)},
+		{"tcpport", port},
+		{"replport", "0"},
+		{"virtual_ip", host},
+		{"evictions", "on"},
+		{"cas_enabled", "on"},
+		{"locking", "on"},
+		{"secure_erase", "off"},
+		{"lock_memory", "off"},
+		{"tmp_dir", ""},
+		{"buckets", "0"},
+		{"item_size_max", strconv.Itoa(cfg.MaxItemSize)},
+		{"num_threads", strconv.Itoa(runtime.GOMAXPROCS(0))},
+		{"gc_interval", strconv.FormatInt(int64(s.cfg.SweepInterval/time.Second), 10)},
+	}
+}
+
+func (s *Server) itemStats() []stat {
+	cs := s.store.Stats()
+	var largest uint64
+	counts := s.sizeCounts()
+	for i := len(counts) - 1; i >= 0; i-- {
+		if counts[i] > 0 {
+			if i < len(sizeBounds) {
+				largest = uint64(sizeBounds[i])
+			} else {
+				largest = uint64(s.cfg.Cache.MaxItemSize + cache.ItemOverhead + 250)
+			}
+			break
+		}
+	}
+	return []stat{
+		{"items:1:number", u(cs.CurrItems)},
+		{"items:1:age", "0"},
+		{"items:1:evicted", u(cs.Evictions)},
+		{"items:1:conflicts", "0"},
+		{"items:1:largest", u(largest)},
+	}
+}
+
+func (s *Server) sizeCounts() []uint64 {
+	var counts []uint64
+	s.store.do(func(ch *cache.Cache, now int64) { counts = ch.CountSizes(now, sizeBounds) })
+	return counts
+}
+
+func (s *Server) sizeStats() []stat {
+	counts := s.sizeCounts()
+	out := make([]stat, 0, len(counts))
+	for i, n := range counts {
+		name := "huge"
+		if i < len(sizeBounds) {
+			name = strconv.FormatInt(sizeBounds[i], 10)
+		}
+		out = append(out, stat{name, u(n)})
+	}
+	return out
+}
+
+func (s *Server) opStats() []stat {
+	out := make([]stat, 0, len(textCommands)+len(binaryNames))
+	for i, name := range textCommands {
+		out = append(out, stat{"text:" + name, u(s.counters.textOps[i].Load())})
+	}
+	for _, b := range binaryNames {
+		out = append(out, stat{"binary:" + b.name, u(s.counters.binOps[b.op].Load())})
+	}
+	return out
+}
+
+// textStats serves stats [<group>].
 func (c *conn) textStats() error {
+	group := ""
+	if len(c.toks) > 1 {
+		group = string(c.toks[1])
+	}
+	lines, ok := c.srv.stats(group, false)
+	if !ok {
+		c.w.WriteString(rError)
+		return nil
+	}
+	for _, l := range lines {
+		c.w.WriteString("STAT ")
+		c.w.WriteString(l.name)
+		c.w.WriteString(" ")
+		c.w.WriteString(l.value)
+		c.w.WriteString("\r\n")
+	}
 	c.w.WriteString(rEnd)
 	return nil
 }

@@ -121,6 +121,9 @@ func tokenize(toks [][]byte, line []byte) [][]byte {
 // textCommand executes the command in c.toks.
 func (c *conn) textCommand() error {
 	t := c.toks
+	if i, ok := textCommandIndex[string(t[0])]; ok {
+		c.srv.counters.textOps[i].Add(1)
+	}
 	switch string(t[0]) {
 	case "get":
 		return c.textGet(false)
