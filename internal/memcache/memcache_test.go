@@ -1,0 +1,198 @@
+package memcache
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch"
+)
+
+// TestOneLockTable shows that a memcached lock is the lock every protocol
+// sees: a session of the lock service waits for it and is granted the key
+// the moment the memcached client unlocks it.
+func TestOneLockTable(t *testing.T) {
+	ts := newTestServer(t)
+	mc := ts.dialInteractive()
+	defer mc.finish()
+	if got := mc.exchange([]byte("set job 0 0 1\r\nx\r\nlock job\r\n")); string(got) != "STORED\r\nOK\r\n" {
+		t.Fatalf("lock: %q", got)
+	}
+	other, err := ts.svc.OpenSession(latch.SessionOptions{Protocol: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Acquire(context.Background(), latch.LockRequest{Keys: []string{"job"}}); err == nil {
+		t.Fatal("another session took a key locked over memcached")
+	}
+	granted := make(chan error, 1)
+	go func() {
+		_, err := other.Acquire(context.Background(), latch.LockRequest{Keys: []string{"job"}, Wait: latch.WaitForever})
+		granted <- err
+	}()
+	waitFor(t, "the waiter to queue", func() bool {
+		k, _ := ts.svc.Lock("job")
+		return len(k.Waiters) == 1
+	})
+	if got := mc.exchange([]byte("unlock job\r\n")); string(got) != "OK\r\n" {
+		t.Fatalf("unlock: %q", got)
+	}
+	if err := <-granted; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	// Now the key is held elsewhere: memcached's lock says LOCKED.
+	if got := mc.exchange([]byte("lock job\r\n")); string(got) != "LOCKED\r\n" {
+		t.Fatalf("lock of a key held over another protocol: %q", got)
+	}
+}
+
+// TestHolderDeleteReleasesTheKey checks that the holder's delete drops the
+// lock in the lock table too.
+func TestHolderDeleteReleasesTheKey(t *testing.T) {
+	ts := newTestServer(t)
+	mc := ts.dialInteractive()
+	defer mc.finish()
+	if got := mc.exchange([]byte("set k 0 0 1\r\nx\r\nlock k\r\ndelete k\r\n")); string(got) != "STORED\r\nOK\r\nDELETED\r\n" {
+		t.Fatalf("got %q", got)
+	}
+	if locks := ts.svc.Locks("", "", 0); len(locks) != 0 {
+		t.Fatalf("the lock survived the holder's delete: %+v", locks)
+	}
+}
+
+// TestResetReleasesLocksAtOnce checks that a connection that ends with a
+// reset (SO_LINGER 0) releases its locks as part of its teardown, not
+// seconds later as yrmcds does: once the server has dropped the
+// connection, the key is free.
+func TestResetReleasesLocksAtOnce(t *testing.T) {
+	ts := newTestServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.srv.Serve(ln)
+	defer ts.srv.Shutdown(context.Background())
+
+	a := dialTCP(t, ln.Addr().String())
+	a.do(t, "set k 0 0 1\r\nx\r\n", "STORED\r\n")
+	a.do(t, "lock k\r\n", "OK\r\n")
+	b := dialTCP(t, ln.Addr().String())
+	defer b.c.Close()
+	b.do(t, "lock k\r\n", "LOCKED\r\n")
+
+	a.c.(*net.TCPConn).SetLinger(0)
+	a.c.Close()
+	waitFor(t, "the server to drop the reset connection", func() bool { return ts.srv.counters.currConns.Load() == 1 })
+	b.do(t, "lock k\r\n", "OK\r\n")
+}
+
+// TestPipelinedRepliesFlushOnce checks that a pipelined batch of requests
+// gets its replies in one write.
+func TestPipelinedRepliesFlushOnce(t *testing.T) {
+	ts := newTestServer(t)
+	client, server := net.Pipe()
+	counted := &countingConn{Conn: server}
+	c, err := ts.srv.newConn(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { c.serve(); close(done) }()
+	var batch strings.Builder
+	batch.WriteString("set k 0 0 5\r\nhello\r\n")
+	for range 100 {
+		batch.WriteString("get k\r\n")
+	}
+	go client.Write([]byte(batch.String()))
+	want := "STORED\r\n" + strings.Repeat("VALUE k 0 5\r\nhello\r\nEND\r\n", 100)
+	got := make([]byte, len(want))
+	r := bufio.NewReader(client)
+	if _, err := io.ReadFull(r, got); err != nil || string(got) != want {
+		t.Fatalf("replies: %q, %v", got, err)
+	}
+	client.Close()
+	<-done
+	if n := counted.writes.Load(); n != 1 {
+		t.Fatalf("%d writes for one pipelined batch, want 1", n)
+	}
+}
+
+// TestSessionEndClosesConnection checks that an operator ending a
+// memcached session closes its connection, which releases its items' locks.
+func TestSessionEndClosesConnection(t *testing.T) {
+	ts := newTestServer(t)
+	pc := ts.dialInteractive()
+	if got := pc.exchange([]byte("set k 0 0 1\r\nx\r\nlock k\r\n")); string(got) != "STORED\r\nOK\r\n" {
+		t.Fatalf("got %q", got)
+	}
+	sessions := ts.svc.Sessions()
+	if len(sessions) != 1 || sessions[0].Protocol != "memcache" {
+		t.Fatalf("sessions = %+v", sessions)
+	}
+	if err := ts.svc.EndSession(sessions[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pc.served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection outlived its session")
+	}
+	ts.noLocksLeft()
+}
+
+type countingConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+type tcpClient struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialTCP(t *testing.T, addr string) *tcpClient {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tcpClient{c: c, r: bufio.NewReader(c)}
+}
+
+// do sends req and reads a reply of len(want) bytes.
+func (tc *tcpClient) do(t *testing.T, req, want string) {
+	t.Helper()
+	tc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprint(tc.c, req); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(tc.r, got); err != nil || string(got) != want {
+		t.Fatalf("%q: got %q, %v; want %q", req, got, err, want)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a generous
+// bound. It waits for the server's goroutines to act, not for time to pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
