@@ -14,6 +14,9 @@ type Config struct {
 	FirstToken latch.Token
 	// MaxKeys limits the keys of one request; 0 means no limit.
 	MaxKeys int
+	// RecordDrops makes the engine record the holds each call removes,
+	// for Drops (metrics). Off, Drops is always empty and costs nothing.
+	RecordDrops bool
 }
 
 // WaiterID names a queued request. IDs are never reused by an Engine.
@@ -84,6 +87,45 @@ type Event struct {
 	Expires int64
 	Key     string
 	Keys    []string
+}
+
+// DropCause says why a hold ended.
+type DropCause uint8
+
+const (
+	// DropReleased: its session released it (Release, ReleaseAll).
+	DropReleased DropCause = iota + 1
+	// DropSessionEnded: its session ended (EndSession, or its TTL lapsed)
+	// and the hold had no lease.
+	DropSessionEnded
+	// DropLeaseExpired: its lease ended.
+	DropLeaseExpired
+	// DropForced: an operator force-released its key (ForceRelease).
+	DropForced
+)
+
+func (c DropCause) String() string {
+	switch c {
+	case DropReleased:
+		return "released"
+	case DropSessionEnded:
+		return "session-ended"
+	case DropLeaseExpired:
+		return "lease-expired"
+	case DropForced:
+		return "forced"
+	}
+	return "unknown"
+}
+
+// Drop describes a hold that a call removed from the table (see
+// Engine.Drops), for metrics: how long it was held and why it ended.
+type Drop struct {
+	Key      string
+	Session  latch.SessionID // 0 for a lease whose session had ended
+	Acquired int64           // when the hold was granted
+	At       int64           // when it ended
+	Cause    DropCause
 }
 
 // Stats are counts of the engine's state, for metrics.

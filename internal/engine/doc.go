@@ -27,6 +27,8 @@
 //     the head are granted together, and no waiter is granted while an earlier
 //     conflicting waiter on one of its keys still waits. Because the earliest
 //     waiter is blocked only by holders, waiting alone never deadlocks.
+//   - Requests that become grantable at the same instant are granted in
+//     arrival order, so their tokens follow it.
 //   - A key under lock-delay is compatible with nothing until the delay ends.
 //   - Every grant takes the next token from one counter that only grows.
 //   - A try-once request (latch.NoWait) that cannot be granted at once, or

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -32,6 +33,8 @@ type Engine struct {
 	timerSeq uint64
 
 	events []Event
+	ready  []*waiter // grantable waiters found by serve, not yet granted
+	drops  []Drop
 	dirty  []*key
 
 	// scratch space for one request, reused to keep Acquire allocation-free
@@ -240,7 +243,7 @@ func (e *Engine) Release(now int64, id latch.SessionID, keys []string) ([]Event,
 	}
 	for _, name := range keys {
 		if h := e.holdOf(s, name); h != nil { // nil for a repeated key
-			e.dropHold(h)
+			e.dropHold(h, DropReleased)
 		}
 	}
 	e.serve()
@@ -257,7 +260,7 @@ func (e *Engine) ReleaseAll(now int64, id latch.SessionID) (int, []Event, error)
 	}
 	n := 0
 	for s.holds != nil {
-		e.dropHold(s.holds)
+		e.dropHold(s.holds, DropReleased)
 		n++
 	}
 	e.serve()
@@ -305,7 +308,7 @@ func (e *Engine) ForceRelease(now int64, name string) (int, []Event) {
 	}
 	n := 0
 	for k.holds != nil {
-		e.dropHold(k.holds)
+		e.dropHold(k.holds, DropForced)
 		n++
 	}
 	if k.delayed {
@@ -314,6 +317,13 @@ func (e *Engine) ForceRelease(now int64, name string) (int, []Event) {
 	e.serve()
 	return n, e.events
 }
+
+// Drops returns the holds that the last call changing the table removed, in
+// the order it removed them: released, ended with their session, expired or
+// forced. It is empty unless Config.RecordDrops is set. Like the events a
+// call returns, the slice is the engine's own and valid only until the next
+// call.
+func (e *Engine) Drops() []Drop { return e.drops }
 
 // Stats returns counts of the table's state.
 func (e *Engine) Stats() Stats {
@@ -331,6 +341,9 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) begin(now int64) {
 	clear(e.events)
 	e.events = e.events[:0]
+	// Not cleared: past its length the slice keeps at most a few key names
+	// alive until overwritten, which is cheaper than clearing each call.
+	e.drops = e.drops[:0]
 	if now < e.now {
 		now = e.now
 	}
@@ -357,7 +370,7 @@ func (e *Engine) fire(t *timer) {
 			sid = h.s.id
 		}
 		e.emit(Event{Kind: EventLeaseExpired, Session: sid, Key: h.k.name, Token: h.token})
-		e.dropHold(h)
+		e.dropHold(h, DropLeaseExpired)
 	case timerSession:
 		e.emit(Event{Kind: EventSessionExpired, Session: t.sess.id})
 		e.endSession(t.sess)
@@ -514,24 +527,45 @@ func (e *Engine) grantable(w *waiter) bool {
 
 // serve grants every queued request that the changes since the last call
 // made grantable. Granting only adds holders, which never makes another
-// request grantable, so one pass over each changed key's queue suffices.
+// request grantable, and two requests that are grantable at once never
+// conflict (the later one would count the earlier as a holder), so the set
+// to grant does not depend on the order the changed keys are looked at.
+// The grants are made in arrival order, so that their tokens follow it.
 func (e *Engine) serve() {
 	for len(e.dirty) > 0 {
-		k := e.dirty[len(e.dirty)-1]
-		e.dirty[len(e.dirty)-1] = nil
-		e.dirty = e.dirty[:len(e.dirty)-1]
-		k.dirty = false
-		for q := k.qhead; q != nil; {
-			next := q.next
-			w := q.w
-			if e.grantable(w) {
-				e.grantWaiter(w)
-			} else if w.mode == latch.Exclusive {
-				break // nobody behind an exclusive waiter can be granted
-			}
-			q = next
+		for len(e.dirty) > 0 {
+			k := e.dirty[len(e.dirty)-1]
+			e.dirty[len(e.dirty)-1] = nil
+			e.dirty = e.dirty[:len(e.dirty)-1]
+			k.dirty = false
+			e.findReady(k)
+			e.collect(k)
 		}
-		e.collect(k)
+		slices.SortFunc(e.ready, func(a, b *waiter) int { return cmp.Compare(a.id, b.id) })
+		for i, w := range e.ready {
+			e.ready[i] = nil
+			e.grantWaiter(w)
+		}
+		e.ready = e.ready[:0]
+	}
+}
+
+// findReady adds the grantable waiters of k's queue to e.ready.
+func (e *Engine) findReady(k *key) {
+	blocked := false // behind an exclusive waiter that stays
+	for q := k.qhead; q != nil; q = q.next {
+		w := q.w
+		switch {
+		case w.ready:
+		case blocked && (w.relock != latch.RelockReuse || k.holdOf(w.s) == nil):
+			// Nobody behind an exclusive waiter can be granted, but a
+			// re-lock of a key its session holds may be.
+		case e.grantable(w):
+			w.ready = true
+			e.ready = append(e.ready, w)
+		case w.mode == latch.Exclusive:
+			blocked = true
+		}
 	}
 }
 
@@ -625,7 +659,9 @@ func (e *Engine) grant(s *session, keys []*key, mode latch.Mode, limit uint32, l
 			linkHold(h)
 			e.nholds++
 		}
-		h.token = tok
+		if !reuse { // a reuse keeps every hold's token and resets the lease
+			h.token = tok
+		}
 		exp = e.setLease(h, lease)
 	}
 	return tok, exp
@@ -666,9 +702,17 @@ func (e *Engine) setLease(h *hold, lease time.Duration) int64 {
 	return when
 }
 
-// dropHold removes a hold from the table.
-func (e *Engine) dropHold(h *hold) {
+// dropHold removes a hold from the table and, with RecordDrops, records it
+// in e.drops.
+func (e *Engine) dropHold(h *hold, cause DropCause) {
 	k := h.k
+	if e.cfg.RecordDrops {
+		d := Drop{Key: k.name, Acquired: h.acquired, At: e.now, Cause: cause}
+		if h.s != nil {
+			d.Session = h.s.id
+		}
+		e.drops = append(e.drops, d)
+	}
 	unlinkFromKey(h)
 	unlinkFromSession(h)
 	if h.lease != nil {
@@ -736,7 +780,7 @@ func (e *Engine) endSession(s *session) {
 			continue
 		}
 		k := h.k
-		e.dropHold(h)
+		e.dropHold(h, DropSessionEnded)
 		if s.lockDelay > 0 {
 			e.delay(k, addTime(e.now, s.lockDelay))
 		}

@@ -39,7 +39,10 @@ func (e *Engine) Keys(prefix, after string, limit int) []KeyState {
 }
 
 func (e *Engine) keyState(k *key) KeyState {
-	st := KeyState{Key: k.name, Mode: k.mode, Limit: k.limit}
+	st := KeyState{Key: k.name, Mode: k.mode}
+	if k.nshared() > 0 {
+		st.Limit = k.limit // agreed by shared holders and waiters; stale otherwise
+	}
 	if t := e.delays[k]; t != nil {
 		st.DelayedUntil = t.when
 	}

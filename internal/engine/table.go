@@ -80,6 +80,7 @@ type waiter struct {
 	since    int64
 	deadline *timer // nil when waiting forever
 	entries  []qentry
+	ready    bool // found grantable by serve, about to be granted
 
 	sprev, snext *waiter
 }
