@@ -3,18 +3,25 @@
 GO       ?= go
 FUZZTIME ?= 10s
 
-# Debian packages the tests need (real peers such as yrmcds and memcached
-# arrive with their front ends). "make deps" installs the missing ones.
-DEB_PKGS ?=
+# Debian packages the tests need (yrmcds, memcached and libmemcached-tools
+# are the memcached front end's real peers and clients; chromium runs the
+# admin status page in internal/admin's browser test). "make deps" installs
+# the missing ones.
+DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
 TOOLS       := $(CURDIR)/.bin
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
+# protoc-gen-go is pinned to the google.golang.org/protobuf runtime in go.mod,
+# so that generated code and runtime always match.
+PROTOBUF_VERSION = $(shell $(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
+PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
+
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps vet staticcheck unit fuzz
+.PHONY: test deps vet staticcheck unit fuzz proto
 
 test: deps vet staticcheck unit fuzz
 
@@ -59,3 +66,10 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 		done; \
 	done
+
+# Regenerate dlockpb/ from proto/dlock.proto (dlockpb's drift test checks
+# that this was done). Installs protoc (Debian's protobuf-compiler, the
+# version the committed code names) and protoc-gen-go when missing.
+proto: deps
+	@test -x "$(PROTOC_GEN_GO)" || GOBIN=$(dir $(PROTOC_GEN_GO)) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOBUF_VERSION)
+	protoc -I proto --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=module=github.com/latchd/latch dlock.proto

@@ -66,7 +66,7 @@ func TestBinary(t *testing.T) {
 // testServe runs "latch serve", waits until it logs that it is serving,
 // sends it sig and checks that it shuts down cleanly.
 func testServe(t *testing.T, bin string, sig syscall.Signal) {
-	cmd := exec.Command(bin, "serve", "--shutdown-timeout=20s", "--memcache-addr=127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "--shutdown-timeout=20s", "--memcache-addr=127.0.0.1:0", "--dlock-addr=127.0.0.1:0", "--admin-addr=127.0.0.1:0")
 	cmd.Env = append(cleanEnv(), "LATCH_LOG_FORMAT=json", "LATCH_LOG_LEVEL=debug")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -118,7 +118,12 @@ func testServe(t *testing.T, bin string, sig syscall.Signal) {
 		}
 	}
 
+	admin := waitFor("admin: listening")
 	waitFor("serving")
+	// latch status reads the server over its admin API.
+	if out, err := exec.Command(bin, "status", "--admin-addr", admin.Addr).CombinedOutput(); err != nil || !strings.Contains(string(out), "SESSIONS: 0") {
+		t.Errorf("latch status --admin-addr %s: %v\n%s", admin.Addr, err, out)
+	}
 	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +149,7 @@ type logLine struct {
 	Level  string `json:"level"`
 	Msg    string `json:"msg"`
 	Signal string `json:"signal"`
+	Addr   string `json:"addr"`
 	raw    string
 }
 

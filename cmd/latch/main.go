@@ -7,6 +7,9 @@
 // The commands are:
 //
 //	serve    run a lock server
+//	run      run a command while holding a lock
+//	status   show the holders, waiters and sessions of a server
+//	bench    load a lock or memcached server and measure it
 //	version  print latch's version
 //	help     show help for latch or one of its commands
 //
@@ -41,6 +44,9 @@ var commands []command
 func init() {
 	commands = []command{
 		{"serve", "run a lock server", runServe},
+		{"run", "run a command while holding a lock", runRun},
+		{"status", "show the holders, waiters and sessions of a server", runStatus},
+		{"bench", "load a lock or memcached server and measure it", runBench},
 		{"version", "print latch's version", runVersion},
 		{"help", "show help for latch or one of its commands", runHelp},
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"time"
 )
@@ -15,6 +17,55 @@ type Config struct {
 	Lock     LockConfig     `toml:"lock"`
 	Server   ServerConfig   `toml:"server"`
 	Memcache MemcacheConfig `toml:"memcache"`
+	DLock    DLockConfig    `toml:"dlock"`
+	Admin    AdminConfig    `toml:"admin"`
+}
+
+// AdminConfig configures the admin HTTP server: metrics, the status page,
+// the JSON API and its admin actions.
+type AdminConfig struct {
+	// Addr is the TCP address to listen on; empty disables the server.
+	Addr string `toml:"addr"`
+	// Token, when set, must be presented (Authorization: Bearer) by
+	// admin actions: force-releasing a key, ending a session. Reading
+	// needs none.
+	Token string `toml:"token"`
+	// TokenFile names a file holding the token instead (surrounding white
+	// space ignored), so that it appears in no command line or
+	// environment. At most one of Token and TokenFile may be set.
+	TokenFile string `toml:"token-file"`
+}
+
+// LoadToken returns the admin token: Token, or the content of TokenFile
+// without surrounding white space; "" when neither is set.
+func (c AdminConfig) LoadToken() (string, error) {
+	if c.TokenFile == "" {
+		return c.Token, nil
+	}
+	data, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("config: admin-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("config: admin-token-file %s is empty", c.TokenFile)
+	}
+	return tok, nil
+}
+
+// DLockConfig configures the dlock front end (protocol versions 2 and 3).
+type DLockConfig struct {
+	// Addr is the TCP address to listen on; empty disables the front end.
+	Addr string `toml:"addr"`
+	// MaxFrame is the largest request frame accepted, in bytes; a larger
+	// one is answered with an error and closes the connection.
+	MaxFrame int `toml:"max-frame"`
+	// IdleTimeout closes a connection that sends nothing for this long
+	// while none of its requests waits. Zero: never.
+	IdleTimeout time.Duration `toml:"idle-timeout"`
+	// TokensFile, when set, names a file of access tokens, one per line:
+	// every request must carry one of them in access_token.
+	TokensFile string `toml:"tokens-file"`
 }
 
 // MemcacheConfig configures the memcached front end (text and binary
@@ -79,6 +130,14 @@ func DefaultConfig() Config {
 			MemoryMB:    1024,
 			MaxItemSize: 1 << 20,
 		},
+		DLock: DLockConfig{
+			Addr:        "127.0.0.1:11212",
+			MaxFrame:    256 << 10,
+			IdleTimeout: 60 * time.Second,
+		},
+		Admin: AdminConfig{
+			Addr: "127.0.0.1:11280",
+		},
 	}
 }
 
@@ -105,6 +164,20 @@ func (c Config) Validate() error {
 	}
 	if c.Memcache.MaxItemSize <= 0 || int64(c.Memcache.MaxItemSize) > int64(c.Memcache.MemoryMB)<<20 {
 		errs = append(errs, fmt.Errorf("config: invalid memcache-max-item-size %d: must be positive and fit in memcache-memory-mb", c.Memcache.MaxItemSize))
+	}
+	if c.DLock.MaxFrame < 512 || c.DLock.MaxFrame > 64<<20 {
+		errs = append(errs, fmt.Errorf("config: invalid dlock-max-frame %d: must be from 512 to %d bytes", c.DLock.MaxFrame, 64<<20))
+	}
+	if c.DLock.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("config: invalid dlock-idle-timeout %v: must not be negative (0 means never)", c.DLock.IdleTimeout))
+	}
+	if c.Admin.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Admin.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("config: invalid admin-addr %q: want host:port (empty: off)", c.Admin.Addr))
+		}
+	}
+	if c.Admin.Token != "" && c.Admin.TokenFile != "" {
+		errs = append(errs, errors.New("config: admin-token and admin-token-file are both set: set one"))
 	}
 	if c.Server.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("config: invalid shutdown-timeout %v: must be positive", c.Server.ShutdownTimeout))

@@ -82,6 +82,48 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Memcache.MaxItemSize },
 	},
 	{
+		flag:  "dlock-addr",
+		toml:  "dlock.addr",
+		usage: "serve the dlock protocol (versions 2 and 3) on this `host:port`; empty: off",
+		field: func(c *Config) any { return &c.DLock.Addr },
+	},
+	{
+		flag:  "dlock-max-frame",
+		toml:  "dlock.max-frame",
+		usage: "accept dlock request frames of at most this many `bytes`",
+		field: func(c *Config) any { return &c.DLock.MaxFrame },
+	},
+	{
+		flag:  "dlock-idle-timeout",
+		toml:  "dlock.idle-timeout",
+		usage: "close dlock connections silent for this `duration` with no request waiting (0: never)",
+		field: func(c *Config) any { return &c.DLock.IdleTimeout },
+	},
+	{
+		flag:  "dlock-tokens-file",
+		toml:  "dlock.tokens-file",
+		usage: "require dlock requests to carry one of the access tokens in this `file`, one per line",
+		field: func(c *Config) any { return &c.DLock.TokensFile },
+	},
+	{
+		flag:  "admin-addr",
+		toml:  "admin.addr",
+		usage: "serve metrics, the status page and the admin API over HTTP on this `host:port`; empty: off",
+		field: func(c *Config) any { return &c.Admin.Addr },
+	},
+	{
+		flag:  "admin-token",
+		toml:  "admin.token",
+		usage: "require this bearer `token` for admin actions (force-release, end session)",
+		field: func(c *Config) any { return &c.Admin.Token },
+	},
+	{
+		flag:  "admin-token-file",
+		toml:  "admin.token-file",
+		usage: "read the admin token from this `file` instead",
+		field: func(c *Config) any { return &c.Admin.TokenFile },
+	},
+	{
 		flag:  "shutdown-timeout",
 		toml:  "server.shutdown-timeout",
 		usage: "give a graceful shutdown at most this `duration`",

@@ -343,6 +343,8 @@ func TestSettingsCoverConfig(t *testing.T) {
 		Lock:     LockConfig{MaxKeys: 1, LockDelay: time.Second},
 		Server:   ServerConfig{ShutdownTimeout: time.Second},
 		Memcache: MemcacheConfig{Addr: "x", MemoryMB: 1, MaxItemSize: 1},
+		DLock:    DLockConfig{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, TokensFile: "x"},
+		Admin:    AdminConfig{Addr: "x", Token: "x", TokenFile: "x"},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("a Config field has no setting (-want +got):\n%s", diff)

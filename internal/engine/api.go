@@ -26,6 +26,10 @@ type WaiterID uint64
 type SessionOptions struct {
 	TTL       time.Duration
 	LockDelay time.Duration
+	// Tag is opaque to the engine: it is copied into the Drops of the
+	// session's holds (the node tags sessions with their protocol, for
+	// metrics).
+	Tag uint32
 }
 
 // Result is the outcome of an Acquire that did not fail.
@@ -119,10 +123,11 @@ func (c DropCause) String() string {
 }
 
 // Drop describes a hold that a call removed from the table (see
-// Engine.Drops), for metrics: how long it was held and why it ended.
+// Engine.Drops), for metrics: how long it was held and why it ended. It
+// holds no pointer, so that recording it costs no write barrier.
 type Drop struct {
-	Key      string
 	Session  latch.SessionID // 0 for a lease whose session had ended
+	Tag      uint32          // the session's SessionOptions.Tag; 0 without a session
 	Acquired int64           // when the hold was granted
 	At       int64           // when it ended
 	Cause    DropCause

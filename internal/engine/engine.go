@@ -87,6 +87,7 @@ func (e *Engine) OpenSession(now int64, opts SessionOptions) (latch.SessionID, [
 		opened:    e.now,
 		ttl:       max(opts.TTL, 0),
 		lockDelay: max(opts.LockDelay, 0),
+		tag:       opts.Tag,
 	}
 	if s.ttl > 0 {
 		s.expiry = &timer{kind: timerSession, sess: s, idx: -1}
@@ -341,8 +342,6 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) begin(now int64) {
 	clear(e.events)
 	e.events = e.events[:0]
-	// Not cleared: past its length the slice keeps at most a few key names
-	// alive until overwritten, which is cheaper than clearing each call.
 	e.drops = e.drops[:0]
 	if now < e.now {
 		now = e.now
@@ -707,11 +706,12 @@ func (e *Engine) setLease(h *hold, lease time.Duration) int64 {
 func (e *Engine) dropHold(h *hold, cause DropCause) {
 	k := h.k
 	if e.cfg.RecordDrops {
-		d := Drop{Key: k.name, Acquired: h.acquired, At: e.now, Cause: cause}
+		var sid latch.SessionID
+		var tag uint32
 		if h.s != nil {
-			d.Session = h.s.id
+			sid, tag = h.s.id, h.s.tag
 		}
-		e.drops = append(e.drops, d)
+		e.drops = append(e.drops, Drop{Session: sid, Tag: tag, Acquired: h.acquired, At: e.now, Cause: cause})
 	}
 	unlinkFromKey(h)
 	unlinkFromSession(h)

@@ -1,6 +1,7 @@
 package latchtest
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -44,8 +47,9 @@ func StartYrmcds(t testing.TB) string {
 	t.Helper()
 	need(t, YrmcdsPath, "yrmcds")
 	dir := t.TempDir()
-	port, repl := FreePort(t), FreePort(t)
-	conf := fmt.Sprintf(`virtual_ip = "127.0.0.1"
+	return launch(t, "yrmcds", func(attempt int) (string, *exec.Cmd) {
+		port, repl := FreePort(t), FreePort(t)
+		conf := fmt.Sprintf(`virtual_ip = "127.0.0.1"
 port = %d
 repl_port = %d
 temp_dir = "%s"
@@ -53,14 +57,14 @@ log.threshold = error
 log.file = "%s"
 workers = 2
 gc_interval = 1
-`, port, repl, dir, filepath.Join(dir, "yrmcds.log"))
-	path := filepath.Join(dir, "yrmcds.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	start(t, "yrmcds", addr, exec.Command(YrmcdsPath, "-f", path))
-	return addr
+`, port, repl, dir, filepath.Join(dir, fmt.Sprintf("yrmcds-%d.log", attempt)))
+		path := filepath.Join(dir, fmt.Sprintf("yrmcds-%d.conf", attempt))
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		return addr, exec.Command(YrmcdsPath, "-f", path)
+	})
 }
 
 // StartMemcached starts Debian's memcached with two worker threads on a free
@@ -68,45 +72,121 @@ gc_interval = 1
 func StartMemcached(t testing.TB) string {
 	t.Helper()
 	need(t, MemcachedPath, "memcached")
-	port := FreePort(t)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "0", "-t", "2", "-m", "1024"}
-	if os.Geteuid() == 0 {
-		args = append(args, "-u", "root")
-	}
-	start(t, "memcached", addr, exec.Command(MemcachedPath, args...))
-	return addr
+	return launch(t, "memcached", func(int) (string, *exec.Cmd) {
+		port := FreePort(t)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		args := []string{"-l", "127.0.0.1", "-p", strconv.Itoa(port), "-U", "0", "-t", "2", "-m", "1024"}
+		if os.Geteuid() == 0 {
+			args = append(args, "-u", "root")
+		}
+		return addr, exec.Command(MemcachedPath, args...)
+	})
 }
 
-// start runs cmd and waits until addr accepts connections.
-func start(t testing.TB, name, addr string, cmd *exec.Cmd) {
+// launchAttempts bounds the attempts to start a peer: a port FreePort
+// found free may be taken by the time the peer binds it (by another test's
+// server or peer), and the peer then exits; it is started again on other
+// ports.
+const launchAttempts = 5
+
+// launch starts the peer that newCmd describes (its address and command,
+// for the given attempt) and waits until it serves. It returns the
+// address once the server there answers "stats" with the peer's own pid:
+// a connection that succeeds may reach another process that took the
+// port. The peer is killed when the test ends.
+func launch(t testing.TB, name string, newCmd func(attempt int) (string, *exec.Cmd)) string {
 	t.Helper()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("latchtest: starting %s: %v", name, err)
+	var outs []string
+	for attempt := 1; attempt <= launchAttempts; attempt++ {
+		addr, cmd := newCmd(attempt)
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("latchtest: starting %s: %v", name, err)
+		}
+		exited := make(chan struct{})
+		var waitErr error
+		go func() {
+			waitErr = cmd.Wait()
+			close(exited)
+		}()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			pid, err := peerPID(addr)
+			if err == nil && pid == cmd.Process.Pid {
+				return addr
+			}
+			select {
+			case <-exited:
+				// Most likely a port was taken: try others.
+				outs = append(outs, fmt.Sprintf("attempt %d on %s: %v\n%s", attempt, addr, waitErr, out.String()))
+			default:
+				if time.Now().After(deadline) {
+					t.Fatalf("latchtest: %s does not serve on %s (last: pid %d, %v)\n%s", name, addr, pid, err, out.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			break
+		}
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	deadline := time.Now().Add(10 * time.Second)
+	t.Fatalf("latchtest: %s exited before serving, %d times:\n%s", name, launchAttempts, strings.Join(outs, "\n"))
+	return ""
+}
+
+// syncBuffer is a bytes.Buffer that a peer's output may be written to
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// peerPID asks the memcached-protocol server at addr for its pid (the
+// "pid" line of "stats").
+func peerPID(addr string) (int, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return 0, err
+	}
+	if _, err := c.Write([]byte("stats\r\n")); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(c)
+	pid := 0
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, err
 		}
-		select {
-		case err := <-exited:
-			t.Fatalf("latchtest: %s exited before serving on %s: %v\n%s", name, addr, err, out.String())
-		default:
+		line = strings.TrimRight(line, "\r\n")
+		if v, ok := strings.CutPrefix(line, "STAT pid "); ok {
+			pid, _ = strconv.Atoi(v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("latchtest: %s does not serve on %s: %v\n%s", name, addr, err, out.String())
+		if line == "END" {
+			return pid, nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		if !strings.HasPrefix(line, "STAT ") {
+			return 0, fmt.Errorf("unexpected reply to stats: %q", line)
+		}
 	}
 }

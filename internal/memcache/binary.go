@@ -1,6 +1,7 @@
 package memcache
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -163,12 +164,18 @@ var shapes = [256]shape{
 	opUnlockAll: anyBody, opUnlockAllQ: anyBody,
 }
 
-// valid checks a request against its opcode's shape.
+// valid checks a request against its opcode's shape. A key must follow
+// latch's one key rule (latch.CheckKey: no space, CR or LF), which yrmcds
+// does not apply to binary keys: every key must be lockable over every
+// protocol, so such keys are refused as invalid rather than stored.
 func (s shape) valid(r *request) bool {
 	if s.noBody {
 		return true
 	}
 	if !slices.Contains(s.ext, r.extLen) {
+		return false
+	}
+	if bytes.ContainsAny(r.key, " \r\n") {
 		return false
 	}
 	switch {
@@ -207,13 +214,24 @@ func (c *conn) serveBinary() error {
 	}
 	valLen := r.bodLen - r.keyLen - r.extLen
 	if valLen > c.srv.cfg.Cache.MaxItemSize {
+		// Too large to keep: skip the body, then answer as yrmcds does,
+		// which validates a request before it looks at the value's size.
 		if err := c.discard(uint64(r.bodLen)); err != nil {
 			return err
 		}
-		if shapes[r.op].known {
-			c.binError(&r, stTooLarge)
-		} else {
+		s := shapes[r.op]
+		switch {
+		case !s.known:
 			c.binUnknown(&r)
+		case s.noBody:
+			return c.binCommand(&r) // the body is ignored anyway
+		default:
+			r.value = []byte{0} // stands for the skipped value: not empty
+			if s.valid(&r) {
+				c.binError(&r, stTooLarge)
+			} else {
+				c.binError(&r, stInvalid)
+			}
 		}
 		return nil
 	}
@@ -261,6 +279,7 @@ func (c *conn) readBody(n int) ([]byte, error) {
 // binCommand executes a valid request.
 func (c *conn) binCommand(r *request) error {
 	c.srv.counters.binOps[r.op].Add(1)
+	c.srv.binCmds[r.op].Request()
 	st := c.srv.store
 	owner := c.sess.ID()
 	switch r.op {
@@ -388,7 +407,7 @@ func (c *conn) binCommand(r *request) error {
 	case opStat:
 		lines, _ := c.srv.stats(string(r.key), true)
 		for _, kv := range lines {
-			c.binOK(r, 0, nil, []byte(kv.name), []byte(kv.value))
+			c.binOK(r, 0, nil, []byte(kv.Name), []byte(kv.Value))
 		}
 		c.binOK(r, 0, nil, nil, nil)
 
@@ -541,26 +560,39 @@ func (c *conn) binOK(r *request, casv uint64, extras, key, value []byte) {
 // binError writes an error response: no extras, no key, cas 0, the
 // status's message as the value.
 func (c *conn) binError(r *request, s uint16) {
-	c.binWrite(r.op, s, r.opaque, 0, nil, nil, []byte(statusText[s]))
+	switch s {
+	case stInvalid, stTooLarge, stOutOfMemory:
+		c.srv.binCmds[r.op].Error()
+	}
+	text := statusText[s]
+	c.binHeader(r.op, s, r.opaque, 0, nil, 0, len(text))
+	c.w.WriteString(text)
 }
 
 // binUnknown answers an unknown opcode as yrmcds does: opcode 0x51.
 func (c *conn) binUnknown(r *request) {
-	c.binWrite(opUnknown, stUnknown, r.opaque, 0, nil, nil, []byte(statusText[stUnknown]))
+	text := statusText[stUnknown]
+	c.binHeader(opUnknown, stUnknown, r.opaque, 0, nil, 0, len(text))
+	c.w.WriteString(text)
 }
 
 func (c *conn) binWrite(op byte, status uint16, opaque uint32, casv uint64, extras, key, value []byte) {
-	var h [headerLen]byte
-	h[0] = magicResponse
-	h[1] = op
-	binary.BigEndian.PutUint16(h[2:], uint16(len(key)))
-	h[4] = byte(len(extras))
-	binary.BigEndian.PutUint16(h[6:], status)
-	binary.BigEndian.PutUint32(h[8:], uint32(len(extras)+len(key)+len(value)))
-	binary.BigEndian.PutUint32(h[12:], opaque)
-	binary.BigEndian.PutUint64(h[16:], casv)
-	c.w.Write(h[:])
-	c.w.Write(extras)
+	c.binHeader(op, status, opaque, casv, extras, len(key), len(value))
 	c.w.Write(key)
 	c.w.Write(value)
+}
+
+// binHeader writes a response header and its extras. They are built in
+// the writer's free space (AvailableBuffer), so that neither a header nor
+// extras on the caller's stack escape to the heap: a reply costs no
+// allocation.
+func (c *conn) binHeader(op byte, status uint16, opaque uint32, casv uint64, extras []byte, keyLen, valueLen int) {
+	h := c.w.AvailableBuffer()
+	h = append(h, magicResponse, op, byte(keyLen>>8), byte(keyLen), byte(len(extras)), 0)
+	h = binary.BigEndian.AppendUint16(h, status)
+	h = binary.BigEndian.AppendUint32(h, uint32(len(extras)+keyLen+valueLen))
+	h = binary.BigEndian.AppendUint32(h, opaque)
+	h = binary.BigEndian.AppendUint64(h, casv)
+	h = append(h, extras...)
+	c.w.Write(h)
 }

@@ -32,14 +32,31 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
-	return &conn{
+	c := &conn{
 		srv:  s,
 		nc:   nc,
-		r:    bufio.NewReaderSize(nc, bufSize),
 		w:    bufio.NewWriterSize(nc, bufSize),
 		sess: sess,
 		done: make(chan struct{}),
 	}
+	c.r = bufio.NewReaderSize(flushingReader{c}, bufSize)
+	return c
+}
+
+// flushingReader is the connection's input. It flushes the buffered
+// replies before every read from the socket, that is whenever the server
+// is about to wait for input: a pipelined batch gets its replies in one
+// write, and the replies to the complete requests of a batch go out even
+// when the batch ends in part of a request whose rest has yet to come.
+type flushingReader struct{ c *conn }
+
+func (f flushingReader) Read(p []byte) (int, error) {
+	if f.c.w.Buffered() > 0 {
+		if err := f.c.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return f.c.nc.Read(p)
 }
 
 // serve runs the connection until the client leaves, a write fails, or the
@@ -48,13 +65,7 @@ func (c *conn) serve() {
 	defer c.finish()
 	go c.watch()
 	for {
-		// Flush only when no more input is buffered: a pipelined batch
-		// of requests gets its replies in one write.
-		if c.r.Buffered() == 0 && c.w.Buffered() > 0 {
-			if err := c.w.Flush(); err != nil {
-				return
-			}
-		}
+		// Replies are flushed when more input is needed (flushingReader).
 		b, err := c.r.Peek(1)
 		if err != nil {
 			return

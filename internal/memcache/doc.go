@@ -12,6 +12,6 @@
 // cache's per-item lock marks in step with the lock table.
 //
 // One goroutine serves each connection: it parses a request, executes it and
-// buffers the reply, and flushes the replies only when no more input is
-// buffered, so a pipelined batch costs one write.
+// buffers the reply, and flushes the replies only when it must wait for
+// more input, so a pipelined batch costs one write.
 package memcache

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/metrics"
 )
 
 // Config configures a Server.
@@ -29,7 +30,16 @@ type Config struct {
 	SweepInterval time.Duration
 	// Logger receives lifecycle and error logs; nil discards them.
 	Logger *slog.Logger
+	// Metrics counts the front end's connections and requests; nil
+	// counts nothing.
+	Metrics *metrics.Protocol
+	// ExtraStats, when set, adds lines to the general stats: latch's lock
+	// counters, reported next to yrmcds's item counters.
+	ExtraStats func() []Stat
 }
+
+// Stat is one line of a stats reply.
+type Stat struct{ Name, Value string }
 
 // Server serves the memcached protocols over one lock service.
 type Server struct {
@@ -39,6 +49,8 @@ type Server struct {
 	log   *slog.Logger
 
 	counters counters
+	textCmds [len(textCommands)]*metrics.Command
+	binCmds  [256]*metrics.Command
 
 	ln    net.Listener
 	mu    sync.Mutex
@@ -72,6 +84,12 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 		quit:  make(chan struct{}),
 	}
 	s.counters.started = time.Now()
+	for i, name := range textCommands {
+		s.textCmds[i] = cfg.Metrics.Command(name)
+	}
+	for _, b := range binaryNames {
+		s.binCmds[b.op] = cfg.Metrics.Command(b.name)
+	}
 	return s, nil
 }
 
@@ -188,6 +206,7 @@ func (s *Server) newConn(nc net.Conn) (*conn, error) {
 	s.conns[c] = struct{}{}
 	s.counters.currConns.Add(1)
 	s.counters.totalConns.Add(1)
+	s.cfg.Metrics.ConnOpened()
 	return c, nil
 }
 
@@ -196,6 +215,7 @@ func (s *Server) forget(c *conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.counters.currConns.Add(-1)
+	s.cfg.Metrics.ConnClosed()
 }
 
 // Shutdown stops accepting, closes every connection (releasing its locks)

@@ -13,9 +13,6 @@ import (
 	"github.com/latchd/latch/internal/cache"
 )
 
-// stat is one line of a stats reply.
-type stat struct{ name, value string }
-
 // counters are the server's own statistics.
 type counters struct {
 	started     time.Time
@@ -71,7 +68,7 @@ var sizeBounds = []int64{1024, 4096, 16384, 65536, 262144, 1048576, 4194304}
 // stats returns the lines of a stats group: "" for the general stats,
 // "settings", "items", "sizes" or "ops". An unknown group gives nil and
 // false over text; over binary it gives the general stats, as in yrmcds.
-func (s *Server) stats(group string, binary bool) ([]stat, bool) {
+func (s *Server) stats(group string, binary bool) ([]Stat, bool) {
 	switch group {
 	case "":
 	case "settings":
@@ -92,13 +89,13 @@ func (s *Server) stats(group string, binary bool) ([]stat, bool) {
 
 func u(v uint64) string { return strconv.FormatUint(v, 10) }
 
-func (s *Server) generalStats() []stat {
+func (s *Server) generalStats() []Stat {
 	cs := s.store.Stats()
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	tv := func(t syscall.Timeval) string { return fmt.Sprintf("%d.%06d", t.Sec, t.Usec) }
 	n := &s.counters
-	return []stat{
+	out := []Stat{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"time", strconv.FormatInt(time.Now().Unix(), 10)},
 		{"version", "latch " + s.cfg.Version},
@@ -143,15 +140,19 @@ func (s *Server) generalStats() []stat {
 		{"reclaimed", u(cs.Reclaimed)},
 		{"locked_items", u(cs.LockedItems)},
 	}
+	if s.cfg.ExtraStats != nil {
+		out = append(out, s.cfg.ExtraStats()...)
+	}
+	return out
 }
 
-func (s *Server) settingsStats() []stat {
+func (s *Server) settingsStats() []Stat {
 	port, host := "0", "127.0.0.1"
 	if a, ok := s.Addr().(*net.TCPAddr); ok {
 		port, host = strconv.Itoa(a.Port), a.IP.String()
 	}
 	cfg := s.cfg.Cache
-	return []stat{
+	return []Stat{
 		{"maxbytes", strconv.FormatInt(cfg.MemoryLimit, 10)},
 		{"tcpport", port},
 		{"replport", "0"},
@@ -169,7 +170,7 @@ func (s *Server) settingsStats() []stat {
 	}
 }
 
-func (s *Server) itemStats() []stat {
+func (s *Server) itemStats() []Stat {
 	cs := s.store.Stats()
 	var largest uint64
 	counts := s.sizeCounts()
@@ -183,7 +184,7 @@ func (s *Server) itemStats() []stat {
 			break
 		}
 	}
-	return []stat{
+	return []Stat{
 		{"items:1:number", u(cs.CurrItems)},
 		{"items:1:age", "0"},
 		{"items:1:evicted", u(cs.Evictions)},
@@ -198,26 +199,26 @@ func (s *Server) sizeCounts() []uint64 {
 	return counts
 }
 
-func (s *Server) sizeStats() []stat {
+func (s *Server) sizeStats() []Stat {
 	counts := s.sizeCounts()
-	out := make([]stat, 0, len(counts))
+	out := make([]Stat, 0, len(counts))
 	for i, n := range counts {
 		name := "huge"
 		if i < len(sizeBounds) {
 			name = strconv.FormatInt(sizeBounds[i], 10)
 		}
-		out = append(out, stat{name, u(n)})
+		out = append(out, Stat{name, u(n)})
 	}
 	return out
 }
 
-func (s *Server) opStats() []stat {
-	out := make([]stat, 0, len(textCommands)+len(binaryNames))
+func (s *Server) opStats() []Stat {
+	out := make([]Stat, 0, len(textCommands)+len(binaryNames))
 	for i, name := range textCommands {
-		out = append(out, stat{"text:" + name, u(s.counters.textOps[i].Load())})
+		out = append(out, Stat{"text:" + name, u(s.counters.textOps[i].Load())})
 	}
 	for _, b := range binaryNames {
-		out = append(out, stat{"binary:" + b.name, u(s.counters.binOps[b.op].Load())})
+		out = append(out, Stat{"binary:" + b.name, u(s.counters.binOps[b.op].Load())})
 	}
 	return out
 }
@@ -235,9 +236,9 @@ func (c *conn) textStats() error {
 	}
 	for _, l := range lines {
 		c.w.WriteString("STAT ")
-		c.w.WriteString(l.name)
+		c.w.WriteString(l.Name)
 		c.w.WriteString(" ")
-		c.w.WriteString(l.value)
+		c.w.WriteString(l.Value)
 		c.w.WriteString("\r\n")
 	}
 	c.w.WriteString(rEnd)

@@ -123,6 +123,7 @@ func (c *conn) textCommand() error {
 	t := c.toks
 	if i, ok := textCommandIndex[string(t[0])]; ok {
 		c.srv.counters.textOps[i].Add(1)
+		c.srv.textCmds[i].Request()
 	}
 	switch string(t[0]) {
 	case "get":
@@ -195,9 +196,23 @@ func noreply(t [][]byte, n int) (quiet, ok bool) {
 	return false, false
 }
 
-// parseUint parses an unsigned decimal that fits in bits bits.
+// parseUint parses a number token as yrmcds does (strtoull, base 10):
+// leading white space, an optional sign, at least one decimal digit and
+// nothing after them; a minus negates the value modulo 2^64. The value
+// must not overflow 64 bits and, once negated, must fit in bits bits, so
+// "+5" and "007" are numbers and "-1" is one only for 64-bit fields. (A
+// 64-bit field of exactly 2^64-1 is accepted; yrmcds refuses it or not
+// depending on a stale errno.)
 func parseUint(b []byte, bits int) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 {
+	for len(b) > 0 && (b[0] == ' ' || b[0] >= '\t' && b[0] <= '\r') {
+		b = b[1:]
+	}
+	neg := false
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	if len(b) == 0 {
 		return 0, false
 	}
 	var n uint64
@@ -210,6 +225,9 @@ func parseUint(b []byte, bits int) (uint64, bool) {
 			return 0, false
 		}
 		n = n*10 + d
+	}
+	if neg {
+		n = -n
 	}
 	if bits < 64 && n >= 1<<bits {
 		return 0, false
@@ -282,7 +300,7 @@ func (c *conn) textStore(op storeOp) error {
 	}
 	flags, ok1 := parseUint(t[2], 32)
 	exptime, ok2 := parseUint(t[3], 63)
-	size, ok3 := parseUint(t[4], 64)
+	size, ok3 := parseUint(t[4], 32)
 	var casv uint64
 	ok4 := true
 	if op == storeCAS {
@@ -313,7 +331,9 @@ func (c *conn) textStore(op storeOp) error {
 		c.w.WriteString(rError) // the block did not end in CRLF
 		return nil
 	}
-	if len(c.key) > latch.MaxKeyLen && op != storeAppend && op != storePrepend {
+	// Only set, add and replace refuse a long key; append, prepend and
+	// cas simply find no item under it, as in yrmcds.
+	if len(c.key) > latch.MaxKeyLen && (op == storeSet || op == storeAdd || op == storeReplace) {
 		c.w.WriteString(rError)
 		return nil
 	}
@@ -448,15 +468,19 @@ func (c *conn) textArith(incr bool) error {
 		return nil
 	}
 	d := c.toks[2]
-	delta, ok := parseUint(d, 64)
-	if !ok {
-		if len(d) > 0 && d[0] == '-' && isDigits(d[1:]) {
+	if m := bytes.TrimLeft(d, " \t\n\v\f\r"); len(m) > 0 && m[0] == '-' {
+		if isDigits(m[1:]) {
 			// yrmcds wraps a negative delta around 2^64; memcached
 			// refuses it, and so do we.
 			c.w.WriteString(rBadDelta)
 		} else {
 			c.w.WriteString(rError)
 		}
+		return nil
+	}
+	delta, ok := parseUint(d, 64)
+	if !ok {
+		c.w.WriteString(rError)
 		return nil
 	}
 	var v uint64
@@ -485,7 +509,9 @@ func (c *conn) textArith(incr bool) error {
 			c.w.WriteString(rNotFound)
 		}
 	case errors.Is(err, cache.ErrNonNumeric):
-		c.w.WriteString(rNonNumeric)
+		if !quiet {
+			c.w.WriteString(rNonNumeric)
+		}
 	case errors.Is(err, cache.ErrNoMemory):
 		c.w.WriteString(rOutOfMemory)
 	default:
@@ -582,8 +608,10 @@ func (c *conn) textFlush() error {
 	switch len(t) {
 	case 1:
 	case 2:
+		// yrmcds reads a delay only when it starts with a digit: no
+		// sign, no white space.
 		var ok bool
-		if delay, ok = parseUint(t[1], 63); !ok {
+		if delay, ok = parseUint(t[1], 63); !ok || t[1][0] < '0' || t[1][0] > '9' {
 			c.w.WriteString(rError)
 			return nil
 		}

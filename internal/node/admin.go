@@ -117,9 +117,6 @@ func (n *Node) ForceRelease(key string) (int, error) {
 	cnt, evs := n.eng.ForceRelease(now, key)
 	n.dispatch(evs)
 	n.rearm(now)
-	if cnt > 0 && n.obs != nil {
-		n.obs.Released(cnt)
-	}
 	n.log.Info("node: admin force-release", "key", key, "holders", cnt)
 	return cnt, nil
 }

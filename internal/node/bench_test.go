@@ -138,7 +138,7 @@ type parkCounter struct {
 	parked int // guarded by the node's mutex
 }
 
-func (p *parkCounter) Granted(keys int, waited time.Duration) {
+func (p *parkCounter) Granted(proto, keys int, waited time.Duration) {
 	if waited > 0 {
 		p.parked++
 	}

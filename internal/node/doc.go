@@ -34,6 +34,12 @@
 //     closed;
 //   - lease expired: logged at debug level and passed to the Observer.
 //
-// Config.Observer, when set, hears about grants, releases, timeouts,
-// cancellations and expiries, for metrics.
+// Config.Observer, when set, hears about sessions, grants, timeouts,
+// cancellations and every hold that ends (with its hold time and why it
+// ended, from engine.Engine.Drops), for metrics. It is called under the
+// mutex, with the session's protocol as a small number it chose when the
+// session opened, so that a metrics implementation can count in slices
+// without locking or allocating; the one exception, HandedOff, is called by
+// a woken caller without the mutex. WithStats reads the lock table's counts
+// under the mutex, and with them whatever the Observer keeps.
 package node

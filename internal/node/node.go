@@ -25,8 +25,8 @@ type Config struct {
 	FirstToken latch.Token
 	// Logger receives admin actions (info) and expiries (debug). nil: discard.
 	Logger *slog.Logger
-	// Observer, when set, is told about grants, releases, timeouts and
-	// expiries. nil: nobody is.
+	// Observer, when set, is told about sessions, grants, releases,
+	// timeouts and expiries, for metrics. nil: nobody is.
 	Observer Observer
 }
 
@@ -75,7 +75,7 @@ func New(cfg Config) *Node {
 	if tok == 0 {
 		tok = latch.Token(n.startNs)
 	}
-	n.eng = engine.New(engine.Config{FirstToken: tok, MaxKeys: cfg.MaxKeys})
+	n.eng = engine.New(engine.Config{FirstToken: tok, MaxKeys: cfg.MaxKeys, RecordDrops: cfg.Observer != nil})
 	return n
 }
 
@@ -111,9 +111,15 @@ func (n *Node) OpenSession(opts latch.SessionOptions) (latch.Session, error) {
 	if n.shutdown {
 		return nil, fmt.Errorf("open session: %w", latch.ErrShutdown)
 	}
+	proto := NoProto
+	if n.obs != nil {
+		// The engine tags the session's drops with it (Observer.Released).
+		proto = n.obs.SessionOpened(opts.Protocol)
+		eo.Tag = uint32(proto)
+	}
 	now := n.now()
 	id, evs := n.eng.OpenSession(now, eo)
-	s := &session{n: n, id: id, opts: opts, done: make(chan struct{})}
+	s := &session{n: n, id: id, opts: opts, proto: proto, done: make(chan struct{})}
 	n.sessions[id] = s
 	n.dispatch(evs)
 	n.rearm(now)
@@ -192,11 +198,21 @@ func (n *Node) endSession(s *session, why error) {
 	s.ended = why
 	delete(n.sessions, s.id)
 	close(s.done)
+	if n.obs != nil {
+		n.obs.SessionEnded(s.proto)
+	}
 }
 
-// dispatch acts on engine events. It never blocks: every parked caller has
-// a one-slot channel that receives exactly one result. Called with mu held.
+// dispatch acts on what an engine call reports: it tells the Observer about
+// the holds the call dropped, then acts on its events. It never blocks:
+// every parked caller has a one-slot channel that receives exactly one
+// result. Called with mu held.
 func (n *Node) dispatch(evs []engine.Event) {
+	if n.obs != nil {
+		if drops := n.eng.Drops(); len(drops) > 0 {
+			n.obs.Released(drops)
+		}
+	}
 	for i := range evs {
 		ev := &evs[i]
 		switch ev.Kind {
@@ -206,8 +222,9 @@ func (n *Node) dispatch(evs []engine.Event) {
 				continue
 			}
 			g := latch.Grant{Token: ev.Token, Expires: toTime(ev.Expires)}
+			w.granted = ev.At
 			if n.obs != nil {
-				n.obs.Granted(w.nkeys, time.Duration(ev.At-w.since))
+				n.obs.Granted(w.proto, w.nkeys, time.Duration(ev.At-w.since))
 			}
 			w.ch <- result{grant: g}
 		case engine.EventTimedOut:
@@ -216,7 +233,7 @@ func (n *Node) dispatch(evs []engine.Event) {
 				continue
 			}
 			if n.obs != nil {
-				n.obs.TimedOut(w.nkeys)
+				n.obs.TimedOut(w.proto, w.nkeys)
 			}
 			w.ch <- result{err: &latch.BusyError{Err: latch.ErrTimeout, Keys: slices.Clone(ev.Keys)}}
 		case engine.EventAborted:
@@ -231,25 +248,41 @@ func (n *Node) dispatch(evs []engine.Event) {
 			w.ch <- result{err: err}
 		case engine.EventSessionExpired:
 			if s := n.sessions[ev.Session]; s != nil {
+				if n.obs != nil {
+					n.obs.SessionExpired(s.proto)
+				}
 				n.endSession(s, latch.ErrSessionEnded)
 			}
 			if n.log.Enabled(context.Background(), slog.LevelDebug) {
 				n.log.Debug("node: session expired", "session", ev.Session)
 			}
-			if n.obs != nil {
-				n.obs.SessionExpired(ev.Session)
-			}
 		case engine.EventLeaseExpired:
 			if n.log.Enabled(context.Background(), slog.LevelDebug) {
 				n.log.Debug("node: lease expired", "key", ev.Key, "session", ev.Session, "token", ev.Token)
-			}
-			if n.obs != nil {
-				n.obs.LeaseExpired(ev.Key)
 			}
 		default:
 			n.log.Error("node: unknown engine event", "kind", ev.Kind)
 		}
 	}
+}
+
+// Stats returns counts of the lock table, brought up to now.
+func (n *Node) Stats() Stats {
+	var st Stats
+	n.WithStats(func(s Stats) { st = s })
+	return st
+}
+
+// WithStats brings the lock table up to now and calls f with its counts,
+// with the node's mutex held: what the Observer keeps (which it writes
+// under that mutex) can be read inside f consistently with the counts. f
+// must be quick and must not call the Node.
+func (n *Node) WithStats(f func(Stats)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.advance()
+	es := n.eng.Stats()
+	f(Stats{Keys: es.Keys, Holds: es.Holds, Waiters: es.Waiters, Sessions: es.Sessions, Token: es.Token})
 }
 
 // takeWaiter removes and returns the parked caller an event names.

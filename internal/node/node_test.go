@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -674,28 +677,65 @@ func TestLeaseHolderSessionZero(t *testing.T) {
 	})
 }
 
-type countObserver struct {
-	NopObserver
-	granted, released, timedOut, canceled, leases, sessions int
-	waited                                                  time.Duration
+// recordObserver records what it hears, one line per call (per drop).
+type recordObserver struct {
+	protos []string // by proto; NoProto is "none"
+	calls  []string
+	mu     sync.Mutex
 }
 
-func (o *countObserver) Granted(keys int, waited time.Duration) {
-	o.granted += keys
-	o.waited += waited
+func (o *recordObserver) name(proto int) string {
+	if proto == NoProto {
+		return "none"
+	}
+	return o.protos[proto]
 }
-func (o *countObserver) Released(keys int)              { o.released += keys }
-func (o *countObserver) TimedOut(int)                   { o.timedOut++ }
-func (o *countObserver) Canceled()                      { o.canceled++ }
-func (o *countObserver) LeaseExpired(string)            { o.leases++ }
-func (o *countObserver) SessionExpired(latch.SessionID) { o.sessions++ }
+
+func (o *recordObserver) add(format string, args ...any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, fmt.Sprintf(format, args...))
+}
+
+func (o *recordObserver) SessionOpened(protocol string) int {
+	if o.protos == nil {
+		o.protos = []string{"none"}
+	}
+	for i, p := range o.protos[1:] {
+		if p == protocol {
+			return i + 1
+		}
+	}
+	o.protos = append(o.protos, protocol)
+	o.add("open %s", protocol)
+	return len(o.protos) - 1
+}
+func (o *recordObserver) SessionEnded(proto int)   { o.add("end %s", o.name(proto)) }
+func (o *recordObserver) SessionExpired(proto int) { o.add("expire %s", o.name(proto)) }
+func (o *recordObserver) Granted(proto, keys int, waited time.Duration) {
+	o.add("grant %s keys=%d waited=%v", o.name(proto), keys, waited)
+}
+func (o *recordObserver) TimedOut(proto, keys int) { o.add("timeout %s keys=%d", o.name(proto), keys) }
+func (o *recordObserver) Canceled(proto int)       { o.add("cancel %s", o.name(proto)) }
+func (o *recordObserver) Released(drops []Drop) {
+	for _, d := range drops {
+		o.add("release %s %v held=%v", o.name(int(d.Tag)), d.Cause, time.Duration(d.At-d.Acquired))
+	}
+}
+func (o *recordObserver) HandedOff(latency time.Duration) { o.add("handoff %v", latency) }
+
+func (o *recordObserver) get() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.calls)
+}
 
 func TestObserver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o := &countObserver{}
+		o := &recordObserver{}
 		n := newNode(t, Config{Observer: o})
-		s1 := open(t, n, latch.SessionOptions{TTL: time.Hour})
-		s2 := open(t, n, latch.SessionOptions{})
+		s1 := open(t, n, latch.SessionOptions{Protocol: "mc", TTL: time.Hour})
+		s2 := open(t, n, latch.SessionOptions{Protocol: "dl"})
 		mustAcquire(t, s1, x(0, "a", "b"))
 		c := goAcquire(context.Background(), s2, x(latch.WaitForever, "a"))
 		time.Sleep(3 * time.Second)
@@ -709,13 +749,43 @@ func TestObserver(t *testing.T) {
 		cancel()
 		c.failed(t, latch.ErrCanceled)
 		mustAcquire(t, s1, latch.LockRequest{Keys: []string{"l"}, Lease: time.Second})
+		time.Sleep(2 * time.Second)
+		if _, err := n.ForceRelease("a"); err != nil {
+			t.Fatal(err)
+		}
+		s3 := open(t, n, latch.SessionOptions{Protocol: "mc"})
+		mustAcquire(t, s3, latch.LockRequest{Keys: []string{"k"}, Lease: 10 * time.Second})
+		mustAcquire(t, s3, x(0, "m"))
+		s3.Close()
 		time.Sleep(time.Hour)
-		want := countObserver{granted: 4, released: 2, timedOut: 1, canceled: 1, leases: 1, sessions: 1, waited: 3 * time.Second}
-		n.mu.Lock() // the observer is called with it held
-		got := *o
-		n.mu.Unlock()
-		if got != want {
-			t.Errorf("observed %+v, want %+v", got, want)
+		s2.Close()
+		want := []string{
+			"open mc",
+			"open dl",
+			"grant mc keys=2 waited=0s",
+			"release mc released held=3s",
+			"release mc released held=3s",
+			"grant dl keys=1 waited=3s",
+			"handoff 0s",
+			"timeout mc keys=1",
+			"cancel mc",
+			"grant mc keys=1 waited=0s",
+			"release mc lease-expired held=1s",
+			"release dl forced held=3s",
+			"grant mc keys=1 waited=0s",
+			"grant mc keys=1 waited=0s",
+			"release mc session-ended held=0s",
+			"end mc",
+			"release none lease-expired held=10s",
+			"expire mc",
+			"end mc",
+			"end dl",
+		}
+		if diff := cmp.Diff(want, o.get()); diff != "" {
+			t.Errorf("observed calls (-want +got):\n%s", diff)
+		}
+		if st := n.Stats(); st != (Stats{Token: 105}) {
+			t.Errorf("Stats() = %+v, want an empty table with token 105", st)
 		}
 	})
 }

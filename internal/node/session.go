@@ -16,7 +16,9 @@ type session struct {
 	n    *Node
 	id   latch.SessionID
 	opts latch.SessionOptions
-	done chan struct{}
+	// proto is what the Observer's SessionOpened returned for the session.
+	proto int
+	done  chan struct{}
 	// ended is why the session ended (latch.ErrSessionEnded, or
 	// latch.ErrShutdown), nil while it lives. Guarded by n.mu.
 	ended error
@@ -28,9 +30,11 @@ var _ latch.Session = (*session)(nil)
 // exactly one result, sent under the node's mutex by whoever removes the
 // waiter from Node.waiters.
 type waiter struct {
-	ch    chan result // capacity 1
-	since int64       // when it was queued
-	nkeys int
+	ch      chan result // capacity 1
+	since   int64       // when it was queued
+	granted int64       // when it was granted, if it was
+	nkeys   int
+	proto   int // its session's, for the Observer
 }
 
 type result struct {
@@ -90,7 +94,7 @@ func (s *session) Acquire(ctx context.Context, req latch.LockRequest) (latch.Gra
 	if err != nil || res.Granted {
 		n.rearm(now)
 		if err == nil && n.obs != nil {
-			n.obs.Granted(len(req.Keys), 0)
+			n.obs.Granted(s.proto, len(req.Keys), 0)
 		}
 		n.mu.Unlock()
 		if err != nil {
@@ -99,24 +103,31 @@ func (s *session) Acquire(ctx context.Context, req latch.LockRequest) (latch.Gra
 		return latch.Grant{Token: res.Token, Expires: toTime(res.Expires)}, nil
 	}
 	w := n.getWaiter()
-	w.since, w.nkeys = now, len(req.Keys)
+	w.since, w.nkeys, w.proto = now, len(req.Keys), s.proto
 	n.waiters[res.Waiter] = w
 	n.rearm(now)
 	n.mu.Unlock()
 
 	done := ctx.Done()
 	if done == nil {
-		r := <-w.ch
-		n.putWaiter(w)
-		return r.grant, r.err
+		return n.woken(w, <-w.ch)
 	}
 	select {
 	case r := <-w.ch:
-		n.putWaiter(w)
-		return r.grant, r.err
+		return n.woken(w, r)
 	case <-done:
 	}
 	return s.cancel(ctx, res.Waiter, w)
+}
+
+// woken finishes a parked Acquire that received r: it reports the hand-off
+// of a grant to the Observer and recycles w.
+func (n *Node) woken(w *waiter, r result) (latch.Grant, error) {
+	if r.err == nil && n.obs != nil {
+		n.obs.HandedOff(time.Duration(n.now() - w.granted))
+	}
+	n.putWaiter(w)
+	return r.grant, r.err
 }
 
 // cancel withdraws a parked request whose context is done.
@@ -126,9 +137,7 @@ func (s *session) cancel(ctx context.Context, id engine.WaiterID, w *waiter) (la
 	if _, queued := n.waiters[id]; !queued {
 		// Its end was dispatched first: the result is in w.ch.
 		n.mu.Unlock()
-		r := <-w.ch
-		n.putWaiter(w)
-		return r.grant, r.err
+		return n.woken(w, <-w.ch)
 	}
 	now := n.now()
 	evs, err := n.eng.Cancel(now, id)
@@ -142,7 +151,7 @@ func (s *session) cancel(ctx context.Context, id engine.WaiterID, w *waiter) (la
 			n.log.Error("node: cancel: engine lost a waiter", "waiter", id, "session", s.id, "err", err)
 		}
 		if n.obs != nil {
-			n.obs.Canceled()
+			n.obs.Canceled(s.proto)
 		}
 		n.rearm(now)
 		n.mu.Unlock()
@@ -151,9 +160,7 @@ func (s *session) cancel(ctx context.Context, id engine.WaiterID, w *waiter) (la
 	}
 	n.rearm(now)
 	n.mu.Unlock()
-	r := <-w.ch
-	n.putWaiter(w)
-	return r.grant, r.err
+	return n.woken(w, <-w.ch)
 }
 
 // Release releases keys the session holds; see latch.Session.
@@ -168,9 +175,6 @@ func (s *session) Release(keys ...string) error {
 	evs, err := n.eng.Release(now, s.id, keys)
 	n.dispatch(evs)
 	n.rearm(now)
-	if err == nil && n.obs != nil {
-		n.obs.Released(len(keys))
-	}
 	return err
 }
 
@@ -186,9 +190,6 @@ func (s *session) ReleaseAll() (int, error) {
 	cnt, evs, err := n.eng.ReleaseAll(now, s.id)
 	n.dispatch(evs)
 	n.rearm(now)
-	if cnt > 0 && n.obs != nil {
-		n.obs.Released(cnt)
-	}
 	return cnt, err
 }
 

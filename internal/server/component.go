@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
 )
 
@@ -39,8 +41,10 @@ func (s *Server) frontEnds() ([]component, error) {
 				MemoryLimit: int64(s.cfg.Memcache.MemoryMB) << 20,
 				MaxItemSize: s.cfg.Memcache.MaxItemSize,
 			},
-			Version: s.cfg.Server.Version,
-			Logger:  s.logger,
+			Version:    s.cfg.Server.Version,
+			Logger:     s.logger,
+			Metrics:    s.metrics.Protocol("memcache"),
+			ExtraStats: s.lockStats,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
@@ -48,5 +52,53 @@ func (s *Server) frontEnds() ([]component, error) {
 		s.memcache = mc
 		comps = append(comps, mc)
 	}
+	if addr := s.cfg.DLock.Addr; addr != "" {
+		dc := dlock.DefaultConfig()
+		dc.Addr = addr
+		dc.MaxFrame = s.cfg.DLock.MaxFrame
+		dc.IdleTimeout = s.cfg.DLock.IdleTimeout
+		dc.MaxKeys = s.cfg.Lock.MaxKeys
+		dc.Logger = s.logger
+		dc.Metrics = s.metrics.Protocol("dlock")
+		if path := s.cfg.DLock.TokensFile; path != "" {
+			toks, err := dlock.LoadTokens(path)
+			if err != nil {
+				return nil, fmt.Errorf("server: %w", err)
+			}
+			dc.Tokens = toks
+		}
+		dl, err := dlock.New(s.node, dc)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.dlock = dl
+		comps = append(comps, dl)
+	}
+	if s.cfg.Admin.Addr != "" {
+		ad, err := s.adminServer()
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		comps = append(comps, ad)
+	}
 	return comps, nil
+}
+
+// lockStats are latch's lock counters, for the memcached stats command.
+func (s *Server) lockStats() []memcache.Stat {
+	snap := s.metrics.Snapshot()
+	t := snap.Total()
+	n := func(v int) string { return strconv.Itoa(v) }
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	return []memcache.Stat{
+		{Name: "lock_keys", Value: n(snap.Keys)},
+		{Name: "lock_holds", Value: n(snap.Held)},
+		{Name: "lock_waiters", Value: n(snap.Waiters)},
+		{Name: "lock_sessions", Value: n(snap.Sessions)},
+		{Name: "lock_grants", Value: u(t.Grants)},
+		{Name: "lock_releases", Value: u(t.Releases + t.SessionEndReleases)},
+		{Name: "lock_lease_expiries", Value: u(t.LeaseExpiries)},
+		{Name: "lock_forced_releases", Value: u(t.ForcedReleases)},
+		{Name: "lock_wait_timeouts", Value: u(t.Timeouts)},
+	}
 }

@@ -7,10 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/admin"
 	"github.com/latchd/latch/internal/config"
+	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
+	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/node"
 )
 
@@ -21,6 +25,14 @@ type Server struct {
 	node   *node.Node
 
 	memcache *memcache.Server // nil when disabled
+	dlock    *dlock.Server    // nil when disabled
+	admin    *admin.Server    // nil when disabled
+
+	// metrics observes the node; front ends take their handles from it.
+	metrics *metrics.Metrics
+	// ready is true from the end of New to the start of Shutdown
+	// (/readyz).
+	ready atomic.Bool
 
 	// started holds the components that started, in start order.
 	started []component
@@ -40,6 +52,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	m := metrics.New()
 	s := &Server{
 		cfg:    cfg,
 		logger: logger,
@@ -47,8 +60,11 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 			MaxKeys:   cfg.Lock.MaxKeys,
 			LockDelay: cfg.Lock.LockDelay,
 			Logger:    logger,
+			Observer:  m.Observer(),
 		}),
+		metrics: m,
 	}
+	m.Watch(s.node)
 
 	comps, err := s.frontEnds()
 	if err == nil {
@@ -66,6 +82,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 	if len(s.started) == 0 {
 		s.logger.Info("no front end to serve: the lock service is reachable in process only")
 	}
+	s.ready.Store(true)
 	return s, nil
 }
 
@@ -97,6 +114,15 @@ func (s *Server) MemcacheAddr() net.Addr {
 	return s.memcache.Addr()
 }
 
+// DLockAddr returns the address the dlock front end listens on, or nil
+// when it is disabled.
+func (s *Server) DLockAddr() net.Addr {
+	if s.dlock == nil {
+		return nil
+	}
+	return s.dlock.Addr()
+}
+
 // Shutdown stops the server gracefully and returns when it has stopped, or
 // when ctx is done, whichever comes first.
 //
@@ -118,6 +144,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) shutdown(ctx context.Context) error {
 	var errs []error
+	s.ready.Store(false)
 	if err := s.node.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("server: shutting down the lock service: %w", err))
 	}

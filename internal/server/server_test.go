@@ -25,6 +25,8 @@ func TestMain(m *testing.M) {
 func testConfig() config.Config {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = "127.0.0.1:0"
+	cfg.DLock.Addr = "127.0.0.1:0"
+	cfg.Admin.Addr = "127.0.0.1:0"
 	return cfg
 }
 

@@ -1,0 +1,402 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/frame"
+)
+
+// protocolVersion is the dlock version the Client speaks.
+const protocolVersion = 3
+
+// Client is a connection to a latch server and the session it carries. The
+// server sees every lock taken through one Client as held by one owner, the
+// session: see the package documentation. A Client is safe for concurrent
+// use; many requests may wait on it at once.
+type Client struct {
+	addr      string
+	conn      net.Conn
+	log       *slog.Logger
+	clk       clock
+	token     string
+	ttl       time.Duration // of the session
+	margin    time.Duration // see SafetyMargin
+	interval  time.Duration // between keepalives
+	sessionID latch.SessionID
+
+	nextID atomic.Uint64
+
+	wmu  sync.Mutex // serializes writes; guards wbuf
+	wbuf []byte
+
+	mu sync.Mutex
+	// pending holds the requests sent and not answered yet, by id.
+	pending map[uint64]*call
+	// reserved holds the keys of the live locks and of the lock requests
+	// in flight (see Lock).
+	reserved map[string]bool
+	// locks holds the live locks, whose Done is closed when the Client
+	// stops.
+	locks map[*Lock]struct{}
+	// lastAck is when the newest keepalive the server answered was sent
+	// (by clk): the server cannot end the session by its TTL before
+	// lastAck+ttl.
+	lastAck  time.Time
+	watchdog stopper // fires at lastAck+ttl-margin
+	pinger   stopper // sends the next keepalive
+	closer   stopper // closes the connection of a Client given up
+	// err is why the Client stopped, nil while it runs; broken is closed
+	// when it is set.
+	err    error
+	broken chan struct{}
+
+	readerDone chan struct{}
+}
+
+// call is a request waiting for its response.
+type call struct {
+	// onResp, when set, is called with the response by the reading
+	// goroutine; it must not block.
+	onResp func(*dlockpb.Response)
+	// ch, when set, receives the response; its capacity is 1.
+	ch chan *dlockpb.Response
+}
+
+func newCall() *call { return &call{ch: make(chan *dlockpb.Response, 1)} }
+
+// Dial connects to the latch server at addr (host:port of its dlock
+// listener) and opens a session with the TTL of SessionTTL. The Client
+// keeps the session alive until Close, or until it may have been lost.
+// The connection is plain TCP: TLS is not supported yet.
+func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.dialTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.dialTimeout)
+		defer cancel()
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c := &Client{
+		addr:       addr,
+		conn:       conn,
+		log:        o.logger.With("server", addr),
+		clk:        o.clock,
+		token:      o.token,
+		ttl:        o.sessionTTL,
+		margin:     o.margin,
+		interval:   (o.sessionTTL - o.margin) / 3,
+		pending:    make(map[uint64]*call),
+		reserved:   make(map[string]bool),
+		locks:      make(map[*Lock]struct{}),
+		broken:     make(chan struct{}),
+		readerDone: make(chan struct{}),
+	}
+	go c.readLoop()
+	if err := c.openSession(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("client: %s: open session: %w", addr, err)
+	}
+	c.log.Debug("client: session open", "session", c.sessionID, "ttl", c.ttl, "keepalive", c.interval)
+	return c, nil
+}
+
+// openSession sets the session's TTL and starts the keepalives.
+func (c *Client) openSession(ctx context.Context) error {
+	sent := c.clk.Now()
+	cl, _, err := c.send(&dlockpb.Request{
+		Type:    dlockpb.RequestType_Session,
+		Session: &dlockpb.RequestSession{TtlMicro: micros(c.ttl)},
+	}, newCall())
+	if err != nil {
+		return err
+	}
+	resp, err := c.await(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if err := statusError(resp, false); err != nil {
+		return err
+	}
+	c.sessionID = latch.SessionID(resp.GetSessionId())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastAck = sent
+	c.watchdog = c.clk.AfterFunc(sent.Add(c.ttl-c.margin).Sub(c.clk.Now()), c.watch)
+	c.pinger = c.clk.AfterFunc(c.interval, c.ping)
+	return nil
+}
+
+// SessionID returns the id of the Client's session, as the server's admin
+// API shows it.
+func (c *Client) SessionID() latch.SessionID { return c.sessionID }
+
+// Done returns a channel closed when the Client stops: closed, or its
+// session may have ended. Err then says why.
+func (c *Client) Done() <-chan struct{} { return c.broken }
+
+// Err returns nil while the Client runs, then why it stopped: ErrClosed
+// after Close, otherwise a *SessionLostError, which wraps
+// latch.ErrSessionEnded and the cause (the connection's error,
+// ErrKeepalive, or a SessionExpired or ShuttingDown answer).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection, which ends the session: the server releases
+// at once every lock of the Client that has no lease. Leased locks stay
+// until their lease ends. Requests still waiting fail with an error
+// wrapping ErrClosed, and the Done channel of every live Lock is closed.
+// Close returns when the Client's goroutines have ended. It always returns
+// nil; calling it again does nothing.
+func (c *Client) Close() error {
+	c.stop(ErrClosed, time.Time{})
+	c.mu.Lock()
+	if c.closer != nil {
+		c.closer.Stop()
+		c.closer = nil
+	}
+	c.mu.Unlock()
+	c.conn.Close()
+	<-c.readerDone
+	return nil
+}
+
+// stop stops the Client with err, once: requests in flight and later ones
+// fail with err, every live Lock ends with it. The connection is closed at
+// closeAt by the Client's clock, or at once if closeAt is not in the future.
+func (c *Client) stop(err error, closeAt time.Time) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	close(c.broken)
+	for _, t := range []stopper{c.watchdog, c.pinger} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	for l := range c.locks {
+		l.finishLocked(err)
+	}
+	wait := closeAt.Sub(c.clk.Now())
+	if wait > 0 {
+		c.closer = c.clk.AfterFunc(wait, func() { c.conn.Close() })
+	}
+	c.mu.Unlock()
+	if wait <= 0 {
+		c.conn.Close()
+	}
+	if err != ErrClosed {
+		c.log.Warn("client: session given up", "session", c.sessionID, "err", err)
+	}
+}
+
+// fail stops the Client because its connection broke.
+func (c *Client) fail(err error) {
+	c.stop(lostError(err), time.Time{})
+}
+
+// send assigns req an id, registers cl for its response and writes it.
+// It returns cl and the id, or the error that stopped the Client.
+func (c *Client) send(req *dlockpb.Request, cl *call) (*call, uint64, error) {
+	id := c.nextID.Add(1)
+	req.Version = protocolVersion
+	req.Id = id
+	req.AccessToken = c.token
+
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, 0, err
+	}
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	c.wmu.Lock()
+	buf, off := frame.Start(c.wbuf[:0])
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, req)
+	if err == nil {
+		err = frame.Finish(buf, off)
+	}
+	if err == nil {
+		// A write that cannot finish within the TTL has lost the session
+		// anyway.
+		c.conn.SetWriteDeadline(time.Now().Add(c.ttl))
+		_, err = c.conn.Write(buf)
+		if err != nil {
+			err = fmt.Errorf("writing to %s: %w", c.addr, err)
+		}
+	}
+	if cap(buf) <= 64<<10 {
+		c.wbuf = buf
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.fail(err)
+		c.mu.Lock()
+		delete(c.pending, id)
+		err = c.err
+		c.mu.Unlock()
+		return nil, 0, err
+	}
+	return cl, id, nil
+}
+
+// await waits for the response of cl, until ctx is done (ctx.Err()) or the
+// Client stops (the error that stopped it).
+func (c *Client) await(ctx context.Context, cl *call) (*dlockpb.Response, error) {
+	select {
+	case r := <-cl.ch:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.broken:
+	}
+	select {
+	case r := <-cl.ch: // answered as the Client stopped
+		return r, nil
+	default:
+		return nil, c.err // set before broken was closed
+	}
+}
+
+// roundTrip sends req and waits for its answer until ctx is done. It
+// returns when req was sent, and the answer's status as an error.
+func (c *Client) roundTrip(ctx context.Context, req *dlockpb.Request) (*dlockpb.Response, time.Time, error) {
+	sent := c.clk.Now()
+	cl, _, err := c.send(req, newCall())
+	if err != nil {
+		return nil, sent, err
+	}
+	resp, err := c.await(ctx, cl)
+	if err == nil {
+		err = statusError(resp, false)
+	}
+	return resp, sent, err
+}
+
+// readLoop reads responses and hands each to its call, until the
+// connection breaks or is closed.
+func (c *Client) readLoop() {
+	defer close(c.readerDone)
+	r := frame.NewReader(bufio.NewReader(c.conn), maxResponse)
+	for {
+		b, err := r.Read()
+		if err != nil {
+			c.fail(fmt.Errorf("reading from %s: %w", c.addr, err))
+			return
+		}
+		resp := new(dlockpb.Response)
+		if err := proto.Unmarshal(b, resp); err != nil {
+			c.fail(fmt.Errorf("%w: undecodable response: %v", ErrProtocol, err))
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[resp.GetRequestId()]
+		delete(c.pending, resp.GetRequestId())
+		c.mu.Unlock()
+		if cl == nil {
+			// The server answers request id 0 when it could not read a
+			// request at all, and closes the connection.
+			c.fail(fmt.Errorf("%w: answer to request %d, which is not in flight: %w",
+				ErrProtocol, resp.GetRequestId(), statusError(resp, false)))
+			return
+		}
+		if cl.onResp != nil {
+			cl.onResp(resp)
+		}
+		if cl.ch != nil {
+			cl.ch <- resp
+		}
+		switch resp.GetStatus() {
+		case dlockpb.ResponseStatus_SessionExpired, dlockpb.ResponseStatus_ShuttingDown:
+			// The session has ended, and its locks with it.
+			c.stop(lostError(statusError(resp, false)), time.Time{})
+		}
+	}
+}
+
+// ping sends a keepalive and schedules the next one.
+func (c *Client) ping() {
+	sent := c.clk.Now()
+	cl := &call{onResp: func(r *dlockpb.Response) { c.pinged(sent, r) }}
+	if _, _, err := c.send(&dlockpb.Request{Type: dlockpb.RequestType_Ping}, cl); err != nil {
+		return // stopped
+	}
+	c.mu.Lock()
+	if c.err == nil {
+		c.pinger = c.clk.AfterFunc(c.interval, c.ping)
+	}
+	c.mu.Unlock()
+}
+
+// pinged handles the answer to a keepalive sent at sent.
+func (c *Client) pinged(sent time.Time, r *dlockpb.Response) {
+	if err := statusError(r, false); err != nil {
+		// SessionExpired, or an operator ended the session: its locks
+		// are gone already.
+		c.stop(lostError(fmt.Errorf("keepalive: %w", err)), time.Time{})
+		return
+	}
+	c.mu.Lock()
+	if sent.After(c.lastAck) {
+		c.lastAck = sent
+	}
+	c.mu.Unlock()
+}
+
+// watch gives the session up when no keepalive sent in the last ttl-margin
+// has been answered. The server may end the session at lastAck+ttl (by its
+// clock); the connection is kept open until then, so that closing it does
+// not release the locks before that instant, while their owners stop.
+func (c *Client) watch() {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	now := c.clk.Now()
+	deadline := c.lastAck.Add(c.ttl - c.margin)
+	if now.Before(deadline) {
+		c.watchdog = c.clk.AfterFunc(deadline.Sub(now), c.watch)
+		c.mu.Unlock()
+		return
+	}
+	lastAck := c.lastAck
+	c.mu.Unlock()
+	err := fmt.Errorf("%w: none sent since %v ago answered (session TTL %v, safety margin %v)",
+		ErrKeepalive, now.Sub(lastAck).Round(time.Millisecond), c.ttl, c.margin)
+	c.stop(lostError(err), lastAck.Add(c.ttl))
+}
+
+// micros converts d to whole microseconds, rounding up, so that a positive
+// duration never becomes 0 (which means "forever" on the wire).
+func micros(d time.Duration) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	return uint64((d + time.Microsecond - 1) / time.Microsecond)
+}

@@ -1,0 +1,261 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/metrics"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the TCP address Start listens on, for example
+	// "127.0.0.1:11280" (port 0: any free port).
+	Addr string
+	// Service is the lock table to show and act on. Required.
+	Service latch.Admin
+	// Metrics is the registry /metrics serves and the source of /v1/stats.
+	// Required.
+	Metrics *metrics.Metrics
+	// Token, when not empty, is the bearer token admin actions require.
+	Token string
+	// Ready reports whether the server is ready for clients (/readyz): nil
+	// when it is, or why not. nil: always ready.
+	Ready func() error
+	// Logger receives lifecycle, admin actions (info) and requests (debug).
+	// nil: discard.
+	Logger *slog.Logger
+	// Version is shown on the status page and in /v1/stats.
+	Version string
+
+	// HistoryInterval and HistorySize shape /v1/stats/history: one
+	// sample every HistoryInterval, the last HistorySize kept. Zero: 1s
+	// and 300 (five minutes).
+	HistoryInterval time.Duration
+	HistorySize     int
+}
+
+// Server is the admin HTTP server. It is a server component: Start, then
+// Shutdown.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	handler http.Handler
+	started time.Time
+	history *history
+
+	srv  *http.Server
+	ln   net.Listener
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a Server for cfg; Start starts it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Service == nil {
+		return nil, errors.New("admin: no Service")
+	}
+	if cfg.Metrics == nil {
+		return nil, errors.New("admin: no Metrics")
+	}
+	if cfg.HistoryInterval <= 0 {
+		cfg.HistoryInterval = time.Second
+	}
+	if cfg.HistorySize <= 0 {
+		cfg.HistorySize = 300
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		started: time.Now(),
+		history: newHistory(cfg.HistorySize),
+		quit:    make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Name implements the server's component interface.
+func (s *Server) Name() string { return "admin" }
+
+// Handler returns the server's HTTP handler, for serving it elsewhere (or
+// from tests) without Start.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// routes builds the handler: the mux behind the debug-level request log.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.serveIndex)
+	mux.Handle("GET /ui/", uiFiles())
+	mux.Handle("GET /metrics", s.cfg.Metrics.Handler())
+
+	mux.HandleFunc("GET /v1/locks", s.getLocks)
+	mux.HandleFunc("GET /v1/locks/{key...}", s.getLock)
+	mux.HandleFunc("GET /v1/sessions", s.getSessions)
+	mux.HandleFunc("GET /v1/stats", s.getStats)
+	mux.HandleFunc("GET /v1/stats/history", s.getHistory)
+
+	// Admin actions: token, then no cross-origin browser requests.
+	csrf := http.NewCrossOriginProtection()
+	action := func(h http.HandlerFunc) http.Handler { return csrf.Handler(s.authorize(h)) }
+	// A {key...} wildcard must end a pattern: the handler checks the
+	// "/release" suffix.
+	mux.Handle("POST /v1/locks/{key...}", action(s.releaseLock))
+	mux.Handle("POST /v1/sessions/{id}/end", action(s.endSession))
+
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+
+	return s.logRequests(mux)
+}
+
+// Start listens on cfg.Addr and serves in the background, and starts
+// sampling the history.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	s.Serve(ln)
+	return nil
+}
+
+// Serve serves connections accepted from ln in the background, and starts
+// sampling the history. Shutdown stops both.
+func (s *Server) Serve(ln net.Listener) {
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.log.Info("admin: listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/",
+		"token", s.cfg.Token != "")
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("admin: serving stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.sample()
+	}()
+}
+
+// Addr returns the address the server listens on, nil before Start.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops accepting, lets requests in flight finish until ctx is
+// done, then closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	select {
+	case <-s.quit:
+		return nil
+	default:
+		close(s.quit)
+	}
+	var err error
+	if s.srv != nil {
+		if err = s.srv.Shutdown(ctx); err != nil {
+			s.srv.Close()
+			err = fmt.Errorf("admin: %w", err)
+		}
+	}
+	s.wg.Wait()
+	return err
+}
+
+// sample records a history sample every HistoryInterval until Shutdown.
+func (s *Server) sample() {
+	t := time.NewTicker(s.cfg.HistoryInterval)
+	defer t.Stop()
+	s.history.record(s.cfg.Metrics.Snapshot())
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+			s.history.record(s.cfg.Metrics.Snapshot())
+		}
+	}
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer (pprof
+// sets write deadlines).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// logRequests logs every request at debug level, and nothing else: it
+// costs one Enabled check when debug is off.
+func (s *Server) logRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		s.log.Debug("admin: request", "method", r.Method, "path", r.URL.Path,
+			"status", rec.status, "remote", r.RemoteAddr, "duration", time.Since(start))
+	})
+}

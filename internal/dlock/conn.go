@@ -1,0 +1,376 @@
+package dlock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latchd/latch"
+	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/frame"
+)
+
+// readBuffer is the size of a connection's read buffer.
+const readBuffer = 16 << 10
+
+// conn is one client connection. Its reader goroutine is serve.
+type conn struct {
+	srv  *Server
+	nc   net.Conn
+	peer string
+	br   *bufio.Reader
+	fr   *frame.Reader
+	out  *writer
+
+	// busy counts the requests accepted and not answered yet: queued or
+	// handled version 2 requests and waiting version 3 Locks. A connection
+	// with busy > 0 is never idle.
+	busy atomic.Int64
+	// lastDone is when busy last dropped to 0 (UnixNano): the idle clock
+	// of a connection starts at its last read or then, whichever is later.
+	lastDone atomic.Int64
+	// aborted is set when the client is gone: queued version 2 requests
+	// are dropped unanswered.
+	aborted atomic.Bool
+
+	// wg counts the goroutines besides the reader and the writer: the
+	// version 2 queue's server and waiting version 3 Locks.
+	wg sync.WaitGroup
+
+	mu sync.Mutex
+	// sess is the connection's session, opened by its first Lock or
+	// Session request; ttl the TTL it was opened with.
+	sess latch.Session
+	ttl  time.Duration
+	// closed is set when the connection ends: no session opens any more.
+	// closeErr says why, for the answers still to come.
+	closed   bool
+	closeErr error
+	// pending maps the ids of waiting version 3 Locks to their cancel
+	// functions; an id-0 Lock is not in it.
+	pending map[uint64]context.CancelFunc
+	nwait   int // waiting version 3 Locks, id 0 included
+
+	// The version 2 queue, guarded by mu: requests in order, served one at
+	// a time by serveV2. qcond is signalled when the queue changes or its
+	// server parks in a waiting Lock.
+	queue    []queued
+	qcond    sync.Cond
+	qrunning bool // serveV2 is running
+	qclosed  bool // no more requests: serveV2 ends once the queue is empty
+	parked   bool // serveV2 waits in a Lock that could not be granted at once
+}
+
+// queued is a request of the version 2 queue.
+type queued struct {
+	req *pb.Request // nil for a frame that did not decode
+	at  time.Time   // when it was read
+	err error       // for req == nil: the answer's error
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		srv:     s,
+		nc:      nc,
+		peer:    nc.RemoteAddr().String(),
+		br:      bufio.NewReaderSize(nc, readBuffer),
+		out:     newWriter(nc, s.cfg.WriteTimeout),
+		pending: make(map[uint64]context.CancelFunc),
+	}
+	c.fr = frame.NewReader(c.br, s.cfg.MaxFrame)
+	c.qcond.L = &c.mu
+	return c
+}
+
+// serve is the connection's reader goroutine: it reads and dispatches
+// requests until the connection ends, then ends the connection's session
+// and waits for its other goroutines.
+func (c *conn) serve() {
+	go c.out.run()
+	drain := c.readLoop()
+	c.finish(drain)
+}
+
+// readLoop reads requests until the input ends. It reports whether the
+// server asked it to stop (a shutdown, whose answers are still sent) rather
+// than the client going away.
+func (c *conn) readLoop() (drain bool) {
+	log := c.srv.log
+	for {
+		if err := c.waitForFrame(); err != nil {
+			if c.srv.draining.Load() {
+				return true
+			}
+			if !errors.Is(err, io.EOF) {
+				log.Debug("dlock: connection lost", "peer", c.peer, "err", err)
+			}
+			return false
+		}
+		body, err := c.fr.Read()
+		at := time.Now()
+		if err != nil {
+			if c.srv.draining.Load() {
+				return true
+			}
+			if errors.Is(err, frame.ErrTooLarge) {
+				log.Info("dlock: frame too large, closing the connection", "peer", c.peer, "err", err)
+				c.answerNow(nil, at, fmt.Errorf("%w: %w; closing the connection", errFrameTooLarge, err))
+			} else {
+				log.Debug("dlock: connection lost inside a frame", "peer", c.peer, "err", err)
+			}
+			return false
+		}
+		req := new(pb.Request)
+		if err := proto.Unmarshal(body, req); err != nil {
+			c.dispatchV2(queued{at: at, err: fmt.Errorf("%w: %w", errMalformed, err)})
+			continue
+		}
+		switch req.GetVersion() {
+		case 3:
+			c.handleV3(req, at)
+		default:
+			// Versions 0 and 2, and the answer Version to any other, in
+			// the order of the version 2 requests.
+			c.dispatchV2(queued{req: req, at: at})
+		}
+		if c.aborted.Load() {
+			return false
+		}
+	}
+}
+
+// waitForFrame waits until the next frame starts. It returns an error when
+// the input ends or fails, and when the connection stays silent for the
+// idle timeout while nothing of it is waiting.
+func (c *conn) waitForFrame() error {
+	idle := c.srv.cfg.IdleTimeout
+	wait := idle
+	for {
+		if c.br.Buffered() > 0 {
+			c.setReadDeadline(idle)
+			return nil
+		}
+		c.setReadDeadline(wait)
+		_, err := c.br.Peek(1)
+		if err == nil {
+			// The rest of the frame gets the idle timeout too.
+			c.setReadDeadline(idle)
+			return nil
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.draining.Load() {
+			if c.busy.Load() > 0 {
+				wait = idle // a request is waiting: not idle
+				continue
+			}
+			// Silent since its last read; but its last request may have
+			// been answered later.
+			if wait = idle - time.Since(time.Unix(0, c.lastDone.Load())); wait > 0 {
+				continue
+			}
+			c.srv.log.Debug("dlock: closing an idle connection", "peer", c.peer, "idle", idle)
+		}
+		return err
+	}
+}
+
+// answered records that a request counted in busy was answered.
+func (c *conn) answered() {
+	if c.busy.Add(-1) == 0 {
+		c.lastDone.Store(time.Now().UnixNano())
+	}
+}
+
+// setReadDeadline sets the read deadline d from now (none for d = 0), or in
+// the past once the server is draining, so that a shutdown that set its
+// deadline first is not undone.
+func (c *conn) setReadDeadline(d time.Duration) {
+	var t time.Time
+	if d > 0 {
+		t = time.Now().Add(d)
+	}
+	c.nc.SetReadDeadline(t)
+	if c.srv.draining.Load() {
+		c.nc.SetReadDeadline(aLongTimeAgo)
+	}
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// stopReading makes the reader's pending and future reads fail at once; the
+// server's draining flag must be set first.
+func (c *conn) stopReading() {
+	c.nc.SetReadDeadline(aLongTimeAgo)
+}
+
+// finish ends the connection once its input has ended. drain is true when
+// the server is shutting down: queued requests are still answered (the lock
+// service fails them at once) and every answer is written before the
+// connection closes. Otherwise the client is gone: the session ends at once
+// and queued requests are dropped.
+func (c *conn) finish(drain bool) {
+	if !drain {
+		c.aborted.Store(true)
+	}
+	c.mu.Lock()
+	c.closed = true
+	c.closeErr = latch.ErrSessionEnded
+	if drain {
+		c.closeErr = latch.ErrShutdown
+	}
+	sess := c.sess
+	c.qclosed = true
+	c.qcond.Broadcast()
+	c.mu.Unlock()
+	// Ending the session releases its locks without a lease and fails its
+	// waiting requests, which lets their goroutines end.
+	if sess != nil {
+		sess.Close()
+	}
+	c.wg.Wait()
+	c.out.close()
+	<-c.out.done
+	c.nc.Close()
+	c.srv.forget(c)
+	c.srv.log.Debug("dlock: connection closed", "peer", c.peer, "drained", drain)
+}
+
+// session returns the connection's session, opening it with ttl if it has
+// none yet. setTTL says the caller asks for that TTL (a Session request):
+// an open session with another TTL is then an error.
+func (c *conn) session(ttl time.Duration, setTTL bool) (latch.Session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess != nil {
+		if setTTL && ttl != c.ttl {
+			return nil, fmt.Errorf("%w: the session is open with TTL %v; its TTL is set by a Session request before the first Lock", latch.ErrInvalidRequest, c.ttl)
+		}
+		return c.sess, nil
+	}
+	if c.closed {
+		return nil, fmt.Errorf("connection closing: %w", c.closeErr)
+	}
+	sess, err := c.srv.svc.OpenSession(latch.SessionOptions{TTL: ttl, Protocol: "dlock", Peer: c.peer})
+	if err != nil {
+		return nil, err
+	}
+	c.sess, c.ttl = sess, ttl
+	return sess, nil
+}
+
+// openSession returns the connection's session and its TTL if it has one,
+// or nil.
+func (c *conn) openSession() (latch.Session, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess, c.ttl
+}
+
+// dispatchV2 answers a request in version 2 order. When nothing of the
+// version 2 queue is pending, it is answered right here, unless it is a
+// Lock that must wait: that one, and every request behind it, goes to the
+// queue.
+func (c *conn) dispatchV2(q queued) {
+	c.mu.Lock()
+	idle := !c.qrunning && len(c.queue) == 0
+	c.mu.Unlock()
+	// Only the reader starts the queue's server, so the queue stays idle
+	// while this request is handled.
+	if idle {
+		if resp, wait := c.handleV2(q, true); !wait {
+			c.reply(q.req, resp)
+			return
+		}
+	}
+	c.enqueue(q)
+}
+
+// enqueue appends a request to the version 2 queue, starting its server if
+// needed. When the queue is full it waits for room, unless the queue's
+// server is parked in a waiting Lock: the client has piled more requests
+// behind a wait than allowed, which aborts the connection.
+func (c *conn) enqueue(q queued) {
+	c.mu.Lock()
+	for len(c.queue) >= c.srv.cfg.MaxPending {
+		if c.parked {
+			c.mu.Unlock()
+			c.srv.log.Info("dlock: too many requests queued behind a waiting Lock, closing the connection", "peer", c.peer, "queued", c.srv.cfg.MaxPending)
+			c.answerNow(q.req, q.at, fmt.Errorf("%w: more than %d queued behind a waiting Lock; closing the connection", errTooManyPending, c.srv.cfg.MaxPending))
+			c.aborted.Store(true)
+			return
+		}
+		c.qcond.Wait()
+	}
+	c.queue = append(c.queue, q)
+	c.busy.Add(1)
+	if !c.qrunning {
+		c.qrunning = true
+		c.wg.Add(1)
+		go c.serveV2()
+	}
+	c.qcond.Signal()
+	c.mu.Unlock()
+}
+
+// serveV2 answers the version 2 queue in order, one request at a time. It
+// ends when the queue is empty, or closed and empty, and enqueue starts it
+// again when needed.
+func (c *conn) serveV2() {
+	defer c.wg.Done()
+	c.mu.Lock()
+	for len(c.queue) > 0 {
+		q := c.queue[0]
+		c.queue[0] = queued{}
+		c.queue = c.queue[1:]
+		if len(c.queue) == 0 {
+			c.queue = c.queue[:0:0] // let the backing array go
+		}
+		c.qcond.Broadcast()
+		c.mu.Unlock()
+		if !c.aborted.Load() {
+			resp, _ := c.handleV2(q, false)
+			c.reply(q.req, resp)
+		}
+		c.answered()
+		c.mu.Lock()
+	}
+	c.qrunning = false
+	c.mu.Unlock()
+}
+
+// setParked records whether serveV2 waits in a Lock.
+func (c *conn) setParked(p bool) {
+	c.mu.Lock()
+	c.parked = p
+	c.qcond.Broadcast()
+	c.mu.Unlock()
+}
+
+// answerNow answers a request (nil: one that could not be read) with err at
+// once, outside the version 2 order: for the errors that close the
+// connection.
+func (c *conn) answerNow(req *pb.Request, at time.Time, err error) {
+	v3 := req.GetVersion() == 3
+	resp := newResponse(req, at, v3)
+	setError(resp, err, v3)
+	c.reply(req, resp)
+}
+
+// reply counts the answer to req (nil: a frame that could not be read) in
+// the metrics and queues it.
+func (c *conn) reply(req *pb.Request, resp *pb.Response) {
+	cmd := c.srv.command(req.GetType())
+	cmd.Request()
+	if resp.GetStatus() != pb.ResponseStatus_Ok {
+		cmd.Error()
+	}
+	c.out.send(resp)
+}

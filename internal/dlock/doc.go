@@ -1,0 +1,30 @@
+// Package dlock serves the lock service over temoto/dlock's wire protocol:
+// 4-byte big-endian length-prefixed protobuf frames (internal/frame,
+// dlockpb), protocol version 2 as the reference server speaks it, and
+// latch's compatible version 3. docs/protocol.md is the specification;
+// proto/dlock.proto the schema.
+//
+// A Server owns a listener and its connections. Each connection is a client
+// and owns
+//
+//   - one reader goroutine, which reads frames whole, decodes requests and
+//     dispatches them, and which closes silent connections after the idle
+//     timeout (a connection with a request waiting is never idle);
+//   - a session of the lock service (latch.Session, protocol "dlock", peer
+//     = the remote address), opened by the connection's first Lock or
+//     Session request and closed when the connection ends for any reason,
+//     so that its locks without a lease are released at once;
+//   - for version 2 requests, an in-order queue served by one goroutine:
+//     version 2 answers strictly in request order, so a waiting Lock holds
+//     back the answers to every later version 2 request of the connection;
+//   - for version 3 requests, no order: a Lock that must wait waits in a
+//     goroutine of its own, cancellable by id, and is answered whenever it
+//     ends; the rest are handled as they are read;
+//   - one writer goroutine: handlers append encoded answers to a buffer and
+//     the writer writes what has gathered with one call, so answers
+//     coalesce whenever more than one is pending; no lock is held while
+//     writing.
+//
+// Every error a request can end with becomes a wire status through one
+// table (status.go).
+package dlock

@@ -1,0 +1,416 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/latchd/latch"
+	pb "github.com/latchd/latch/dlockpb"
+)
+
+// newResponse starts the answer to req (nil: a frame that did not decode),
+// read at at.
+func newResponse(req *pb.Request, at time.Time, v3 bool) *pb.Response {
+	resp := &pb.Response{
+		Version:        2,
+		RequestId:      req.GetId(),
+		ServerUnixTime: at.UnixNano(),
+	}
+	if v3 {
+		resp.Version = 3
+	}
+	return resp
+}
+
+// setError makes resp the answer for err.
+func setError(resp *pb.Response, err error, v3 bool) {
+	resp.Status, resp.ErrorText = statusOf(err, v3)
+	resp.Keys, resp.Tokens, resp.LeaseExpires = nil, nil, 0
+	var busy *latch.BusyError
+	var bad *keyError
+	switch {
+	case errors.As(err, &busy):
+		// The busy keys, sorted, and no text, as the reference server
+		// answers.
+		resp.Keys = slices.Sorted(slices.Values(busy.Keys))
+		resp.ErrorText = ""
+	case errors.As(err, &bad):
+		resp.Keys = []string{bad.key}
+	}
+}
+
+// keyError is an invalid key of a request. It wraps latch.ErrInvalidKey.
+type keyError struct {
+	key string
+	err error // from latch.CheckKey
+}
+
+func (e *keyError) Error() string {
+	k := e.key
+	if len(k) > 64 {
+		k = k[:64] + "..."
+	}
+	return fmt.Sprintf("key %q: %v", k, e.err)
+}
+
+func (e *keyError) Unwrap() error { return e.err }
+
+// keysOf returns the distinct keys of req's lock argument, in request order,
+// or an error if there are none, too many, or an invalid one. op names the
+// request in the error.
+func (c *conn) keysOf(op string, req *pb.Request) ([]string, error) {
+	keys := req.GetLock().GetKeys()
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s: %w", op, latch.ErrNoKeys)
+	}
+	for _, k := range keys {
+		if err := latch.CheckKey(k); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, &keyError{key: k, err: err})
+		}
+	}
+	keys = distinct(keys)
+	if limit := c.srv.cfg.MaxKeys; limit > 0 && len(keys) > limit {
+		return nil, fmt.Errorf("%s: %d keys, at most %d: %w", op, len(keys), limit, latch.ErrTooManyKeys)
+	}
+	return keys, nil
+}
+
+// distinct returns keys without repeats, first occurrences in order. It
+// returns keys itself when there are none.
+func distinct(keys []string) []string {
+	if len(keys) <= 16 {
+		for i := 1; i < len(keys); i++ {
+			if slices.Contains(keys[:i], keys[i]) {
+				out := slices.Clone(keys[:i])
+				for _, k := range keys[i+1:] {
+					if !slices.Contains(out, k) {
+						out = append(out, k)
+					}
+				}
+				return out
+			}
+		}
+		return keys
+	}
+	seen := make(map[string]struct{}, len(keys))
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if _, dup := seen[k]; !dup {
+			seen[k] = struct{}{}
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// micros converts a count of microseconds to a duration, clamped to the
+// longest duration.
+func micros(us uint64) time.Duration {
+	if us > math.MaxInt64/uint64(time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
+// lockRequest converts a Lock request. Version 3 fields count only for v3.
+func (c *conn) lockRequest(req *pb.Request, v3 bool) (latch.LockRequest, error) {
+	keys, err := c.keysOf("lock", req)
+	if err != nil {
+		return latch.LockRequest{}, err
+	}
+	l := req.GetLock()
+	lr := latch.LockRequest{
+		Keys:   keys,
+		Mode:   latch.Exclusive,
+		Wait:   latch.WaitForever,
+		Lease:  micros(l.GetReleaseMicro()),
+		Relock: latch.RelockReuse,
+	}
+	// wait_micro 0 waits forever; so does a wait too long to represent.
+	if w := micros(l.GetWaitMicro()); w > 0 && w < math.MaxInt64 {
+		lr.Wait = w
+	}
+	if v3 {
+		switch l.GetMode() {
+		case pb.LockMode_Exclusive:
+		case pb.LockMode_Shared:
+			lr.Mode = latch.Shared
+		default:
+			return latch.LockRequest{}, fmt.Errorf("lock: unknown mode %d: %w", l.GetMode(), latch.ErrInvalidRequest)
+		}
+		lr.Limit = l.GetLimit()
+		if l.GetTryOnce() {
+			lr.Wait = latch.NoWait
+		}
+	}
+	return lr, nil
+}
+
+// acquire takes lr. With inline set, it only tries: a request that cannot
+// be granted at once but may wait returns wait = true and nothing else
+// happens. Otherwise it waits as lr.Wait allows; parked, when not nil, is
+// called with true before waiting and false after.
+func acquire(ctx context.Context, sess latch.Session, lr latch.LockRequest, inline bool, parked func(bool)) (g latch.Grant, err error, wait bool) {
+	if lr.Wait == latch.NoWait {
+		g, err = sess.Acquire(ctx, lr)
+		return g, err, false
+	}
+	try := lr
+	try.Wait = latch.NoWait
+	g, err = sess.Acquire(ctx, try)
+	if !errors.Is(err, latch.ErrWouldBlock) {
+		return g, err, false
+	}
+	if inline {
+		return latch.Grant{}, nil, true
+	}
+	if parked != nil {
+		parked(true)
+		defer parked(false)
+	}
+	g, err = sess.Acquire(ctx, lr)
+	return g, err, false
+}
+
+// grantResponse fills the Ok answer of a Lock.
+func grantResponse(resp *pb.Response, g latch.Grant, keys []string, v3 bool) {
+	resp.Status = pb.ResponseStatus_Ok
+	if !v3 {
+		return
+	}
+	resp.Keys = keys
+	resp.Tokens = make([]uint64, len(keys))
+	for i := range resp.Tokens {
+		resp.Tokens[i] = uint64(g.Token)
+	}
+	if !g.Expires.IsZero() {
+		resp.LeaseExpires = g.Expires.UnixNano()
+	}
+}
+
+// sessionErr is the error of a request on a connection whose session has
+// ended, or could not open.
+func (c *conn) sessionErr(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed && c.closeErr == latch.ErrShutdown && !errors.Is(err, latch.ErrShutdown) {
+		return fmt.Errorf("%w (%w)", err, latch.ErrShutdown)
+	}
+	return err
+}
+
+// handleV2 answers a version 2 request (or a request of an unknown version,
+// or a frame that did not decode, all answered in version 2 order). With
+// inline set it does not wait: a Lock that must wait returns wait = true
+// and nil, to be queued.
+func (c *conn) handleV2(q queued, inline bool) (resp *pb.Response, wait bool) {
+	req := q.req
+	resp = newResponse(req, q.at, false)
+	if req == nil {
+		setError(resp, q.err, false)
+		return resp, false
+	}
+	if v := req.GetVersion(); v != 0 && v != 2 {
+		resp.Version = 3
+		setError(resp, fmt.Errorf("%w %d: this server speaks 2 and 3", errVersion, v), false)
+		return resp, false
+	}
+	if err := c.srv.authorize(req); err != nil {
+		setError(resp, err, false)
+		return resp, false
+	}
+	var err error
+	switch req.GetType() {
+	case pb.RequestType_Ping:
+		if sess, ttl := c.openSession(); sess != nil && ttl > 0 {
+			sess.KeepAlive() // a version 3 Session set a TTL
+		}
+	case pb.RequestType_Lock:
+		var lr latch.LockRequest
+		lr, err = c.lockRequest(req, false)
+		if err != nil {
+			break
+		}
+		var sess latch.Session
+		sess, err = c.session(0, false)
+		if err != nil {
+			err = c.sessionErr(err)
+			break
+		}
+		_, err, wait = acquire(context.Background(), sess, lr, inline, c.setParked)
+		if wait {
+			return nil, true
+		}
+		err = c.sessionErr(err)
+	case pb.RequestType_Unlock:
+		err = c.unlock(req)
+	default:
+		err = fmt.Errorf("%w %d for version 2 (Ping 1, Lock 2, Unlock 3)", errInvalidType, req.GetType())
+	}
+	if err != nil {
+		setError(resp, err, false)
+	}
+	return resp, false
+}
+
+// unlock releases the keys of an Unlock request.
+func (c *conn) unlock(req *pb.Request) error {
+	keys, err := c.keysOf("unlock", req)
+	if err != nil {
+		return err
+	}
+	sess, _ := c.openSession()
+	if sess == nil {
+		return fmt.Errorf("unlock %q: %w", keys[0], latch.ErrNotHeld)
+	}
+	return c.sessionErr(sess.Release(keys...))
+}
+
+// handleV3 handles a version 3 request: at once, except for a Lock that
+// must wait, which waits in a goroutine of its own.
+func (c *conn) handleV3(req *pb.Request, at time.Time) {
+	resp := newResponse(req, at, true)
+	var err error
+	if err = c.srv.authorize(req); err != nil {
+		setError(resp, err, true)
+		c.reply(req, resp)
+		return
+	}
+	switch req.GetType() {
+	case pb.RequestType_Ping:
+		if sess, _ := c.openSession(); sess != nil {
+			err = c.sessionErr(sess.KeepAlive())
+		}
+	case pb.RequestType_Lock:
+		if c.lockV3(req, resp) {
+			return // answered later
+		}
+	case pb.RequestType_Unlock:
+		err = c.unlock(req)
+	case pb.RequestType_Renew:
+		err = c.renew(req, resp)
+	case pb.RequestType_Cancel:
+		err = c.cancel(req)
+	case pb.RequestType_Session:
+		var sess latch.Session
+		sess, err = c.session(micros(req.GetSession().GetTtlMicro()), true)
+		if err == nil {
+			err = sess.KeepAlive()
+			resp.SessionId = uint64(sess.ID())
+		}
+		err = c.sessionErr(err)
+	default:
+		err = fmt.Errorf("%w %d", errInvalidType, req.GetType())
+	}
+	if err != nil {
+		setError(resp, err, true)
+	}
+	c.reply(req, resp)
+}
+
+// lockV3 handles a version 3 Lock. It fills resp and returns false when the
+// request was answered at once; it returns true when the request waits in a
+// goroutine, which sends its answer.
+func (c *conn) lockV3(req *pb.Request, resp *pb.Response) (waiting bool) {
+	lr, err := c.lockRequest(req, true)
+	if err != nil {
+		setError(resp, err, true)
+		return false
+	}
+	id := req.GetId()
+	if id != 0 {
+		c.mu.Lock()
+		_, dup := c.pending[id]
+		c.mu.Unlock()
+		if dup {
+			setError(resp, fmt.Errorf("lock: request id %d is already waiting: %w", id, latch.ErrInvalidRequest), true)
+			return false
+		}
+	}
+	sess, err := c.session(0, false)
+	if err != nil {
+		setError(resp, c.sessionErr(err), true)
+		return false
+	}
+	g, err, wait := acquire(context.Background(), sess, lr, true, nil)
+	if !wait {
+		if err != nil {
+			setError(resp, c.sessionErr(err), true)
+		} else {
+			grantResponse(resp, g, lr.Keys, true)
+		}
+		return false
+	}
+
+	c.mu.Lock()
+	if c.nwait >= c.srv.cfg.MaxPending {
+		c.mu.Unlock()
+		setError(resp, fmt.Errorf("lock: %w (at most %d)", errTooManyPending, c.srv.cfg.MaxPending), true)
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if id != 0 {
+		c.pending[id] = cancel
+	}
+	c.nwait++
+	c.mu.Unlock()
+	c.busy.Add(1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		g, err := sess.Acquire(ctx, lr)
+		c.mu.Lock()
+		if id != 0 {
+			delete(c.pending, id)
+		}
+		c.nwait--
+		c.mu.Unlock()
+		cancel()
+		if err != nil {
+			setError(resp, c.sessionErr(err), true)
+		} else {
+			grantResponse(resp, g, lr.Keys, true)
+		}
+		c.reply(req, resp)
+		c.answered()
+	}()
+	return true
+}
+
+// renew handles a version 3 Renew.
+func (c *conn) renew(req *pb.Request, resp *pb.Response) error {
+	keys, err := c.keysOf("renew", req)
+	if err != nil {
+		return err
+	}
+	sess, _ := c.openSession()
+	if sess == nil {
+		return fmt.Errorf("renew %q: %w", keys[0], latch.ErrNotHeld)
+	}
+	g, err := sess.Renew(micros(req.GetLock().GetReleaseMicro()), keys...)
+	if err != nil {
+		return c.sessionErr(err)
+	}
+	resp.Keys = keys
+	if !g.Expires.IsZero() {
+		resp.LeaseExpires = g.Expires.UnixNano()
+	}
+	return nil
+}
+
+// cancel handles a version 3 Cancel.
+func (c *conn) cancel(req *pb.Request) error {
+	id := req.GetCancelId()
+	c.mu.Lock()
+	cancel, ok := c.pending[id]
+	c.mu.Unlock()
+	if !ok || id == 0 {
+		return fmt.Errorf("cancel %d: %w", id, errNotWaiting)
+	}
+	cancel()
+	return nil
+}

@@ -1,0 +1,151 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/node"
+)
+
+// TestShutdownAnswersWaiters: the lock service shuts down first and answers
+// every waiting Lock; the front end writes those answers (and answers what
+// was queued behind them), then closes the connections.
+func TestShutdownAnswersWaiters(t *testing.T) {
+	e := newEnv(t, nil)
+	holder, c2, c3 := e.dial(t), e.dial(t), e.dial(t)
+	lockOK(t, holder, 1, "k")
+	c2.sendMsg(v2Lock(1, 0, 0, "k"))
+	e.waitFor(t, "k", "v2 Lock queued", waiters(1))
+	c2.sendMsg(v2(2, tPing))
+	c2.sendMsg(v2Lock(3, 0, 0, "j"))
+	e.waitConn(t, c2, "queued", func(sc *conn) bool { return len(sc.queue) == 2 })
+	c3.sendPB(v3Lock(7, []string{"k"}))
+	e.waitFor(t, "k", "v3 Lock queued", waiters(2))
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		e.svc.Shutdown(ctx)
+		done <- e.srv.Shutdown(ctx)
+	}()
+
+	if r := c2.recv(); r.id != 1 || r.status != sGeneral || !strings.HasPrefix(r.text, "ShuttingDown: ") {
+		t.Errorf("waiting v2 Lock: %s %q, want General ShuttingDown", r.shape(), r.text)
+	}
+	if r := c2.recv(); r.id != 2 || r.status != sOk {
+		t.Errorf("Ping behind it: %s %q, want Ok", r.shape(), r.text)
+	}
+	if r := c2.recv(); r.id != 3 || r.status != sGeneral || !strings.HasPrefix(r.text, "ShuttingDown: ") {
+		t.Errorf("Lock behind it: %s %q, want General ShuttingDown", r.shape(), r.text)
+	}
+	c2.expectEOF()
+	if r := c3.recvPB(); r.GetRequestId() != 7 || r.GetStatus() != pb.ResponseStatus_ShuttingDown {
+		t.Errorf("waiting v3 Lock: %v, want ShuttingDown", r)
+	}
+	c3.expectEOF()
+	holder.expectEOF()
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown() error = %v", err)
+	}
+}
+
+// TestShutdownAlone: the front end shutting down without the service ends
+// its connections' sessions, which answers their waiting Locks.
+func TestShutdownAlone(t *testing.T) {
+	svc := node.New(node.Config{})
+	defer svc.Shutdown(context.Background())
+	srv, err := New(svc, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{svc: svc, srv: srv, addr: srv.Addr().String()}
+	e.hold(t, "k")
+	c := e.dial(t)
+	c.sendPB(v3Lock(2, []string{"k"}))
+	e.waitFor(t, "k", "queued", waiters(1))
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown() error = %v", err)
+	}
+	if r := c.recvPB(); r.GetStatus() != pb.ResponseStatus_ShuttingDown {
+		t.Errorf("waiting Lock: %v, want ShuttingDown", r)
+	}
+	c.expectEOF()
+	if info, _ := svc.Lock("k"); len(info.Waiters) != 0 {
+		t.Errorf("k after the front end shut down: %+v, want no waiter", info)
+	}
+	if err := srv.Serve(nil); err == nil {
+		t.Error("Serve() after Shutdown succeeded")
+	}
+}
+
+// TestShutdownDeadline: a client that never reads its answers cannot hold
+// a shutdown past its context.
+func TestShutdownDeadline(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.WriteTimeout = 0 })
+	c := e.dial(t)
+	// Fill the socket buffers with answers the client does not read.
+	var wire []byte
+	for i := range 1 << 20 {
+		wire = append(wire, byte(0), 0, 0, 6, 0x08, 0x02, 0x10, byte(i%100+1), 0x20, 0x01)
+	}
+	go func() {
+		for i := 0; i < 8; i++ {
+			if _, err := c.nc.Write(wire); err != nil {
+				return
+			}
+		}
+	}()
+	e.waitConn(t, c, "answers piling up", func(sc *conn) bool {
+		sc.out.mu.Lock()
+		defer sc.out.mu.Unlock()
+		return len(sc.out.buf) > maxBuffered
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := e.srv.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown() error = %v, want the context's", err)
+	}
+}
+
+func TestStartFails(t *testing.T) {
+	e := newEnv(t, nil)
+	srv, err := New(e.svc, Config{Addr: e.addr, MaxFrame: 1024, MaxPending: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err == nil || !strings.Contains(err.Error(), "dlock") {
+		t.Errorf("Start() on a port in use: %v, want an error", err)
+	}
+	for _, cfg := range []Config{
+		{MaxFrame: 10, MaxPending: 1},
+		{MaxFrame: 1024, MaxPending: 0},
+		{MaxFrame: 1024, MaxPending: 1, IdleTimeout: -1},
+		{MaxFrame: 1024, MaxPending: 1, Tokens: []string{""}},
+	} {
+		if _, err := New(e.svc, cfg); err == nil {
+			t.Errorf("New(%+v) error = nil", cfg)
+		}
+	}
+}
+
+func TestReadTokens(t *testing.T) {
+	toks, err := ReadTokens(strings.NewReader("# tokens\n\n  alpha  \nbeta\n#gamma\n"))
+	if err != nil || strings.Join(toks, ",") != "alpha,beta" {
+		t.Errorf("ReadTokens() = %q, %v; want [alpha beta]", toks, err)
+	}
+	if _, err := ReadTokens(strings.NewReader("# none\n")); err == nil {
+		t.Error("ReadTokens() of a file without a token: error = nil")
+	}
+	if _, err := LoadTokens(t.TempDir() + "/missing"); err == nil {
+		t.Error("LoadTokens() of a missing file: error = nil")
+	}
+}

@@ -1,0 +1,88 @@
+package dlock
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/latchd/latch"
+	pb "github.com/latchd/latch/dlockpb"
+)
+
+// Errors of the front end itself, beside latch's.
+var (
+	// errVersion: Request.version is not 0, 2 or 3.
+	errVersion = errors.New("unsupported protocol version")
+	// errInvalidType: Request.type is unknown for the request's version.
+	errInvalidType = errors.New("invalid request type")
+	// errUnauthorized: access_token is missing or wrong.
+	errUnauthorized = errors.New("missing or wrong access_token")
+	// errTooManyPending: the connection has MaxPending requests waiting.
+	errTooManyPending = errors.New("too many requests pending on this connection")
+	// errMalformed: a frame that is not a Request.
+	errMalformed = errors.New("malformed request")
+	// errFrameTooLarge: a frame over the limit; the connection closes.
+	errFrameTooLarge = errors.New("frame too large")
+	// errNotWaiting: Cancel names no waiting Lock.
+	errNotWaiting = errors.New("no waiting Lock with this id")
+)
+
+// statuses maps errors to wire statuses: the first entry whose err matches
+// (errors.Is) decides. v3 is the status of a version 3 answer, v2 of a
+// version 2 answer; where version 2 has no status of its own, it answers
+// General with an error_text that starts with v2text (the v3 status's name,
+// or the reference server's "LockWaitAbort" for a wait that ended with its
+// session). Errors that match no entry answer General.
+var statuses = []struct {
+	err    error
+	v3, v2 pb.ResponseStatus
+	v2text string
+}{
+	// First: a shutdown also ends sessions, and its errors wrap
+	// ErrNoSession too.
+	{latch.ErrShutdown, pb.ResponseStatus_ShuttingDown, pb.ResponseStatus_General, "ShuttingDown"},
+	{errVersion, pb.ResponseStatus_Version, pb.ResponseStatus_Version, ""},
+	{errInvalidType, pb.ResponseStatus_InvalidType, pb.ResponseStatus_InvalidType, ""},
+	{errUnauthorized, pb.ResponseStatus_Unauthorized, pb.ResponseStatus_General, "Unauthorized"},
+	{errTooManyPending, pb.ResponseStatus_TooManyPending, pb.ResponseStatus_General, "TooManyPending"},
+	{errMalformed, pb.ResponseStatus_General, pb.ResponseStatus_General, ""},
+	{errFrameTooLarge, pb.ResponseStatus_General, pb.ResponseStatus_General, ""},
+
+	{latch.ErrTooManyKeys, pb.ResponseStatus_TooManyKeys, pb.ResponseStatus_TooManyKeys, ""},
+	{latch.ErrInvalidKey, pb.ResponseStatus_InvalidKey, pb.ResponseStatus_General, "InvalidKey"},
+	{latch.ErrNoKeys, pb.ResponseStatus_InvalidRequest, pb.ResponseStatus_General, "InvalidRequest"},
+	{latch.ErrInvalidRequest, pb.ResponseStatus_InvalidRequest, pb.ResponseStatus_General, "InvalidRequest"},
+
+	{latch.ErrWouldBlock, pb.ResponseStatus_AcquireTimeout, pb.ResponseStatus_AcquireTimeout, ""},
+	{latch.ErrTimeout, pb.ResponseStatus_AcquireTimeout, pb.ResponseStatus_AcquireTimeout, ""},
+	{latch.ErrNotHeld, pb.ResponseStatus_NotHeld, pb.ResponseStatus_General, "NotHeld"},
+	{latch.ErrLimitMismatch, pb.ResponseStatus_LimitMismatch, pb.ResponseStatus_General, "LimitMismatch"},
+	{latch.ErrModeMismatch, pb.ResponseStatus_ModeMismatch, pb.ResponseStatus_General, "ModeMismatch"},
+	{latch.ErrCanceled, pb.ResponseStatus_Canceled, pb.ResponseStatus_General, "Canceled"},
+	{errNotWaiting, pb.ResponseStatus_NotWaiting, pb.ResponseStatus_General, "NotWaiting"},
+	// Not produced by dlock requests, which re-lock with latch.RelockReuse.
+	{latch.ErrAlreadyHeld, pb.ResponseStatus_General, pb.ResponseStatus_General, ""},
+
+	{latch.ErrSessionEnded, pb.ResponseStatus_SessionExpired, pb.ResponseStatus_General, "LockWaitAbort"},
+	{latch.ErrNoSession, pb.ResponseStatus_SessionExpired, pb.ResponseStatus_General, "SessionExpired"},
+}
+
+// statusOf returns the status and error_text of err for a version 2 (v3
+// false) or version 3 answer.
+func statusOf(err error, v3 bool) (pb.ResponseStatus, string) {
+	// Keys hold no space, so this drops only the package prefixes of
+	// latch's errors.
+	text := strings.ReplaceAll(err.Error(), "latch: ", "")
+	for _, s := range statuses {
+		if !errors.Is(err, s.err) {
+			continue
+		}
+		if v3 {
+			return s.v3, text
+		}
+		if s.v2 == pb.ResponseStatus_General && s.v2text != "" {
+			text = s.v2text + ": " + text
+		}
+		return s.v2, text
+	}
+	return pb.ResponseStatus_General, text
+}

@@ -1,0 +1,111 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latchd/latch/internal/node"
+)
+
+// The descriptions of latch's own metrics; see the package documentation.
+var (
+	descGrants = prometheus.NewDesc("latch_grants_total",
+		"Lock requests granted, at once or after waiting.", []string{"protocol"}, nil)
+	descReleases = prometheus.NewDesc("latch_releases_total",
+		"Holds ended, by why: release (by the holder), session_end, lease_expiry or forced (by an operator). "+
+			"Protocol \"none\" is a lease that outlived its session.", []string{"protocol", "cause"}, nil)
+	descTimeouts = prometheus.NewDesc("latch_wait_timeouts_total",
+		"Waiting lock requests that reached their deadline.", []string{"protocol"}, nil)
+	descCancels = prometheus.NewDesc("latch_wait_cancels_total",
+		"Waiting lock requests cancelled by their caller.", []string{"protocol"}, nil)
+	descSessionsOpened = prometheus.NewDesc("latch_sessions_opened_total",
+		"Sessions opened.", []string{"protocol"}, nil)
+	descSessionExpiries = prometheus.NewDesc("latch_session_expiries_total",
+		"Sessions ended because their TTL lapsed.", []string{"protocol"}, nil)
+	descSessions = prometheus.NewDesc("latch_sessions",
+		"Live sessions.", []string{"protocol"}, nil)
+
+	descHeld = prometheus.NewDesc("latch_held_locks",
+		"Holds in the lock table: (key, holder) pairs.", nil, nil)
+	descKeys = prometheus.NewDesc("latch_locked_keys",
+		"Keys in the lock table: held, waited for, or under lock-delay.", nil, nil)
+	descWaiters = prometheus.NewDesc("latch_waiters",
+		"Lock requests waiting in a queue.", nil, nil)
+
+	descWait = prometheus.NewDesc("latch_wait_seconds",
+		"Time from a lock request to its grant (0 for a request granted at once).", nil, nil)
+	descHold = prometheus.NewDesc("latch_hold_seconds",
+		"Time from a grant to the end of the hold, whatever ended it.", nil, nil)
+	descHandOff = prometheus.NewDesc("latch_handoff_seconds",
+		"Time from the release that let a waiting request be granted to its caller resuming with the grant.", nil, nil)
+
+	descConns = prometheus.NewDesc("latch_connections",
+		"Open client connections.", []string{"protocol"}, nil)
+	descConnsTotal = prometheus.NewDesc("latch_connections_total",
+		"Client connections accepted.", []string{"protocol"}, nil)
+	descRequests = prometheus.NewDesc("latch_requests_total",
+		"Requests served by a front end, by command.", []string{"protocol", "command"}, nil)
+	descErrors = prometheus.NewDesc("latch_request_errors_total",
+		"Requests answered with an error, by command.", []string{"protocol", "command"}, nil)
+)
+
+// collector reports latch's own metrics from the Observer, the lock table
+// and the front ends' handles.
+type collector Metrics
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		descGrants, descReleases, descTimeouts, descCancels, descSessionsOpened,
+		descSessionExpiries, descSessions, descHeld, descKeys, descWaiters,
+		descWait, descHold, descHandOff, descConns, descConnsTotal, descRequests, descErrors,
+	} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	m := (*Metrics)(c)
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	histogram := func(d *prometheus.Desc, h Histogram) {
+		ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), h.cumulative())
+	}
+
+	if ts, ok := m.table(); ok {
+		gauge(descHeld, int64(ts.stats.Holds))
+		gauge(descKeys, int64(ts.stats.Keys))
+		gauge(descWaiters, int64(ts.stats.Waiters))
+		for i, name := range ts.names {
+			p := &ts.protos[i]
+			for why := 1; why < node.NumReleaseCauses; why++ {
+				if name != protoNone || p.released[why] > 0 {
+					counter(descReleases, p.released[why], name, causeLabels[why])
+				}
+			}
+			if name == protoNone {
+				continue // no session: only releases
+			}
+			counter(descGrants, p.grants, name)
+			counter(descTimeouts, p.timeouts, name)
+			counter(descCancels, p.cancels, name)
+			counter(descSessionsOpened, p.opened, name)
+			counter(descSessionExpiries, p.expired, name)
+			gauge(descSessions, int64(p.opened-p.ended), name)
+		}
+		histogram(descWait, ts.wait)
+		histogram(descHold, ts.hold)
+	}
+	histogram(descHandOff, m.obs.handoff.snapshot())
+
+	for _, p := range m.protocols() {
+		gauge(descConns, p.conns.Load(), p.name)
+		counter(descConnsTotal, p.accepted.Load(), p.name)
+		for _, cmd := range p.commands() {
+			counter(descRequests, cmd.requests.Load(), p.name, cmd.name)
+			counter(descErrors, cmd.errors.Load(), p.name, cmd.name)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+// Package metrics owns latch's Prometheus metrics: their names, help texts,
+// labels and buckets, the registry they are served from, and the cheap
+// handles through which the rest of the server moves them.
+//
+// Three parts feed it:
+//
+//   - the lock service, through Observer, which implements node.Observer.
+//     The node calls it under its mutex on every grant and release, so it
+//     keeps plain (non-atomic) counters in slices indexed by protocol and
+//     plain histogram buckets: a few increments per operation, no map
+//     lookup, no allocation. The registry reads them at scrape time, inside
+//     node.Node.WithStats, under the same mutex, together with the gauges
+//     of the lock table (held locks, waiters, keys). Watch connects the
+//     two.
+//   - the front ends, through Protocol and Command handles that they look
+//     up once (at start) and then move with one atomic add per event:
+//     connections opened and closed, requests and errors per command.
+//   - the Go runtime and the process, through client_golang's collectors.
+//
+// Snapshot returns the same numbers as plain values, for the admin API's
+// JSON and its status page.
+//
+// # Metrics
+//
+// Counters, labelled by protocol (the session's latch.SessionOptions.Protocol;
+// "unknown" when empty):
+//
+//	latch_grants_total{protocol}              requests granted
+//	latch_releases_total{protocol,cause}      holds ended; cause is release, session_end,
+//	                                          lease_expiry or forced (protocol "none": a lease
+//	                                          that outlived its session)
+//	latch_wait_timeouts_total{protocol}       waiting requests that reached their deadline
+//	latch_wait_cancels_total{protocol}        waiting requests cancelled by their caller
+//	latch_sessions_opened_total{protocol}     sessions opened
+//	latch_session_expiries_total{protocol}    sessions whose TTL lapsed
+//	latch_connections_total{protocol}         connections accepted by a front end
+//	latch_requests_total{protocol,command}    requests a front end served
+//	latch_request_errors_total{protocol,command} requests answered with an error
+//
+// Gauges:
+//
+//	latch_held_locks                          holds: (key, holder) pairs
+//	latch_locked_keys                         keys in the table (held, waited for or under lock-delay)
+//	latch_waiters                             queued requests
+//	latch_sessions{protocol}                  live sessions
+//	latch_connections{protocol}               open connections
+//
+// Histograms (seconds):
+//
+//	latch_wait_seconds                        request to grant (0 for a request granted at once)
+//	latch_hold_seconds                        grant to release, whatever ended the hold
+//	latch_handoff_seconds                     release to the next holder resuming with its grant,
+//	                                          for requests that waited in a queue
+//
+// and the go_* and process_* metrics of client_golang's collectors.
+package metrics

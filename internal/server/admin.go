@@ -1,0 +1,56 @@
+package server
+
+import (
+	"errors"
+	"net"
+
+	"github.com/latchd/latch/internal/admin"
+	"github.com/latchd/latch/internal/metrics"
+)
+
+// adminServer builds the admin HTTP server over s.node and s.metrics. It
+// starts last, so that it is not ready before the front ends are, and
+// stops first.
+func (s *Server) adminServer() (*admin.Server, error) {
+	token, err := s.cfg.Admin.LoadToken()
+	if err != nil {
+		return nil, err
+	}
+	ad, err := admin.New(admin.Config{
+		Addr:    s.cfg.Admin.Addr,
+		Service: s.node,
+		Metrics: s.metrics,
+		Token:   token,
+		Ready:   s.readiness,
+		Logger:  s.logger,
+		Version: s.cfg.Server.Version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.admin = ad
+	return ad, nil
+}
+
+// readiness is nil while the server serves: from the end of New to the
+// start of Shutdown.
+func (s *Server) readiness() error {
+	if !s.ready.Load() {
+		return errors.New("starting or shutting down")
+	}
+	return nil
+}
+
+// AdminAddr returns the address the admin HTTP server listens on, or nil
+// when it is disabled.
+func (s *Server) AdminAddr() net.Addr {
+	if s.admin == nil {
+		return nil
+	}
+	return s.admin.Addr()
+}
+
+// Metrics returns the server's metrics, for front ends and tests.
+func (s *Server) Metrics() *metrics.Metrics {
+	return s.metrics
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# bench-peers.sh: latch against Debian's yrmcds and memcached, on this
+# machine, under the same load, with "latch bench".
+#
+# It installs the peers (apt) when they are missing, builds latch, starts the
+# three servers on loopback ports (yrmcds and memcached with 2 worker threads
+# each), and then:
+#
+#   1. memory (fresh servers, one round): "hold" takes and holds $LOCKS locks
+#      and reports the server's memory per lock; "idle" opens $IDLE_CONNS
+#      connections and reports the memory per connection;
+#   2. speed (servers restarted, $ROUNDS rounds): every case runs against
+#      latch, yrmcds and memcached in turn (A B C A B C ...), so that a
+#      disturbance of the machine hits every server alike;
+#
+# and prints the medians and latch/peer ratios as Markdown tables, the form
+# docs/benchmarks.md keeps. Raw results (one JSON per run) go to $OUT.
+#
+# Usage: scripts/bench-peers.sh            (about 8 minutes on 2 cores)
+# Knobs (environment): ROUNDS=3 DURATION=3s WARMUP=1s CONNS=16 LOCKS=1000000
+#   IDLE_CONNS=10000 OUT=<dir> BASE_PORT=42200 SKIP_MEMORY=1 ONLY=<regexp
+#   of case names>
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-3s}
+WARMUP=${WARMUP:-1s}
+CONNS=${CONNS:-16}
+LOCKS=${LOCKS:-1000000}
+IDLE_CONNS=${IDLE_CONNS:-10000}
+BASE_PORT=${BASE_PORT:-42200}
+SKIP_MEMORY=${SKIP_MEMORY:-}
+ONLY=${ONLY:-.}
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+WORK=$(mktemp -d /tmp/latch-bench.XXXXXX)
+OUT=${OUT:-$WORK/results}
+mkdir -p "$OUT"
+: >"$OUT/results.jsonl"
+
+log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+
+# --- peers and tools -------------------------------------------------------
+SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+missing=()
+for p in yrmcds memcached jq; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+	log "installing ${missing[*]}"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The installed packages' own services are not the ones measured.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+log "building latch"
+go build -o "$WORK/latch" ./cmd/latch
+LATCH=$WORK/latch
+
+# --- servers -----------------------------------------------------------------
+P_LATCH_MC=$((BASE_PORT + 1))
+P_LATCH_DLOCK=$((BASE_PORT + 2))
+P_LATCH_ADMIN=$((BASE_PORT + 3))
+P_YRMCDS=$((BASE_PORT + 4))
+P_YRMCDS_REPL=$((BASE_PORT + 5))
+P_MEMCACHED=$((BASE_PORT + 6))
+
+declare -A PID=()
+
+wait_port() {
+	for _ in $(seq 200); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.05
+	done
+	log "nothing listens on port $1"
+	return 1
+}
+
+start_servers() {
+	"$LATCH" serve --memcache-addr "127.0.0.1:$P_LATCH_MC" --dlock-addr "127.0.0.1:$P_LATCH_DLOCK" \
+		--admin-addr "127.0.0.1:$P_LATCH_ADMIN" --log-level warn >"$WORK/latch.log" 2>&1 &
+	PID[latch]=$!
+	mkdir -p "$WORK/yrmcds"
+	cat >"$WORK/yrmcds.conf" <<CONF
+virtual_ip = "127.0.0.1"
+port = $P_YRMCDS
+repl_port = $P_YRMCDS_REPL
+temp_dir = "$WORK/yrmcds"
+log.threshold = error
+log.file = "$WORK/yrmcds.log"
+workers = 2
+max_connections = 0
+memory_limit = 1024M
+CONF
+	/usr/sbin/yrmcdsd -f "$WORK/yrmcds.conf" >>"$WORK/yrmcds.out" 2>&1 &
+	PID[yrmcds]=$!
+	local user=()
+	[ "$(id -u)" = 0 ] && user=(-u root)
+	/usr/bin/memcached -l 127.0.0.1 -p "$P_MEMCACHED" -U 0 -t 2 -m 1024 -c 20000 "${user[@]}" >"$WORK/memcached.log" 2>&1 &
+	PID[memcached]=$!
+	wait_port "$P_LATCH_MC" && wait_port "$P_LATCH_DLOCK" && wait_port "$P_LATCH_ADMIN"
+	wait_port "$P_YRMCDS" && wait_port "$P_MEMCACHED"
+}
+
+stop_servers() {
+	for s in "${!PID[@]}"; do
+		kill "${PID[$s]}" 2>/dev/null || true
+		wait "${PID[$s]}" 2>/dev/null || true
+		unset "PID[$s]"
+	done
+}
+trap stop_servers EXIT
+
+addr_of() { # server target
+	case "$1/$2" in
+	latch/dlock) echo "127.0.0.1:$P_LATCH_DLOCK" ;;
+	latch/*) echo "127.0.0.1:$P_LATCH_MC" ;;
+	yrmcds/*) echo "127.0.0.1:$P_YRMCDS" ;;
+	memcached/*) echo "127.0.0.1:$P_MEMCACHED" ;;
+	esac
+}
+
+# run CASE SERVER ROUND TARGET [latch bench flags...]: one run, its JSON
+# result appended to results.jsonl with the case, server and round.
+run() {
+	local case=$1 server=$2 round=$3 target=$4
+	shift 4
+	local file="$OUT/$case.$server.$round.json" extra=()
+	[ "$server" = latch ] && extra=(--admin "127.0.0.1:$P_LATCH_ADMIN")
+	if ! "$LATCH" bench --json --target "$target" --addr "$(addr_of "$server" "$target")" \
+		--server-pid "${PID[$server]}" "${extra[@]}" "$@" >"$file" 2>"$file.err"; then
+		log "  $case $server round $round: $(tail -1 "$file.err")"
+	fi
+	[ -s "$file" ] || return 0
+	jq -c --arg case "$case" --arg server "$server" --argjson round "$round" \
+		'. + {case: $case, server: $server, round: $round}' "$file" >>"$OUT/results.jsonl"
+	log "  $case $server: $(jq -r 'if .memory then "\(.memory.per_unit_rss_bytes|floor) B/unit RSS"
+		elif .handoff then "\(.handoff.handoffs_per_sec) hand-offs/s"
+		else "\(.ops_per_sec) ops/s" end + ", errors \(.errors)"' "$file")"
+}
+
+# --- 1. memory ---------------------------------------------------------------
+lscpu | sed -n 's/^Model name: *//p' | head -1 >"$OUT/cpu"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+# Every memory case gets fresh servers: a Go heap keeps its grown maps and
+# its RSS shrinks late, so a server that has run another case would skew
+# the difference.
+mem() { # CASE SERVER TARGET [flags...]
+	start_servers
+	run "$1" "$2" 1 "${@:3}"
+	stop_servers
+}
+if [ -z "$SKIP_MEMORY" ]; then
+	log "memory: $IDLE_CONNS idle connections, then hold $LOCKS locks (fresh servers each)"
+	mem idle-memcache latch memcache-text --workload idle --conns "$IDLE_CONNS"
+	mem idle-dlock latch dlock --workload idle --conns "$IDLE_CONNS"
+	mem idle-memcache yrmcds memcache-text --workload idle --conns "$IDLE_CONNS"
+	mem idle-memcache memcached memcache-text --workload idle --conns "$IDLE_CONNS"
+	hold=(--workload hold --locks "$LOCKS" --conns "$CONNS" --pipeline 64)
+	mem hold-text latch memcache-text "${hold[@]}"
+	mem hold-dlock latch dlock "${hold[@]}"
+	mem hold-text yrmcds memcache-text "${hold[@]}"
+	mem hold-text memcached memcache-text "${hold[@]}"
+fi
+
+# --- 2. speed ----------------------------------------------------------------
+# name target workload pipeline
+CASES=(
+	"cycle-text-p1 memcache-text cycle 1"
+	"cycle-text-p16 memcache-text cycle 16"
+	"cycle-binary-p1 memcache-binary cycle 1"
+	"cycle-binary-p16 memcache-binary cycle 16"
+	"getset-text-p1 memcache-text getset 1"
+	"getset-text-p16 memcache-text getset 16"
+	"getset-binary-p1 memcache-binary getset 1"
+	"getset-binary-p16 memcache-binary getset 16"
+	"handoff-text memcache-text handoff 1"
+	"handoff-binary memcache-binary handoff 1"
+	"cycle-dlock-p1 dlock cycle 1"
+	"cycle-dlock-p16 dlock cycle 16"
+	"handoff-dlock dlock handoff 1"
+)
+log "speed: $ROUNDS rounds of ${#CASES[@]} cases, $DURATION each after $WARMUP of warm-up, $CONNS connections"
+start_servers
+for round in $(seq "$ROUNDS"); do
+	log "round $round"
+	for c in "${CASES[@]}"; do
+		read -r name target workload pipeline <<<"$c"
+		[[ $name =~ $ONLY ]] || continue
+		servers=(latch yrmcds memcached)
+		[ "$target" = dlock ] && servers=(latch)
+		for s in "${servers[@]}"; do
+			run "$name" "$s" "$round" "$target" --workload "$workload" --pipeline "$pipeline" \
+				--conns "$CONNS" --duration "$DURATION" --warmup "$WARMUP"
+		done
+	done
+done
+stop_servers
+
+# --- report ------------------------------------------------------------------
+echo
+echo "Machine: $(cat "$OUT/cpu"), $(nproc) cores; $(uname -sr); $(go version | cut -d' ' -f3)."
+echo "$CONNS connections, $DURATION per run after $WARMUP of warm-up; medians of $ROUNDS rounds; raw results in $OUT."
+echo "Load average (1, 5, 15 min) at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
+jq -rs -f /dev/stdin "$OUT/results.jsonl" <<'JQ'
+def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+def rate: if .handoff then .handoff.handoffs_per_sec else .ops_per_sec end;
+def p99: if .handoff then .handoff.handoff_latency.p99_us else .latency.p99_us end;
+def k: if . == null then "-" elif . >= 1000000 then ((. / 10000 | round) / 100 | tostring) + "M" elif . >= 1000 then ((. / 100 | round) / 10 | tostring) + "k" else (round | tostring) end;
+def us: if . == null then "-" elif . >= 10000 then ((. / 100 | round) / 10 | tostring) + " ms" else (round | tostring) + " µs" end;
+def x: if . == null then "-" else ((. * 100 | round) / 100 | tostring) + "×" end;
+def bytes: if . == null or . < 0 then "-" else (round | tostring) + " B" end;
+def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
+def row: "| " + join(" | ") + " |";
+def order: if startswith("cycle-dlock") then 1 elif startswith("cycle") then 0 elif startswith("getset") then 2 elif startswith("handoff-dlock") then 4 else 3 end;
+
+(map(select(.memory | not)) | group_by(.case) | map({key: .[0].case, value: (group_by(.server) | map({key: .[0].server, value: {
+	rate: (map(rate) | median), p99: (map(p99) | median), errors: (map(.errors) | add), recipe: .[0].recipe,
+	wait99: (map(.handoff.wait.p99_us // empty) | median), fair: (map(.handoff.fairness // empty) | median),
+	polls: (map(.handoff.wasted_polls_per_sec // empty) | median)}}) | from_entries)}) | from_entries) as $m
+| ([$m["handoff-text"], $m["handoff-binary"]] | map(select(. != null) | .yrmcds.rate, .memcached.rate) | max) as $bestpoll
+| "### Throughput and p99 latency (medians)",
+  "",
+  "Ops/s: lock+unlock cycles for cycle, requests for getset, hand-offs for handoff. The recipe is the memcached lock recipe: yrmcds's lock/unlock (lock) or add+delete (add).",
+  "",
+  "| case | latch | yrmcds | memcached | latch/yrmcds | latch/memcached | p99 latch / yrmcds / memcached | errors |",
+  "|---|---|---|---|---|---|---|---|",
+  ($m | to_entries | sort_by((.key | order), .key)[]
+   | .key as $c | .value as $v
+   | if ($c | test("dlock")) then
+       (if ($c | startswith("handoff")) then $bestpoll else $m[$c | sub("dlock"; "binary")].memcached.rate end) as $ref
+       | (if ($c | startswith("handoff")) then "best polling recipe: " else "memcached binary add+delete: " end) as $lbl
+       | [$c, ($v.latch.rate | k), "-", $lbl + ($ref | k), "-", (ratio($v.latch.rate; $ref) | x), ($v.latch.p99 | us), ($v.latch.errors | tostring)] | row
+     else
+       [$c, ($v.latch.rate | k), ($v.yrmcds.rate | k), ($v.memcached.rate | k) + (if $v.memcached.recipe then " (" + $v.memcached.recipe + ")" else "" end),
+        (ratio($v.latch.rate; $v.yrmcds.rate) | x), (ratio($v.latch.rate; $v.memcached.rate) | x),
+        ([$v.latch.p99, $v.yrmcds.p99, $v.memcached.p99] | map(us) | join(" / ")), ([$v[].errors] | add | tostring)] | row
+     end),
+  "",
+  "### Contention: every connection on one key",
+  "",
+  "| case | server | hand-offs/s | hand-off p99 | wait p99 | fairness max/min | wasted polls/s |",
+  "|---|---|---|---|---|---|---|",
+  ($m | to_entries | map(select(.key | startswith("handoff"))) | sort_by(.key | order)[] | .key as $c | .value | to_entries[]
+   | [$c, .key, (.value.rate | k), (.value.p99 | us), (.value.wait99 | us), (.value.fair // "-" | tostring), (.value.polls | k)] | row),
+  "",
+  (map(select(.memory)) as $mem | if ($mem | length) == 0 then empty else
+  ("### Memory",
+  "",
+  "| case | server | held | RSS per unit | Go heap per unit | per lock, item excluded: RSS / Go heap |",
+  "|---|---|---|---|---|---|",
+  ($mem[] | [.case, .server + (if .recipe then " (" + .recipe + ")" else "" end),
+     (if .workload == "hold" then (.memory.locks | tostring) + " locks" else (.memory.conns | tostring) + " conns" end),
+     (.memory.per_unit_rss_bytes | bytes), (.memory.per_unit_heap_bytes | bytes),
+     (if .memory.items then (.memory.per_lock_only_rss_bytes | bytes) + " / " + (.memory.per_lock_only_heap_bytes | bytes) else "-" end)] | row))
+  end)
+JQ
