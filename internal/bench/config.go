@@ -60,6 +60,7 @@ type Config struct {
 	DLockVersion int           // 2 or 3
 
 	Locks     int           // hold: locks to take
+	HoldFor   time.Duration // hold: keep them this long after measuring
 	ServerPID int           // hold, idle: read the server's VmRSS from /proc
 	Admin     string        // hold, idle: latch's admin address, for its Go heap and RSS
 	Timeout   time.Duration // a reply later than this fails the connection
@@ -115,6 +116,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Exptime, "exptime", c.Exptime, "add recipe: exptime of the lock item, seconds")
 	fs.IntVar(&c.DLockVersion, "dlock-version", c.DLockVersion, "dlock protocol version: 2 or 3")
 	fs.IntVar(&c.Locks, "locks", c.Locks, "hold: locks to take and hold")
+	fs.DurationVar(&c.HoldFor, "hold-for", c.HoldFor, "hold: keep the locks this long after measuring, to inspect the server")
 	fs.IntVar(&c.ServerPID, "server-pid", c.ServerPID, "hold, idle: the server's `pid`, to read its VmRSS from /proc")
 	fs.StringVar(&c.Admin, "admin", c.Admin, "hold, idle: latch's admin `host:port`, to read its Go heap (after a GC) and RSS")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "fail a connection whose reply takes longer")
@@ -178,8 +180,8 @@ func (c *Config) Validate() error {
 	if c.Exptime < 0 {
 		bad("invalid exptime %d", c.Exptime)
 	}
-	if c.Locks < 0 {
-		bad("invalid locks %d", c.Locks)
+	if c.Locks < 0 || c.HoldFor < 0 {
+		bad("invalid locks %d or hold-for %v", c.Locks, c.HoldFor)
 	}
 	if c.Timeout <= 0 {
 		bad("invalid timeout %v", c.Timeout)

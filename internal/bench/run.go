@@ -812,6 +812,7 @@ func (r *runner) hold(ctx context.Context, res *Result) error {
 		m.PerLockOnlyRSS = perUnit(m.After.RSS, m.Items.RSS, r.cfg.Locks)
 		m.PerLockHeap = perUnit(m.After.Heap, m.Items.Heap, r.cfg.Locks)
 	}
+	sleep(ctx, nil, r.cfg.HoldFor)
 	return nil
 }
 
