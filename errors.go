@@ -25,6 +25,11 @@ var (
 	ErrTimeout = errors.New("latch: wait timed out")
 	// ErrCanceled: the caller cancelled a waiting request.
 	ErrCanceled = errors.New("latch: wait cancelled")
+	// ErrTooManyWaiters: a request that would have to wait was refused
+	// because one of its keys, or the whole server, already has as many
+	// waiting requests as allowed. Nothing was taken or queued; the
+	// client may retry later.
+	ErrTooManyWaiters = errors.New("latch: too many waiting requests")
 
 	// ErrAlreadyHeld: the session already holds a key it asks for again
 	// under RelockReject (memcached's "not re-entrant").

@@ -208,6 +208,9 @@ const (
 	ResponseStatus_Canceled ResponseStatus = 124
 	// Cancel found no waiting Lock with that id.
 	ResponseStatus_NotWaiting ResponseStatus = 125
+	// The Lock would have to wait, but one of its keys, or the server, has as
+	// many waiting requests as allowed. Nothing was taken; try again later.
+	ResponseStatus_TooManyWaiters ResponseStatus = 126
 )
 
 // Enum value maps for ResponseStatus.
@@ -230,6 +233,7 @@ var (
 		123: "ModeMismatch",
 		124: "Canceled",
 		125: "NotWaiting",
+		126: "TooManyWaiters",
 	}
 	ResponseStatus_value = map[string]int32{
 		"Ok":             0,
@@ -249,6 +253,7 @@ var (
 		"ModeMismatch":   123,
 		"Canceled":       124,
 		"NotWaiting":     125,
+		"TooManyWaiters": 126,
 	}
 )
 
@@ -695,7 +700,7 @@ const file_dlock_proto_rawDesc = "" +
 	"\bLockMode\x12\r\n" +
 	"\tExclusive\x10\x00\x12\n" +
 	"\n" +
-	"\x06Shared\x10\x01*\xa8\x02\n" +
+	"\x06Shared\x10\x01*\xbc\x02\n" +
 	"\x0eResponseStatus\x12\x06\n" +
 	"\x02Ok\x10\x00\x12\v\n" +
 	"\aGeneral\x10\x01\x12\v\n" +
@@ -715,7 +720,8 @@ const file_dlock_proto_rawDesc = "" +
 	"\fModeMismatch\x10{\x12\f\n" +
 	"\bCanceled\x10|\x12\x0e\n" +
 	"\n" +
-	"NotWaiting\x10}B!Z\x1fgithub.com/latchd/latch/dlockpbb\x06proto3"
+	"NotWaiting\x10}\x12\x12\n" +
+	"\x0eTooManyWaiters\x10~B!Z\x1fgithub.com/latchd/latch/dlockpbb\x06proto3"
 
 var (
 	file_dlock_proto_rawDescOnce sync.Once

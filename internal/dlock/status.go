@@ -16,12 +16,18 @@ var (
 	errInvalidType = errors.New("invalid request type")
 	// errUnauthorized: access_token is missing or wrong.
 	errUnauthorized = errors.New("missing or wrong access_token")
+	// errForbidden: the access_token does not allow the request: a
+	// read-only token, or a key outside the token's prefixes.
+	errForbidden = errors.New("access_token does not allow this request")
 	// errTooManyPending: the connection has MaxPending requests waiting.
 	errTooManyPending = errors.New("too many requests pending on this connection")
 	// errMalformed: a frame that is not a Request.
 	errMalformed = errors.New("malformed request")
 	// errFrameTooLarge: a frame over the limit; the connection closes.
 	errFrameTooLarge = errors.New("frame too large")
+	// errTooManyConns: the server has Config.MaxConns connections; the
+	// new one is answered and closed.
+	errTooManyConns = errors.New("too many connections; try again later")
 	// errNotWaiting: Cancel names no waiting Lock.
 	errNotWaiting = errors.New("no waiting Lock with this id")
 )
@@ -43,9 +49,11 @@ var statuses = []struct {
 	{errVersion, pb.ResponseStatus_Version, pb.ResponseStatus_Version, ""},
 	{errInvalidType, pb.ResponseStatus_InvalidType, pb.ResponseStatus_InvalidType, ""},
 	{errUnauthorized, pb.ResponseStatus_Unauthorized, pb.ResponseStatus_General, "Unauthorized"},
+	{errForbidden, pb.ResponseStatus_Unauthorized, pb.ResponseStatus_General, "Unauthorized"},
 	{errTooManyPending, pb.ResponseStatus_TooManyPending, pb.ResponseStatus_General, "TooManyPending"},
 	{errMalformed, pb.ResponseStatus_General, pb.ResponseStatus_General, ""},
 	{errFrameTooLarge, pb.ResponseStatus_General, pb.ResponseStatus_General, ""},
+	{errTooManyConns, pb.ResponseStatus_General, pb.ResponseStatus_General, "TooManyConnections"},
 
 	{latch.ErrTooManyKeys, pb.ResponseStatus_TooManyKeys, pb.ResponseStatus_TooManyKeys, ""},
 	{latch.ErrInvalidKey, pb.ResponseStatus_InvalidKey, pb.ResponseStatus_General, "InvalidKey"},
@@ -58,6 +66,7 @@ var statuses = []struct {
 	{latch.ErrLimitMismatch, pb.ResponseStatus_LimitMismatch, pb.ResponseStatus_General, "LimitMismatch"},
 	{latch.ErrModeMismatch, pb.ResponseStatus_ModeMismatch, pb.ResponseStatus_General, "ModeMismatch"},
 	{latch.ErrCanceled, pb.ResponseStatus_Canceled, pb.ResponseStatus_General, "Canceled"},
+	{latch.ErrTooManyWaiters, pb.ResponseStatus_TooManyWaiters, pb.ResponseStatus_General, "TooManyWaiters"},
 	{errNotWaiting, pb.ResponseStatus_NotWaiting, pb.ResponseStatus_General, "NotWaiting"},
 	// Not produced by dlock requests, which re-lock with latch.RelockReuse.
 	{latch.ErrAlreadyHeld, pb.ResponseStatus_General, pb.ResponseStatus_General, ""},

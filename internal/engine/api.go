@@ -14,6 +14,14 @@ type Config struct {
 	FirstToken latch.Token
 	// MaxKeys limits the keys of one request; 0 means no limit.
 	MaxKeys int
+	// MaxWaitersPerKey limits the requests queued on one key; 0 means no
+	// limit. A request that would have to wait on a key whose queue is
+	// full fails with latch.ErrTooManyWaiters, changing nothing.
+	MaxWaitersPerKey int
+	// MaxWaiters limits the requests queued in the whole table; 0 means no
+	// limit. A request that would have to wait when that many are queued
+	// fails with latch.ErrTooManyWaiters, changing nothing.
+	MaxWaiters int
 	// RecordDrops makes the engine record the holds each call removes,
 	// for Drops (metrics). Off, Drops is always empty and costs nothing.
 	RecordDrops bool

@@ -34,6 +34,9 @@
 //   - A try-once request (latch.NoWait) that cannot be granted at once, or
 //     that would have to queue behind a conflicting waiter, fails with
 //     latch.ErrWouldBlock and changes nothing.
+//   - A request that would have to queue when one of its keys already has
+//     Config.MaxWaitersPerKey waiters, or the table Config.MaxWaiters, fails
+//     with latch.ErrTooManyWaiters and changes nothing (0: no limit).
 //   - Re-lock (a session asks for a key it holds): RelockReject fails with
 //     latch.ErrAlreadyHeld. RelockReuse counts the key as available if held
 //     in the same mode (latch.ErrModeMismatch otherwise); when every key is

@@ -187,6 +187,10 @@ func (e *Engine) Acquire(now int64, id latch.SessionID, req latch.LockRequest) (
 		return Result{}, e.events, &latch.BusyError{Err: latch.ErrWouldBlock, Keys: busy}
 	}
 
+	if err := e.checkRoom(); err != nil {
+		e.clearScratch()
+		return Result{}, e.events, err
+	}
 	e.lastWaiter++
 	w := e.newWaiter(len(keys))
 	w.id, w.s, w.since = e.lastWaiter, s, e.now
@@ -403,6 +407,23 @@ func (e *Engine) schedule(t *timer, when int64) {
 	} else {
 		e.timers.fix(t.idx)
 	}
+}
+
+// checkRoom reports latch.ErrTooManyWaiters when the request in the
+// scratch space may not queue: the table or one of its keys' queues holds
+// as many waiters as Config allows.
+func (e *Engine) checkRoom() error {
+	if m := e.cfg.MaxWaiters; m > 0 && len(e.waiters) >= m {
+		return fmt.Errorf("acquire: %d requests waiting, at most %d: %w", len(e.waiters), m, latch.ErrTooManyWaiters)
+	}
+	if m := e.cfg.MaxWaitersPerKey; m > 0 {
+		for i, k := range e.reqKeys {
+			if k != nil && int(k.qexcl+k.qshared) >= m {
+				return fmt.Errorf("acquire %q: %d requests waiting on the key, at most %d: %w", e.reqNames[i], k.qexcl+k.qshared, m, latch.ErrTooManyWaiters)
+			}
+		}
+	}
+	return nil
 }
 
 // check validates req and fills the request scratch space with its
