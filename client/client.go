@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -89,8 +90,15 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		ctx, cancel = context.WithTimeout(ctx, o.dialTimeout)
 		defer cancel()
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	if o.tls != nil {
+		// Connects and completes the handshake, within ctx.
+		d := tls.Dialer{Config: o.tls}
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

@@ -23,7 +23,9 @@ var (
 	// have ended the session. Lock.Err and the Client's calls wrap it with
 	// latch.ErrSessionEnded.
 	ErrKeepalive = errors.New("client: keepalive not answered in time")
-	// ErrUnauthorized: the server refused the access token.
+	// ErrUnauthorized: the server refused the access token, or the token
+	// does not allow the request: a read-only token, or a key outside the
+	// token's prefixes.
 	ErrUnauthorized = errors.New("client: access token refused")
 	// ErrTooManyPending: the connection has as many waiting requests as
 	// the server allows.
@@ -70,6 +72,7 @@ var statusErrors = map[dlockpb.ResponseStatus]error{
 	dlockpb.ResponseStatus_ModeMismatch:   latch.ErrModeMismatch,
 	dlockpb.ResponseStatus_Canceled:       latch.ErrCanceled,
 	dlockpb.ResponseStatus_NotWaiting:     nil,
+	dlockpb.ResponseStatus_TooManyWaiters: latch.ErrTooManyWaiters,
 }
 
 // statusError returns the error for a response, nil for Ok. tryOnce tells

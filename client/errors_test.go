@@ -31,6 +31,7 @@ func TestStatusError(t *testing.T) {
 		{dlockpb.ResponseStatus_LimitMismatch, false, latch.ErrLimitMismatch},
 		{dlockpb.ResponseStatus_ModeMismatch, false, latch.ErrModeMismatch},
 		{dlockpb.ResponseStatus_Canceled, false, latch.ErrCanceled},
+		{dlockpb.ResponseStatus_TooManyWaiters, false, latch.ErrTooManyWaiters},
 		{dlockpb.ResponseStatus(99), false, ErrProtocol}, // unknown
 	}
 	for _, tt := range tests {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -27,6 +28,7 @@ type options struct {
 	margin      time.Duration // < 0: the default, sessionTTL/4
 	token       string
 	dialTimeout time.Duration
+	tls         *tls.Config
 	logger      *slog.Logger
 	clock       clock // tests only
 }
@@ -59,6 +61,16 @@ func SafetyMargin(d time.Duration) Option {
 // configured with tokens.
 func AccessToken(token string) Option {
 	return func(o *options) { o.token = token }
+}
+
+// TLS makes the Client speak TLS to the server, with cfg: for servers
+// run with a certificate (latch serve --tls-cert). cfg.RootCAs (nil: the
+// system's roots) must hold the CA of the server's certificate, and
+// cfg.Certificates a client certificate when the server requires one
+// (--tls-client-ca). When cfg.ServerName is empty, the host of the
+// address dialed is the name checked. The Client does not modify cfg.
+func TLS(cfg *tls.Config) Option {
+	return func(o *options) { o.tls = cfg }
 }
 
 // DialTimeout bounds how long Dial may take to connect and open the

@@ -59,6 +59,8 @@ Flags:
 	fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "when the lock is lost, SIGKILL the command this `duration` after SIGTERM (default: a tenth of --session-ttl)")
 	fs.StringVar(&cfg.Token, "token", cfg.Token, "access `token` for the server (env LATCH_ACCESS_TOKEN)")
 	verbose := fs.Bool("v", false, "tell what latch run does, on standard error")
+	var tf tlsFlags
+	tf.register(fs)
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
@@ -106,6 +108,11 @@ Flags:
 	if err := cfg.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
+	tlsCfg, err := tf.config()
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	cfg.TLS = tlsCfg
 
 	level := slog.LevelWarn
 	if *verbose {

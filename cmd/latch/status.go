@@ -35,6 +35,8 @@ Flags:
 	fs.BoolVar(&opts.JSON, "json", false, "print the admin API's JSON instead of tables")
 	fs.BoolVar(&opts.Watch, "watch", false, "redraw every --interval until interrupted")
 	fs.DurationVar(&opts.Interval, "interval", statuscmd.DefaultInterval, "with --watch, redraw every `duration`")
+	var tf tlsFlags
+	tf.register(fs)
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
@@ -46,6 +48,12 @@ Flags:
 		fmt.Fprintf(env.stderr, "latch status: --interval must be positive\n")
 		return 2
 	}
+	tlsCfg, err := tf.config()
+	if err != nil {
+		fmt.Fprintf(env.stderr, "latch status: %v\n", err)
+		return 2
+	}
+	opts.TLS = tlsCfg
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := statuscmd.Run(ctx, opts); err != nil {

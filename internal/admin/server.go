@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is shown on the status page and in /v1/stats.
 	Version string
+	// TLS, when set, makes Start serve HTTPS only, with this
+	// configuration.
+	TLS *tls.Config
 
 	// HistoryInterval and HistorySize shape /v1/stats/history: one
 	// sample every HistoryInterval, the last HistorySize kept. Zero: 1s
@@ -136,6 +140,9 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	s.Serve(ln)
 	return nil
 }
@@ -150,7 +157,11 @@ func (s *Server) Serve(ln net.Listener) {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	s.log.Info("admin: listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/",
+	scheme := "http://"
+	if s.cfg.TLS != nil {
+		scheme = "https://"
+	}
+	s.log.Info("admin: listening", "addr", ln.Addr().String(), "url", scheme+ln.Addr().String()+"/",
 		"token", s.cfg.Token != "")
 	s.wg.Add(2)
 	go func() {

@@ -105,6 +105,15 @@ func (c *Cache) UnlockAll(now int64, owner latch.SessionID) int {
 	return n
 }
 
+// Locks returns how many items owner holds locked.
+func (c *Cache) Locks(owner latch.SessionID) int {
+	n := 0
+	for e := c.owners[owner]; e != nil; e = e.next {
+		n++
+	}
+	return n
+}
+
 // ReplaceAndUnlock stores value, flags and exptime in the item of key, which
 // owner must hold locked, and releases the lock (yrmcds RaU). It returns the
 // new CAS. If cas is not 0 and does not match, nothing changes and the lock

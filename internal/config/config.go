@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -19,6 +20,20 @@ type Config struct {
 	Memcache MemcacheConfig `toml:"memcache"`
 	DLock    DLockConfig    `toml:"dlock"`
 	Admin    AdminConfig    `toml:"admin"`
+	TLS      TLSConfig      `toml:"tls"`
+}
+
+// TLSConfig configures TLS. With a certificate set, every listener
+// (memcached, dlock, admin) serves TLS only; none serves plaintext.
+type TLSConfig struct {
+	// Cert names a PEM file with the server's certificate (then any
+	// intermediates), presented by every listener.
+	Cert string `toml:"cert"`
+	// Key names a PEM file with the certificate's private key.
+	Key string `toml:"key"`
+	// ClientCA, when set, names a PEM file of CA certificates: every
+	// client must present a certificate signed by one of them.
+	ClientCA string `toml:"client-ca"`
 }
 
 // AdminConfig configures the admin HTTP server: metrics, the status page,
@@ -63,8 +78,18 @@ type DLockConfig struct {
 	// IdleTimeout closes a connection that sends nothing for this long
 	// while none of its requests waits. Zero: never.
 	IdleTimeout time.Duration `toml:"idle-timeout"`
-	// TokensFile, when set, names a file of access tokens, one per line:
-	// every request must carry one of them in access_token.
+	// ReadTimeout bounds the time a request frame may take to arrive once
+	// its first byte has (slow-loris clients). Zero: IdleTimeout does.
+	ReadTimeout time.Duration `toml:"read-timeout"`
+	// WriteTimeout bounds each write of answers: a client that does not
+	// read them for this long is disconnected. Zero: never.
+	WriteTimeout time.Duration `toml:"write-timeout"`
+	// MaxConns limits the open connections; one more is answered with an
+	// error and closed. Zero: no limit.
+	MaxConns int `toml:"max-conns"`
+	// TokensFile, when set, names a file of access tokens, one per line
+	// with its rights and key prefixes (dlock.ReadTokens): every request
+	// must carry one of them in access_token, and do only what it allows.
 	TokensFile string `toml:"tokens-file"`
 }
 
@@ -80,6 +105,23 @@ type MemcacheConfig struct {
 	// MaxItemSize is the largest value accepted, in bytes (yrmcds's
 	// max_data_size).
 	MaxItemSize int `toml:"max-item-size"`
+	// MaxConns limits the open connections; one more is answered
+	// "SERVER_ERROR too many connections" and closed. Zero: no limit.
+	MaxConns int `toml:"max-conns"`
+	// IdleTimeout closes a connection silent for this long between
+	// requests, unless it holds a lock. Zero: never (as memcached and
+	// yrmcds).
+	IdleTimeout time.Duration `toml:"idle-timeout"`
+	// ReadTimeout bounds the time a request may take to arrive once its
+	// first byte has (slow-loris clients). Zero: no bound.
+	ReadTimeout time.Duration `toml:"read-timeout"`
+	// WriteTimeout bounds each write of replies: a client that does not
+	// read them for this long is disconnected. Zero: never.
+	WriteTimeout time.Duration `toml:"write-timeout"`
+	// Allow, when set, is a comma-separated list of the client networks
+	// (CIDRs like 10.0.0.0/8, or single addresses) the front end serves: a
+	// connection from elsewhere is closed at once. Empty: every client.
+	Allow string `toml:"allow"`
 }
 
 // LogConfig configures the server's log, written to standard error.
@@ -94,6 +136,12 @@ type LogConfig struct {
 type LockConfig struct {
 	// MaxKeys limits the keys of one lock request; 0 means no limit.
 	MaxKeys int `toml:"max-keys"`
+	// MaxWaitersPerKey limits the requests waiting on one key; one more
+	// that would wait is refused (latch.ErrTooManyWaiters). 0: no limit.
+	MaxWaitersPerKey int `toml:"max-waiters-per-key"`
+	// MaxWaiters limits the requests waiting in the whole lock table, the
+	// same way. 0: no limit.
+	MaxWaiters int `toml:"max-waiters"`
 	// LockDelay is the lock-delay of sessions whose protocol does not set
 	// one: after a session dies holding a lock, the key stays unavailable
 	// for this long. Zero disables it. Never applied on a normal release.
@@ -119,21 +167,29 @@ func DefaultConfig() Config {
 			Format: "text",
 		},
 		Lock: LockConfig{
-			MaxKeys:   1000,
-			LockDelay: 0,
+			MaxKeys:          1000,
+			MaxWaitersPerKey: 10_000,
+			MaxWaiters:       100_000,
+			LockDelay:        0,
 		},
 		Server: ServerConfig{
 			ShutdownTimeout: 10 * time.Second,
 		},
 		Memcache: MemcacheConfig{
-			Addr:        "127.0.0.1:11211",
-			MemoryMB:    1024,
-			MaxItemSize: 1 << 20,
+			Addr:         "127.0.0.1:11211",
+			MemoryMB:     1024,
+			MaxItemSize:  1 << 20,
+			MaxConns:     4096,
+			ReadTimeout:  30 * time.Second,
+			WriteTimeout: 10 * time.Second,
 		},
 		DLock: DLockConfig{
-			Addr:        "127.0.0.1:11212",
-			MaxFrame:    256 << 10,
-			IdleTimeout: 60 * time.Second,
+			Addr:         "127.0.0.1:11212",
+			MaxFrame:     256 << 10,
+			IdleTimeout:  60 * time.Second,
+			ReadTimeout:  30 * time.Second,
+			WriteTimeout: 10 * time.Second,
+			MaxConns:     4096,
 		},
 		Admin: AdminConfig{
 			Addr: "127.0.0.1:11280",
@@ -156,6 +212,33 @@ func (c Config) Validate() error {
 	if c.Lock.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("config: invalid max-keys %d: must not be negative (0 means no limit)", c.Lock.MaxKeys))
 	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{
+		{"max-waiters-per-key", c.Lock.MaxWaitersPerKey},
+		{"max-waiters", c.Lock.MaxWaiters},
+		{"memcache-max-conns", c.Memcache.MaxConns},
+		{"dlock-max-conns", c.DLock.MaxConns},
+	} {
+		if v.n < 0 {
+			errs = append(errs, fmt.Errorf("config: invalid %s %d: must not be negative (0 means no limit)", v.name, v.n))
+		}
+	}
+	for _, v := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"memcache-idle-timeout", c.Memcache.IdleTimeout},
+		{"memcache-read-timeout", c.Memcache.ReadTimeout},
+		{"memcache-write-timeout", c.Memcache.WriteTimeout},
+		{"dlock-read-timeout", c.DLock.ReadTimeout},
+		{"dlock-write-timeout", c.DLock.WriteTimeout},
+	} {
+		if v.d < 0 {
+			errs = append(errs, fmt.Errorf("config: invalid %s %v: must not be negative (0 means none)", v.name, v.d))
+		}
+	}
 	if c.Lock.LockDelay < 0 {
 		errs = append(errs, fmt.Errorf("config: invalid lock-delay %v: must not be negative", c.Lock.LockDelay))
 	}
@@ -164,6 +247,15 @@ func (c Config) Validate() error {
 	}
 	if c.Memcache.MaxItemSize <= 0 || int64(c.Memcache.MaxItemSize) > int64(c.Memcache.MemoryMB)<<20 {
 		errs = append(errs, fmt.Errorf("config: invalid memcache-max-item-size %d: must be positive and fit in memcache-memory-mb", c.Memcache.MaxItemSize))
+	}
+	if _, err := ParseNetworks(c.Memcache.Allow); err != nil {
+		errs = append(errs, fmt.Errorf("config: invalid memcache-allow %q: %w", c.Memcache.Allow, err))
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		errs = append(errs, errors.New("config: tls-cert and tls-key go together: set both or neither"))
+	}
+	if c.TLS.ClientCA != "" && c.TLS.Cert == "" {
+		errs = append(errs, errors.New("config: tls-client-ca needs tls-cert and tls-key"))
 	}
 	if c.DLock.MaxFrame < 512 || c.DLock.MaxFrame > 64<<20 {
 		errs = append(errs, fmt.Errorf("config: invalid dlock-max-frame %d: must be from 512 to %d bytes", c.DLock.MaxFrame, 64<<20))
@@ -183,6 +275,29 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("config: invalid shutdown-timeout %v: must be positive", c.Server.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// ParseNetworks parses a comma-separated list of networks: CIDRs like
+// 10.0.0.0/8 or fd00::/8, or single IP addresses (a network of one).
+// White space around each is ignored. An empty list gives nil.
+func ParseNetworks(s string) ([]netip.Prefix, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var nets []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if p, err := netip.ParsePrefix(f); err == nil {
+			nets = append(nets, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an IP address", f)
+		}
+		nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return nets, nil
 }
 
 // logLevels are the values of LogConfig.Level, lowest first.

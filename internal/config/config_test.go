@@ -39,6 +39,13 @@ func TestValidate(t *testing.T) {
 		{"tiny dlock-max-frame", func(c *Config) { c.DLock.MaxFrame = 100 }, []string{"invalid dlock-max-frame 100"}},
 		{"huge dlock-max-frame", func(c *Config) { c.DLock.MaxFrame = 1 << 30 }, []string{"invalid dlock-max-frame 1073741824"}},
 		{"negative dlock-idle-timeout", func(c *Config) { c.DLock.IdleTimeout = -time.Second }, []string{"invalid dlock-idle-timeout -1s"}},
+		{"negative max-waiters-per-key", func(c *Config) { c.Lock.MaxWaitersPerKey = -1 }, []string{"invalid max-waiters-per-key -1"}},
+		{"negative max-waiters", func(c *Config) { c.Lock.MaxWaiters = -1 }, []string{"invalid max-waiters -1"}},
+		{"negative max-conns", func(c *Config) { c.Memcache.MaxConns, c.DLock.MaxConns = -1, -2 }, []string{"invalid memcache-max-conns -1", "invalid dlock-max-conns -2"}},
+		{"negative timeouts", func(c *Config) {
+			c.Memcache.IdleTimeout, c.Memcache.ReadTimeout, c.Memcache.WriteTimeout = -1, -2, -3
+			c.DLock.ReadTimeout, c.DLock.WriteTimeout = -4, -5
+		}, []string{"invalid memcache-idle-timeout -1ns", "invalid memcache-read-timeout -2ns", "invalid memcache-write-timeout -3ns", "invalid dlock-read-timeout -4ns", "invalid dlock-write-timeout -5ns"}},
 		{
 			"every error at once",
 			func(c *Config) { c.Log.Level = "x"; c.Log.Format = "y"; c.Lock.MaxKeys = -2 },

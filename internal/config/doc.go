@@ -34,9 +34,14 @@
 //	addr = "127.0.0.1:11212"  # dlock protocol v2/v3; "" = off
 //	max-frame = 262144        # largest request frame, bytes
 //	idle-timeout = "60s"      # close silent connections with nothing waiting; "0s" = never
-//	tokens-file = ""          # access tokens, one per line; "" = not checked
+//	tokens-file = ""          # access tokens: TOKEN [lock|read [PREFIX...]] a line; "" = not checked
 //
 //	[admin]
 //	addr = "127.0.0.1:11280"  # HTTP: /metrics, status page, /v1 API; "" = off
 //	token-file = ""           # bearer token for admin actions, or token = "..."
+//
+//	[tls]                     # with cert and key, every listener serves TLS only
+//	cert = ""                 # PEM certificate
+//	key = ""                  # PEM private key
+//	client-ca = ""            # PEM CAs of required client certificates; "" = none required
 package config

@@ -58,6 +58,18 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Lock.MaxKeys },
 	},
 	{
+		flag:  "max-waiters-per-key",
+		toml:  "lock.max-waiters-per-key",
+		usage: "refuse a lock request that would wait behind `n` others on one of its keys (0: no limit)",
+		field: func(c *Config) any { return &c.Lock.MaxWaitersPerKey },
+	},
+	{
+		flag:  "max-waiters",
+		toml:  "lock.max-waiters",
+		usage: "refuse a lock request that would wait when `n` requests wait in all (0: no limit)",
+		field: func(c *Config) any { return &c.Lock.MaxWaiters },
+	},
+	{
 		flag:  "lock-delay",
 		toml:  "lock.lock-delay",
 		usage: "keep the keys of a session that dies holding them unavailable for this `duration`",
@@ -82,6 +94,36 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Memcache.MaxItemSize },
 	},
 	{
+		flag:  "memcache-max-conns",
+		toml:  "memcache.max-conns",
+		usage: "answer memcached connections beyond `n` open ones with SERVER_ERROR and close them (0: no limit)",
+		field: func(c *Config) any { return &c.Memcache.MaxConns },
+	},
+	{
+		flag:  "memcache-idle-timeout",
+		toml:  "memcache.idle-timeout",
+		usage: "close memcached connections silent for this `duration` between requests and holding no lock (0: never)",
+		field: func(c *Config) any { return &c.Memcache.IdleTimeout },
+	},
+	{
+		flag:  "memcache-read-timeout",
+		toml:  "memcache.read-timeout",
+		usage: "close memcached connections whose request takes longer than this `duration` to arrive once started (0: never)",
+		field: func(c *Config) any { return &c.Memcache.ReadTimeout },
+	},
+	{
+		flag:  "memcache-write-timeout",
+		toml:  "memcache.write-timeout",
+		usage: "close memcached connections that do not take a reply within this `duration` (0: never)",
+		field: func(c *Config) any { return &c.Memcache.WriteTimeout },
+	},
+	{
+		flag:  "memcache-allow",
+		toml:  "memcache.allow",
+		usage: "serve memcached clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
+		field: func(c *Config) any { return &c.Memcache.Allow },
+	},
+	{
 		flag:  "dlock-addr",
 		toml:  "dlock.addr",
 		usage: "serve the dlock protocol (versions 2 and 3) on this `host:port`; empty: off",
@@ -100,9 +142,27 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.DLock.IdleTimeout },
 	},
 	{
+		flag:  "dlock-read-timeout",
+		toml:  "dlock.read-timeout",
+		usage: "close dlock connections whose request frame takes longer than this `duration` to arrive once started (0: the idle timeout)",
+		field: func(c *Config) any { return &c.DLock.ReadTimeout },
+	},
+	{
+		flag:  "dlock-write-timeout",
+		toml:  "dlock.write-timeout",
+		usage: "close dlock connections that do not take an answer within this `duration` (0: never)",
+		field: func(c *Config) any { return &c.DLock.WriteTimeout },
+	},
+	{
+		flag:  "dlock-max-conns",
+		toml:  "dlock.max-conns",
+		usage: "answer dlock connections beyond `n` open ones with an error and close them (0: no limit)",
+		field: func(c *Config) any { return &c.DLock.MaxConns },
+	},
+	{
 		flag:  "dlock-tokens-file",
 		toml:  "dlock.tokens-file",
-		usage: "require dlock requests to carry one of the access tokens in this `file`, one per line",
+		usage: "require dlock requests to carry one of the access tokens in this `file`: TOKEN [lock|read [PREFIX...]] per line",
 		field: func(c *Config) any { return &c.DLock.TokensFile },
 	},
 	{
@@ -122,6 +182,24 @@ var settings = []setting{
 		toml:  "admin.token-file",
 		usage: "read the admin token from this `file` instead",
 		field: func(c *Config) any { return &c.Admin.TokenFile },
+	},
+	{
+		flag:  "tls-cert",
+		toml:  "tls.cert",
+		usage: "serve TLS on every listener with the certificate in this PEM `file` (needs tls-key)",
+		field: func(c *Config) any { return &c.TLS.Cert },
+	},
+	{
+		flag:  "tls-key",
+		toml:  "tls.key",
+		usage: "the private key of tls-cert, in this PEM `file`",
+		field: func(c *Config) any { return &c.TLS.Key },
+	},
+	{
+		flag:  "tls-client-ca",
+		toml:  "tls.client-ca",
+		usage: "require client certificates signed by a CA in this PEM `file` (needs tls-cert)",
+		field: func(c *Config) any { return &c.TLS.ClientCA },
 	},
 	{
 		flag:  "shutdown-timeout",

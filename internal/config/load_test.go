@@ -66,7 +66,7 @@ shutdown-timeout = "1m"
 			args: []string{"--config", file},
 			modify: func(c *Config) {
 				c.Log = LogConfig{Level: "warn", Format: "json"}
-				c.Lock = LockConfig{MaxKeys: 10, LockDelay: 3 * time.Second}
+				c.Lock.MaxKeys, c.Lock.LockDelay = 10, 3*time.Second
 				c.Server = ServerConfig{ShutdownTimeout: time.Minute}
 			},
 		},
@@ -97,7 +97,7 @@ shutdown-timeout = "1m"
 			},
 			modify: func(c *Config) {
 				c.Log = LogConfig{Level: "debug", Format: "json"}
-				c.Lock = LockConfig{MaxKeys: 0, LockDelay: 250 * time.Millisecond}
+				c.Lock.MaxKeys, c.Lock.LockDelay = 0, 250*time.Millisecond
 				c.Server = ServerConfig{ShutdownTimeout: 2 * time.Second}
 			},
 		},
@@ -112,7 +112,7 @@ shutdown-timeout = "1m"
 			env:  map[string]string{"LATCH_LOG_LEVEL": "error", "LATCH_LOCK_DELAY": "0s"},
 			modify: func(c *Config) {
 				c.Log = LogConfig{Level: "error", Format: "json"}
-				c.Lock = LockConfig{MaxKeys: 10}
+				c.Lock.MaxKeys, c.Lock.LockDelay = 10, 0
 				c.Server = ServerConfig{ShutdownTimeout: time.Minute}
 			},
 		},
@@ -122,7 +122,7 @@ shutdown-timeout = "1m"
 			env:  map[string]string{"LATCH_LOG_LEVEL": "error", "LATCH_MAX_KEYS": "8"},
 			modify: func(c *Config) {
 				c.Log = LogConfig{Level: "info", Format: "json"}
-				c.Lock = LockConfig{MaxKeys: 7, LockDelay: 3 * time.Second}
+				c.Lock.MaxKeys, c.Lock.LockDelay = 7, 3*time.Second
 				c.Server = ServerConfig{ShutdownTimeout: 5 * time.Second}
 			},
 		},
@@ -340,11 +340,12 @@ func TestSettingsCoverConfig(t *testing.T) {
 	}
 	want := Config{
 		Log:      LogConfig{Level: "x", Format: "x"},
-		Lock:     LockConfig{MaxKeys: 1, LockDelay: time.Second},
+		Lock:     LockConfig{MaxKeys: 1, MaxWaitersPerKey: 1, MaxWaiters: 1, LockDelay: time.Second},
 		Server:   ServerConfig{ShutdownTimeout: time.Second},
-		Memcache: MemcacheConfig{Addr: "x", MemoryMB: 1, MaxItemSize: 1},
-		DLock:    DLockConfig{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, TokensFile: "x"},
+		Memcache: MemcacheConfig{Addr: "x", MemoryMB: 1, MaxItemSize: 1, Allow: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second},
+		DLock:    DLockConfig{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxConns: 1, TokensFile: "x"},
 		Admin:    AdminConfig{Addr: "x", Token: "x", TokenFile: "x"},
+		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("a Config field has no setting (-want +got):\n%s", diff)

@@ -1,13 +1,10 @@
 package dlock
 
 import (
-	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/latchd/latch/internal/metrics"
@@ -22,9 +19,16 @@ type Config struct {
 	// frame is answered with an error and the connection is closed.
 	MaxFrame int
 	// IdleTimeout closes a connection that sends nothing for this long
-	// while none of its requests waits. It also bounds the time the rest of
-	// a frame may take once its first byte arrived. 0: never.
+	// while none of its requests waits. 0: never.
 	IdleTimeout time.Duration
+	// ReadTimeout bounds the time the rest of a frame may take once its
+	// first byte arrived: a client that stalls inside a frame (a
+	// slow-loris) is disconnected. 0: IdleTimeout bounds it instead.
+	ReadTimeout time.Duration
+	// MaxConns limits the open connections; 0 means no limit. A connection
+	// over the limit gets one Response (version 2, request_id 0, status
+	// General, error_text "TooManyConnections: ...") and is closed.
+	MaxConns int
 	// WriteTimeout bounds each write of answers to a connection; a client
 	// that does not read its answers for this long is disconnected. 0:
 	// never.
@@ -36,8 +40,10 @@ type Config struct {
 	// (version 3) or queued behind a waiting Lock (version 2).
 	MaxPending int
 	// Tokens, when not empty, are the access tokens a request must carry in
-	// access_token.
-	Tokens []string
+	// access_token, each with the rights and keys it allows (see Token).
+	Tokens []Token
+	// TLS, when set, makes Start serve TLS only, with this configuration.
+	TLS *tls.Config
 	// Logger receives connection events (debug) and failures. nil: discard.
 	Logger *slog.Logger
 	// Metrics counts connections and requests (by request type). nil:
@@ -51,7 +57,9 @@ func DefaultConfig() Config {
 		Addr:         "127.0.0.1:11212",
 		MaxFrame:     256 << 10,
 		IdleTimeout:  60 * time.Second,
+		ReadTimeout:  30 * time.Second,
 		WriteTimeout: 10 * time.Second,
+		MaxConns:     4096,
 		MaxKeys:      1000,
 		MaxPending:   1024,
 	}
@@ -63,8 +71,11 @@ func (c *Config) validate() error {
 	if c.MaxFrame < minFrame {
 		errs = append(errs, fmt.Errorf("dlock: max frame %d: must be at least %d", c.MaxFrame, minFrame))
 	}
-	if c.IdleTimeout < 0 || c.WriteTimeout < 0 {
-		errs = append(errs, fmt.Errorf("dlock: negative timeout (idle %v, write %v)", c.IdleTimeout, c.WriteTimeout))
+	if c.IdleTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 {
+		errs = append(errs, fmt.Errorf("dlock: negative timeout (idle %v, read %v, write %v)", c.IdleTimeout, c.ReadTimeout, c.WriteTimeout))
+	}
+	if c.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("dlock: negative max conns %d", c.MaxConns))
 	}
 	if c.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("dlock: negative max keys %d", c.MaxKeys))
@@ -72,10 +83,8 @@ func (c *Config) validate() error {
 	if c.MaxPending <= 0 {
 		errs = append(errs, fmt.Errorf("dlock: max pending %d: must be positive", c.MaxPending))
 	}
-	for i, t := range c.Tokens {
-		if t == "" {
-			errs = append(errs, fmt.Errorf("dlock: access token %d is empty", i+1))
-		}
+	if err := checkTokens(c.Tokens); err != nil {
+		errs = append(errs, fmt.Errorf("dlock: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -83,40 +92,3 @@ func (c *Config) validate() error {
 // minFrame is the smallest MaxFrame accepted: room for a request with a
 // few keys and an access token.
 const minFrame = 512
-
-// LoadTokens reads access tokens from the file at path: one token per line,
-// surrounding white space trimmed; empty lines and lines starting with '#'
-// are skipped. A file without any token is an error, as it would refuse
-// every request.
-func LoadTokens(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("dlock: access tokens: %w", err)
-	}
-	defer f.Close()
-	toks, err := ReadTokens(f)
-	if err != nil {
-		return nil, fmt.Errorf("dlock: access tokens in %s: %w", path, err)
-	}
-	return toks, nil
-}
-
-// ReadTokens reads access tokens as LoadTokens does.
-func ReadTokens(r io.Reader) ([]string, error) {
-	var toks []string
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		toks = append(toks, line)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(toks) == 0 {
-		return nil, errors.New("no token (one per line; '#' starts a comment)")
-	}
-	return toks, nil
-}

@@ -154,16 +154,20 @@ func (c *conn) readLoop() (drain bool) {
 func (c *conn) waitForFrame() error {
 	idle := c.srv.cfg.IdleTimeout
 	wait := idle
+	rest := c.srv.cfg.ReadTimeout // for the rest of the frame
+	if rest == 0 {
+		rest = idle
+	}
 	for {
 		if c.br.Buffered() > 0 {
-			c.setReadDeadline(idle)
+			c.setReadDeadline(rest)
 			return nil
 		}
 		c.setReadDeadline(wait)
 		_, err := c.br.Peek(1)
 		if err == nil {
-			// The rest of the frame gets the idle timeout too.
-			c.setReadDeadline(idle)
+			// The rest of the frame gets the read timeout.
+			c.setReadDeadline(rest)
 			return nil
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.draining.Load() {

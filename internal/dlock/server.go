@@ -2,9 +2,10 @@ package dlock
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -12,8 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/latchd/latch"
 	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/frame"
 	"github.com/latchd/latch/internal/metrics"
 )
 
@@ -32,6 +36,9 @@ type Server struct {
 	// (Invalid) also counts unknown types and frames that did not decode.
 	cmds [pb.RequestType_Session + 1]*metrics.Command
 
+	// refusing holds a slot for each connection being refused (MaxConns).
+	refusing chan struct{}
+
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[*conn]struct{}
@@ -47,7 +54,7 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, svc: svc, log: log, conns: make(map[*conn]struct{})}
+	s := &Server{cfg: cfg, svc: svc, log: log, conns: make(map[*conn]struct{}), refusing: make(chan struct{}, maxRefusing)}
 	for i := range s.cmds {
 		s.cmds[i] = cfg.Metrics.Command(strings.ToLower(pb.RequestType(i).String()))
 	}
@@ -71,11 +78,14 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("dlock: %w", err)
 	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	if err := s.Serve(ln); err != nil {
 		ln.Close()
 		return err
 	}
-	s.log.Info("listening", "component", "dlock", "addr", ln.Addr().String())
+	s.log.Info("listening", "component", "dlock", "addr", ln.Addr().String(), "tls", s.cfg.TLS != nil)
 	return nil
 }
 
@@ -125,13 +135,18 @@ func (s *Server) accept(ln net.Listener) {
 			continue
 		}
 		backoff = 0
-		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.draining.Load() {
 			s.mu.Unlock()
 			nc.Close()
 			return
 		}
+		if s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			s.refuse(nc)
+			continue
+		}
+		c := newConn(s, nc)
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -143,6 +158,53 @@ func (s *Server) accept(ln net.Listener) {
 		}()
 	}
 }
+
+// refuse answers a connection over Config.MaxConns with errTooManyConns
+// and closes it, in the background and within refuseTimeout, so that
+// neither a slow client nor a TLS handshake holds up the accept loop.
+// Beyond maxRefusing at once, connections are closed without an answer.
+func (s *Server) refuse(nc net.Conn) {
+	s.log.Warn("dlock: too many connections; refusing one", "peer", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
+	select {
+	case s.refusing <- struct{}{}:
+	default:
+		nc.Close()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.refusing }()
+		defer nc.Close()
+		resp := newResponse(nil, time.Now(), false)
+		setError(resp, fmt.Errorf("%w (at most %d)", errTooManyConns, s.cfg.MaxConns), false)
+		buf, off := frame.Start(nil)
+		buf, err := proto.MarshalOptions{}.MarshalAppend(buf, resp)
+		if err == nil {
+			err = frame.Finish(buf, off)
+		}
+		if err != nil {
+			return
+		}
+		nc.SetDeadline(time.Now().Add(refuseTimeout))
+		if _, err := nc.Write(buf); err != nil {
+			return
+		}
+		// Shut down our side and drain the client's first requests, so
+		// that it reads the answer rather than a reset.
+		if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		io.Copy(io.Discard, io.LimitReader(nc, 64<<10))
+	}()
+}
+
+// maxRefusing bounds the connections being answered errTooManyConns at
+// once; refuseTimeout bounds the time spent on each.
+const (
+	maxRefusing   = 64
+	refuseTimeout = time.Second
+)
 
 // forget removes a closed connection.
 func (s *Server) forget(c *conn) {
@@ -187,20 +249,4 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	<-done
 	return ctx.Err()
-}
-
-// authorize checks req's access token when the server has tokens.
-func (s *Server) authorize(req *pb.Request) error {
-	if len(s.cfg.Tokens) == 0 {
-		return nil
-	}
-	got := []byte(req.GetAccessToken())
-	ok := 0
-	for _, t := range s.cfg.Tokens {
-		ok |= subtle.ConstantTimeCompare(got, []byte(t))
-	}
-	if ok == 0 || len(got) == 0 {
-		return errUnauthorized
-	}
-	return nil
 }

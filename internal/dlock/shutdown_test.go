@@ -129,23 +129,10 @@ func TestStartFails(t *testing.T) {
 		{MaxFrame: 10, MaxPending: 1},
 		{MaxFrame: 1024, MaxPending: 0},
 		{MaxFrame: 1024, MaxPending: 1, IdleTimeout: -1},
-		{MaxFrame: 1024, MaxPending: 1, Tokens: []string{""}},
+		{MaxFrame: 1024, MaxPending: 1, Tokens: []Token{{Value: ""}}},
 	} {
 		if _, err := New(e.svc, cfg); err == nil {
 			t.Errorf("New(%+v) error = nil", cfg)
 		}
-	}
-}
-
-func TestReadTokens(t *testing.T) {
-	toks, err := ReadTokens(strings.NewReader("# tokens\n\n  alpha  \nbeta\n#gamma\n"))
-	if err != nil || strings.Join(toks, ",") != "alpha,beta" {
-		t.Errorf("ReadTokens() = %q, %v; want [alpha beta]", toks, err)
-	}
-	if _, err := ReadTokens(strings.NewReader("# none\n")); err == nil {
-		t.Error("ReadTokens() of a file without a token: error = nil")
-	}
-	if _, err := LoadTokens(t.TempDir() + "/missing"); err == nil {
-		t.Error("LoadTokens() of a missing file: error = nil")
 	}
 }

@@ -196,7 +196,15 @@ func TestStatuses(t *testing.T) {
 
 func maxKeys(n int) func(*Config) { return func(c *Config) { c.MaxKeys = n } }
 
-func tokens(toks ...string) func(*Config) { return func(c *Config) { c.Tokens = toks } }
+// tokens gives the server access tokens that allow everything.
+func tokens(toks ...string) func(*Config) {
+	return func(c *Config) {
+		c.Tokens = nil
+		for _, t := range toks {
+			c.Tokens = append(c.Tokens, Token{Value: t})
+		}
+	}
+}
 
 // TestPipelined sends many requests in one write; the answers come in
 // request order.

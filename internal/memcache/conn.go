@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"net"
+	"os"
+	"time"
 
 	"github.com/latchd/latch"
 )
@@ -29,13 +31,21 @@ type conn struct {
 	num  []byte   // scratch for formatting numbers
 
 	bodyPeeked int // bytes of the current binary body still in r's buffer
+
+	// Read deadlines (see armRead). between is set while serve waits for
+	// the first byte of a request; reqDeadline is when the current request
+	// must have arrived (zero until it first needs another read);
+	// readDeadline is the deadline set on the socket.
+	between      bool
+	reqDeadline  time.Time
+	readDeadline time.Time
 }
 
 func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
 	c := &conn{
 		srv:  s,
 		nc:   nc,
-		w:    bufio.NewWriterSize(nc, bufSize),
+		w:    bufio.NewWriterSize(deadlineWriter{nc, s.cfg.WriteTimeout}, bufSize),
 		sess: sess,
 		done: make(chan struct{}),
 	}
@@ -51,12 +61,68 @@ func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
 type flushingReader struct{ c *conn }
 
 func (f flushingReader) Read(p []byte) (int, error) {
-	if f.c.w.Buffered() > 0 {
-		if err := f.c.w.Flush(); err != nil {
-			return 0, err
-		}
+	c := f.c
+	// Flush also reports an earlier failed write (a client that did not
+	// read its replies within the write timeout) when nothing is buffered:
+	// the connection must end rather than read on and drop replies.
+	if err := c.w.Flush(); err != nil {
+		return 0, err
 	}
-	return f.c.nc.Read(p)
+	for {
+		c.armRead()
+		n, err := c.nc.Read(p)
+		if err != nil && c.between && errors.Is(err, os.ErrDeadlineExceeded) {
+			if c.srv.store.holdsLocks(c.sess) {
+				continue // idle, but holding a lock: keep it
+			}
+			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
+		}
+		return n, err
+	}
+}
+
+// armRead sets the read deadline for the next read from the socket: the
+// idle timeout from now between requests; inside one, the read timeout
+// from the first time the request needed more input than had arrived with
+// its first byte. The server waits for input only once it has used up what
+// arrived, so that is when its first byte came, give or take the time it
+// took to serve the requests before it; and a request that fits in one read
+// costs no clock reading.
+func (c *conn) armRead() {
+	cfg := &c.srv.cfg
+	var dl time.Time
+	switch {
+	case c.between:
+		if cfg.IdleTimeout > 0 {
+			dl = time.Now().Add(cfg.IdleTimeout)
+		}
+	case cfg.ReadTimeout > 0:
+		if c.reqDeadline.IsZero() {
+			c.reqDeadline = time.Now().Add(cfg.ReadTimeout)
+		}
+		dl = c.reqDeadline
+	}
+	if !dl.Equal(c.readDeadline) {
+		c.nc.SetReadDeadline(dl)
+		c.readDeadline = dl
+	}
+}
+
+// deadlineWriter is the connection's output: each write to the socket must
+// complete within timeout (0: no bound), or the connection fails. A client
+// that does not read its replies therefore blocks its own connection's
+// goroutine for at most timeout (it never holds the store's mutex while
+// writing), and its replies are bounded by the write buffer.
+type deadlineWriter struct {
+	nc      net.Conn
+	timeout time.Duration
+}
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	if w.timeout > 0 {
+		w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+	return w.nc.Write(p)
 }
 
 // serve runs the connection until the client leaves, a write fails, or the
@@ -66,10 +132,13 @@ func (c *conn) serve() {
 	go c.watch()
 	for {
 		// Replies are flushed when more input is needed (flushingReader).
+		c.between = c.r.Buffered() == 0
 		b, err := c.r.Peek(1)
+		c.between = false
 		if err != nil {
 			return
 		}
+		c.reqDeadline = time.Time{}
 		if b[0] == magicRequest {
 			err = c.serveBinary()
 		} else {

@@ -2,10 +2,13 @@ package memcache
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -28,6 +31,22 @@ type Config struct {
 	// SweepInterval is how often expired items are removed in the
 	// background; default 1s.
 	SweepInterval time.Duration
+	// MaxConns limits the open connections; 0 means no limit. A connection
+	// over the limit is answered "SERVER_ERROR too many connections" and
+	// closed (memcached answers "ERROR Too many open connections"; yrmcds
+	// has no limit).
+	MaxConns int
+	// IdleTimeout closes a connection that sends nothing for this long
+	// between requests, unless it holds a lock (closing it would release
+	// the lock); 0 means never, as in memcached and yrmcds.
+	IdleTimeout time.Duration
+	// ReadTimeout bounds the time a request may take to arrive once its
+	// first byte has: a client that stalls in the middle of a request (a
+	// slow-loris) is disconnected. 0 means no bound.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of replies: a client that does not
+	// read its replies for this long is disconnected. 0 means no bound.
+	WriteTimeout time.Duration
 	// Logger receives lifecycle and error logs; nil discards them.
 	Logger *slog.Logger
 	// Metrics counts the front end's connections and requests; nil
@@ -36,6 +55,12 @@ type Config struct {
 	// ExtraStats, when set, adds lines to the general stats: latch's lock
 	// counters, reported next to yrmcds's item counters.
 	ExtraStats func() []Stat
+	// TLS, when set, makes Start serve TLS only, with this configuration.
+	TLS *tls.Config
+	// Allow, when not empty, limits the clients Start serves to those
+	// whose address is in one of these networks: a connection from
+	// elsewhere is closed at once, before any TLS handshake.
+	Allow []netip.Prefix
 }
 
 // Stat is one line of a stats reply.
@@ -58,7 +83,21 @@ type Server struct {
 	quit  chan struct{}
 	wg    sync.WaitGroup
 	down  bool
+
+	// refusing holds a slot for each connection being refused (MaxConns):
+	// beyond maxRefusing at once, connections are closed without a word.
+	refusing chan struct{}
 }
+
+// maxRefusing bounds the connections being answered "too many
+// connections" at once.
+const maxRefusing = 64
+
+// refuseTimeout bounds the time spent answering a refused connection.
+const refuseTimeout = time.Second
+
+// rTooManyConns answers a connection over Config.MaxConns.
+const rTooManyConns = "SERVER_ERROR too many connections\r\n"
 
 // New returns a server for svc; Start makes it listen.
 func New(svc latch.Service, cfg Config) (*Server, error) {
@@ -82,6 +121,8 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 		log:   cfg.Logger,
 		conns: make(map[*conn]struct{}),
 		quit:  make(chan struct{}),
+
+		refusing: make(chan struct{}, maxRefusing),
 	}
 	s.counters.started = time.Now()
 	for i, name := range textCommands {
@@ -104,6 +145,12 @@ func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("memcache: %w", err)
+	}
+	if len(s.cfg.Allow) > 0 {
+		ln = &allowListener{Listener: ln, allow: s.cfg.Allow, log: s.log}
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	s.Serve(ln)
 	return nil
@@ -148,6 +195,10 @@ func (s *Server) accept() {
 			continue
 		}
 		delay = 0
+		if s.full() {
+			s.refuse(nc)
+			continue
+		}
 		c, err := s.newConn(nc)
 		if err != nil {
 			s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
@@ -188,6 +239,53 @@ func (s *Server) sweep() {
 			s.counters.sweepNs.Add(int64(took))
 		}
 	}
+}
+
+// full reports whether the server has Config.MaxConns connections. Only
+// the accept loop adds connections, so the answer stays true or turns false
+// until it adds one.
+func (s *Server) full() bool {
+	if s.cfg.MaxConns <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns) >= s.cfg.MaxConns
+}
+
+// refuse answers a connection over Config.MaxConns with rTooManyConns and
+// closes it, in the background and within refuseTimeout, so that neither a
+// slow client nor a TLS handshake holds up the accept loop.
+func (s *Server) refuse(nc net.Conn) {
+	s.counters.rejectedConns.Add(1)
+	s.log.Warn("memcache: too many connections; refusing one", "peer", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
+	select {
+	case s.refusing <- struct{}{}:
+	default:
+		nc.Close()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { <-s.refusing }()
+		refuseConn(nc, []byte(rTooManyConns))
+	}()
+}
+
+// refuseConn writes msg to nc and closes it within refuseTimeout. It shuts
+// its side down first and drains what the client sent, so that the client
+// reads msg rather than a reset.
+func refuseConn(nc net.Conn, msg []byte) {
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(refuseTimeout))
+	if _, err := nc.Write(msg); err != nil {
+		return
+	}
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	io.Copy(io.Discard, io.LimitReader(nc, 64<<10))
 }
 
 func (s *Server) newConn(nc net.Conn) (*conn, error) {

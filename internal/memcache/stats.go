@@ -15,15 +15,17 @@ import (
 
 // counters are the server's own statistics.
 type counters struct {
-	started     time.Time
-	currConns   atomic.Int64
-	totalConns  atomic.Uint64
-	sweeps      atomic.Uint64
-	lastSweep   atomic.Int64 // items removed by the last sweep
-	lastSweepNs atomic.Int64
-	sweepNs     atomic.Int64
-	textOps     [len(textCommands)]atomic.Uint64
-	binOps      [256]atomic.Uint64
+	started    time.Time
+	currConns  atomic.Int64
+	totalConns atomic.Uint64
+	// rejectedConns counts connections refused over Config.MaxConns.
+	rejectedConns atomic.Uint64
+	sweeps        atomic.Uint64
+	lastSweep     atomic.Int64 // items removed by the last sweep
+	lastSweepNs   atomic.Int64
+	sweepNs       atomic.Int64
+	textOps       [len(textCommands)]atomic.Uint64
+	binOps        [256]atomic.Uint64
 }
 
 // textCommands are the text commands counted in "stats ops", in yrmcds's
@@ -104,6 +106,7 @@ func (s *Server) generalStats() []Stat {
 		{"rusage_system", tv(ru.Stime)},
 		{"curr_connections", strconv.FormatInt(n.currConns.Load(), 10)},
 		{"total_connections", u(n.totalConns.Load())},
+		{"rejected_connections", u(n.rejectedConns.Load())},
 		{"curr_items", u(cs.CurrItems)},
 		{"total_items", u(cs.TotalItems)},
 		{"get_hits", u(cs.GetHits)},

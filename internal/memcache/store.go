@@ -149,6 +149,13 @@ func (st *Store) unlockAllOnClose(sess latch.Session) {
 	st.mu.Unlock()
 }
 
+// holdsLocks reports whether sess holds any lock.
+func (st *Store) holdsLocks(sess latch.Session) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cache.Locks(sess.ID()) > 0
+}
+
 // sweep removes up to limit expired items.
 func (st *Store) sweep(limit int) int {
 	st.mu.Lock()

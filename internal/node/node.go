@@ -16,6 +16,10 @@ import (
 type Config struct {
 	// MaxKeys limits the keys of one request; 0 means no limit.
 	MaxKeys int
+	// MaxWaitersPerKey and MaxWaiters limit the requests waiting on one
+	// key and in all; 0 means no limit. A request that would wait beyond
+	// them fails with latch.ErrTooManyWaiters.
+	MaxWaitersPerKey, MaxWaiters int
 	// LockDelay is the lock-delay of sessions whose options set none
 	// (latch.SessionOptions.LockDelay == 0). A session that asks for a
 	// negative LockDelay gets none.
@@ -75,7 +79,13 @@ func New(cfg Config) *Node {
 	if tok == 0 {
 		tok = latch.Token(n.startNs)
 	}
-	n.eng = engine.New(engine.Config{FirstToken: tok, MaxKeys: cfg.MaxKeys, RecordDrops: cfg.Observer != nil})
+	n.eng = engine.New(engine.Config{
+		FirstToken:       tok,
+		MaxKeys:          cfg.MaxKeys,
+		MaxWaitersPerKey: cfg.MaxWaitersPerKey,
+		MaxWaiters:       cfg.MaxWaiters,
+		RecordDrops:      cfg.Observer != nil,
+	})
 	return n
 }
 

@@ -1,6 +1,7 @@
 package runlock
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,9 @@ type Config struct {
 	Addr string
 	// Token is the access token, for servers configured with tokens.
 	Token string
+	// TLS, when set, makes latch run speak TLS to the server with this
+	// configuration (see client.TLS).
+	TLS *tls.Config
 	// Keys to lock, all at once.
 	Keys []string
 	// Mode is latch.Exclusive or latch.Shared.

@@ -73,11 +73,16 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		<-watching
 	}
 
-	c, err := client.Dial(waitCtx, cfg.Addr,
+	opts := []client.Option{
 		client.SessionTTL(tm.ttl),
 		client.SafetyMargin(tm.margin),
 		client.AccessToken(cfg.Token),
-		client.Logger(log))
+		client.Logger(log),
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, client.TLS(cfg.TLS))
+	}
+	c, err := client.Dial(waitCtx, cfg.Addr, opts...)
 	if err != nil {
 		stopWatching()
 		return interrupted(gotSignal, caught, ExitError, err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 
@@ -10,8 +11,8 @@ import (
 
 // adminServer builds the admin HTTP server over s.node and s.metrics. It
 // starts last, so that it is not ready before the front ends are, and
-// stops first.
-func (s *Server) adminServer() (*admin.Server, error) {
+// stops first. tlsCfg, when not nil, makes it serve HTTPS.
+func (s *Server) adminServer(tlsCfg *tls.Config) (*admin.Server, error) {
 	token, err := s.cfg.Admin.LoadToken()
 	if err != nil {
 		return nil, err
@@ -24,6 +25,7 @@ func (s *Server) adminServer() (*admin.Server, error) {
 		Ready:   s.readiness,
 		Logger:  s.logger,
 		Version: s.cfg.Server.Version,
+		TLS:     tlsCfg,
 	})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
 )
@@ -34,17 +35,31 @@ type component interface {
 // order, each built over s.node.
 func (s *Server) frontEnds() ([]component, error) {
 	var comps []component
+	tlsCfg, err := s.tlsConfig()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if addr := s.cfg.Memcache.Addr; addr != "" {
+		allow, err := config.ParseNetworks(s.cfg.Memcache.Allow)
+		if err != nil {
+			return nil, fmt.Errorf("server: memcache-allow: %w", err)
+		}
 		mc, err := memcache.New(s.node, memcache.Config{
 			Addr: addr,
 			Cache: cache.Config{
 				MemoryLimit: int64(s.cfg.Memcache.MemoryMB) << 20,
 				MaxItemSize: s.cfg.Memcache.MaxItemSize,
 			},
-			Version:    s.cfg.Server.Version,
-			Logger:     s.logger,
-			Metrics:    s.metrics.Protocol("memcache"),
-			ExtraStats: s.lockStats,
+			Version:      s.cfg.Server.Version,
+			MaxConns:     s.cfg.Memcache.MaxConns,
+			IdleTimeout:  s.cfg.Memcache.IdleTimeout,
+			ReadTimeout:  s.cfg.Memcache.ReadTimeout,
+			WriteTimeout: s.cfg.Memcache.WriteTimeout,
+			Logger:       s.logger,
+			Metrics:      s.metrics.Protocol("memcache"),
+			ExtraStats:   s.lockStats,
+			TLS:          tlsCfg,
+			Allow:        allow,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
@@ -57,9 +72,13 @@ func (s *Server) frontEnds() ([]component, error) {
 		dc.Addr = addr
 		dc.MaxFrame = s.cfg.DLock.MaxFrame
 		dc.IdleTimeout = s.cfg.DLock.IdleTimeout
+		dc.ReadTimeout = s.cfg.DLock.ReadTimeout
+		dc.WriteTimeout = s.cfg.DLock.WriteTimeout
+		dc.MaxConns = s.cfg.DLock.MaxConns
 		dc.MaxKeys = s.cfg.Lock.MaxKeys
 		dc.Logger = s.logger
 		dc.Metrics = s.metrics.Protocol("dlock")
+		dc.TLS = tlsCfg
 		if path := s.cfg.DLock.TokensFile; path != "" {
 			toks, err := dlock.LoadTokens(path)
 			if err != nil {
@@ -75,7 +94,7 @@ func (s *Server) frontEnds() ([]component, error) {
 		comps = append(comps, dl)
 	}
 	if s.cfg.Admin.Addr != "" {
-		ad, err := s.adminServer()
+		ad, err := s.adminServer(tlsCfg)
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}

@@ -57,10 +57,12 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 		cfg:    cfg,
 		logger: logger,
 		node: node.New(node.Config{
-			MaxKeys:   cfg.Lock.MaxKeys,
-			LockDelay: cfg.Lock.LockDelay,
-			Logger:    logger,
-			Observer:  m.Observer(),
+			MaxKeys:          cfg.Lock.MaxKeys,
+			MaxWaitersPerKey: cfg.Lock.MaxWaitersPerKey,
+			MaxWaiters:       cfg.Lock.MaxWaiters,
+			LockDelay:        cfg.Lock.LockDelay,
+			Logger:           logger,
+			Observer:         m.Observer(),
 		}),
 		metrics: m,
 	}

@@ -2,9 +2,11 @@ package statuscmd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,6 +34,9 @@ type Options struct {
 	Interval time.Duration
 	// Out receives the output.
 	Out io.Writer
+	// TLS, when set, is the configuration of HTTPS to the server; an Addr
+	// without a scheme then means https://.
+	TLS *tls.Config
 }
 
 // Status is what one round fetches; it is also the --json output.
@@ -63,7 +68,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
 	}
-	c := admin.NewClient(opts.Addr)
+	c := newClient(opts)
 	for {
 		st, err := Fetch(ctx, c, opts.Prefix)
 		if ctx.Err() != nil && opts.Watch {
@@ -222,4 +227,18 @@ func fmtDuration(d time.Duration) string {
 		return r.String()
 	}
 	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+}
+
+// newClient returns the admin API client of opts.
+func newClient(opts Options) *admin.Client {
+	if opts.TLS == nil {
+		return admin.NewClient(opts.Addr)
+	}
+	addr := opts.Addr
+	if !strings.Contains(addr, "://") {
+		addr = "https://" + addr
+	}
+	c := admin.NewClient(addr)
+	c.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: opts.TLS}}
+	return c
 }

@@ -1,0 +1,165 @@
+package dlock
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	pb "github.com/latchd/latch/dlockpb"
+)
+
+func TestReadTokens(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []Token
+		err  string // substring of the error; "": none
+	}{
+		{
+			name: "one token a line, as before",
+			in:   "# tokens\n\n  alpha  \nbeta\n#gamma\n",
+			want: []Token{{Value: "alpha"}, {Value: "beta"}},
+		},
+		{
+			name: "rights and prefixes",
+			in:   "ci lock jobs/ ci/\nmon read\nroot lock\n\tops\tlock  deploy/ \n",
+			want: []Token{
+				{Value: "ci", Prefixes: []string{"jobs/", "ci/"}},
+				{Value: "mon", ReadOnly: true},
+				{Value: "root"},
+				{Value: "ops", Prefixes: []string{"deploy/"}},
+			},
+		},
+		{name: "no token", in: "# none\n", err: "no token"},
+		{name: "unknown rights", in: "a jobs/\n", err: `line 1: rights "jobs/"`},
+		{name: "read with prefixes", in: "# c\nmon read jobs/\n", err: "line 2: a read-only token takes no key prefix"},
+		{name: "duplicate", in: "a\nb lock x/\na read\n", err: "access token 3 is given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadTokens(strings.NewReader(tt.in))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("ReadTokens() error = %v, want one with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ReadTokens() (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := LoadTokens(t.TempDir() + "/missing"); err == nil {
+		t.Error("LoadTokens() of a missing file: error = nil")
+	}
+}
+
+func TestCheckTokens(t *testing.T) {
+	for _, toks := range [][]Token{
+		{{Value: ""}},
+		{{Value: "a"}, {Value: "a"}},
+		{{Value: "a", Prefixes: []string{""}}},
+		{{Value: "a", ReadOnly: true, Prefixes: []string{"x/"}}},
+	} {
+		if err := checkTokens(toks); err == nil {
+			t.Errorf("checkTokens(%+v) = nil, want an error", toks)
+		}
+	}
+}
+
+// TestTokenScopes sends requests with tokens of every kind, in both
+// versions: version 3 answers Unauthorized, version 2 General
+// "Unauthorized: ...", and a refused request changes nothing.
+func TestTokenScopes(t *testing.T) {
+	scoped := func(c *Config) {
+		c.Tokens = []Token{
+			{Value: "root"},
+			{Value: "jobs", Prefixes: []string{"jobs/"}},
+			{Value: "ci", Prefixes: []string{"jobs/", "ci/"}},
+			{Value: "mon", ReadOnly: true},
+		}
+	}
+	type req struct {
+		typ   pb.RequestType
+		keys  []string
+		token string
+	}
+	tests := []struct {
+		name   string
+		req    req
+		ok     bool
+		text   string // in the error_text of a refusal
+		locked string // a key held after an Ok Lock
+	}{
+		{name: "root locks anything", req: req{pb.RequestType_Lock, []string{"deploy/web"}, "root"}, ok: true, locked: "deploy/web"},
+		{name: "jobs locks jobs/", req: req{pb.RequestType_Lock, []string{"jobs/nightly"}, "jobs"}, ok: true, locked: "jobs/nightly"},
+		{name: "jobs cannot lock deploy/", req: req{pb.RequestType_Lock, []string{"deploy/web"}, "jobs"}, text: `key "deploy/web"`},
+		{name: "jobs cannot lock jobs (no slash)", req: req{pb.RequestType_Lock, []string{"jobs"}, "jobs"}, text: "jobs/"},
+		{name: "one key out of scope refuses all", req: req{pb.RequestType_Lock, []string{"jobs/a", "deploy/b"}, "jobs"}, text: "deploy/b"},
+		{name: "second prefix", req: req{pb.RequestType_Lock, []string{"ci/build", "jobs/a"}, "ci"}, ok: true, locked: "ci/build"},
+		{name: "jobs cannot unlock deploy/", req: req{pb.RequestType_Unlock, []string{"deploy/web"}, "jobs"}, text: "deploy/web"},
+		{name: "read-only pings", req: req{pb.RequestType_Ping, nil, "mon"}, ok: true},
+		{name: "read-only cannot lock", req: req{pb.RequestType_Lock, []string{"jobs/a"}, "mon"}, text: "read-only"},
+		{name: "read-only cannot unlock", req: req{pb.RequestType_Unlock, []string{"jobs/a"}, "mon"}, text: "read-only"},
+		{name: "bad token", req: req{pb.RequestType_Ping, nil, "guess"}, text: "access_token"},
+		{name: "bad token cannot lock", req: req{pb.RequestType_Lock, []string{"jobs/a"}, "jobs-"}, text: "access_token"},
+		{name: "no token", req: req{pb.RequestType_Ping, nil, ""}, text: "access_token"},
+	}
+	for _, version := range []uint32{2, 3} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("v%d/%s", version, tt.name), func(t *testing.T) {
+				e := newEnv(t, scoped)
+				c := e.dial(t)
+				r := &pb.Request{Version: version, Id: 1, Type: tt.req.typ, AccessToken: tt.req.token}
+				if tt.req.keys != nil {
+					r.Lock = &pb.RequestLock{Keys: tt.req.keys}
+				}
+				resp := c.do(r)
+				want, wantText := pb.ResponseStatus_Ok, ""
+				if !tt.ok {
+					want, wantText = pb.ResponseStatus_Unauthorized, tt.text
+					if version == 2 {
+						want, wantText = pb.ResponseStatus_General, "Unauthorized: "
+					}
+				}
+				if resp.GetStatus() != want || !strings.Contains(resp.GetErrorText(), wantText) || !strings.Contains(resp.GetErrorText(), tt.text) {
+					t.Errorf("answer %v %q, want %v with %q and %q", resp.GetStatus(), resp.GetErrorText(), want, wantText, tt.text)
+				}
+				if tt.locked != "" {
+					if _, ok := e.svc.Lock(tt.locked); !ok {
+						t.Errorf("%s not held after an Ok Lock", tt.locked)
+					}
+				}
+				for _, k := range tt.req.keys {
+					if _, ok := e.svc.Lock(k); ok && !tt.ok {
+						t.Errorf("%s held after a refused request", k)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestReadOnlyTokenSession: a read-only token may open a version 3 session
+// and keep it alive, and no more.
+func TestReadOnlyTokenSession(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Tokens = []Token{{Value: "mon", ReadOnly: true}} })
+	c := e.dial(t)
+	tok := func(r *pb.Request) *pb.Request { r.AccessToken = "mon"; return r }
+	c.mustV3(tok(&pb.Request{Version: 3, Id: 1, Type: pb.RequestType_Session, Session: &pb.RequestSession{TtlMicro: 5e6}}), pb.ResponseStatus_Ok)
+	c.mustV3(tok(v3(2, pb.RequestType_Ping)), pb.ResponseStatus_Ok)
+	for i, r := range []*pb.Request{
+		v3Lock(3, []string{"a"}),
+		v3Keys(pb.RequestType_Renew, 4, "a"),
+		cancelReq(5, 3),
+	} {
+		if got := c.do(tok(r)); got.GetStatus() != pb.ResponseStatus_Unauthorized {
+			t.Errorf("request %d (%v) with a read-only token: %v, want Unauthorized", i, r.GetType(), got)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+// Package tlstest makes throwaway certificates for tests: a CA, a server
+// certificate for the loopback addresses, and a client certificate, all
+// generated in memory when a test asks, so that no private key is ever
+// committed.
+package tlstest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// PKI is a test CA with one server and one client certificate, and the
+// same as PEM files in a temporary directory.
+type PKI struct {
+	// CA is the certificate authority that signed Server and Client.
+	CA *x509.Certificate
+	// Server is valid for 127.0.0.1, ::1 and localhost.
+	Server tls.Certificate
+	// Client is a client certificate (CN "latch-test-client").
+	Client tls.Certificate
+
+	// Files, in PEM: the CA's certificate, the server's and the
+	// client's certificates and keys.
+	CAFile, ServerCertFile, ServerKeyFile, ClientCertFile, ClientKeyFile string
+}
+
+// New returns a new PKI whose files live in t.TempDir(). It fails t on any
+// error.
+func New(t testing.TB) *PKI {
+	t.Helper()
+	dir := t.TempDir()
+	p := &PKI{
+		CAFile:         filepath.Join(dir, "ca.pem"),
+		ServerCertFile: filepath.Join(dir, "server.pem"),
+		ServerKeyFile:  filepath.Join(dir, "server-key.pem"),
+		ClientCertFile: filepath.Join(dir, "client.pem"),
+		ClientKeyFile:  filepath.Join(dir, "client-key.pem"),
+	}
+	now := time.Now()
+	caKey := newKey(t)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "latch test CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER := createCert(t, caTmpl, caTmpl, caKey, caKey)
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.CA = ca
+	writePEM(t, p.CAFile, "CERTIFICATE", caDER)
+
+	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, server bool, certFile, keyFile string) tls.Certificate {
+		key := newKey(t)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkix.Name{CommonName: cn},
+			NotBefore:    now.Add(-time.Hour),
+			NotAfter:     now.Add(24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		}
+		if server {
+			tmpl.DNSNames = []string{"localhost"}
+			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		}
+		der := createCert(t, tmpl, ca, key, caKey)
+		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writePEM(t, certFile, "CERTIFICATE", der)
+		writePEM(t, keyFile, "PRIVATE KEY", keyDER)
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert
+	}
+	p.Server = leaf(2, "localhost", x509.ExtKeyUsageServerAuth, true, p.ServerCertFile, p.ServerKeyFile)
+	p.Client = leaf(3, "latch-test-client", x509.ExtKeyUsageClientAuth, false, p.ClientCertFile, p.ClientKeyFile)
+	return p
+}
+
+// Pool returns a certificate pool holding the CA.
+func (p *PKI) Pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(p.CA)
+	return pool
+}
+
+// ServerConfig returns a server configuration presenting the server
+// certificate; with clientAuth, it requires a client certificate signed by
+// the CA.
+func (p *PKI) ServerConfig(clientAuth bool) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{p.Server}}
+	if clientAuth {
+		cfg.ClientCAs = p.Pool()
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg
+}
+
+// ClientConfig returns a client configuration that trusts the CA; with
+// withCert, it presents the client certificate.
+func (p *PKI) ClientConfig(withCert bool) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: p.Pool()}
+	if withCert {
+		cfg.Certificates = []tls.Certificate{p.Client}
+	}
+	return cfg
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func createCert(t testing.TB, tmpl, parent *x509.Certificate, key, parentKey *ecdsa.PrivateKey) []byte {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
