@@ -193,10 +193,19 @@ func (e *env) getJSON(path string, want int, v any) {
 // readiness.
 func newTestAdmin(t *testing.T, ready func() error) *env {
 	t.Helper()
+	return newTestAdminWith(t, func(c *admin.Config) { c.Ready = ready })
+}
+
+// newTestAdminWith runs an admin.Server alone over a node, with the
+// configuration that set makes of the default one.
+func newTestAdminWith(t *testing.T, set func(*admin.Config)) *env {
+	t.Helper()
 	m := metrics.New()
 	n := node.New(node.Config{Observer: m.Observer()})
 	m.Watch(n)
-	a, err := admin.New(admin.Config{Addr: "127.0.0.1:0", Service: n, Metrics: m, Ready: ready})
+	cfg := admin.Config{Addr: "127.0.0.1:0", Service: n, Metrics: m}
+	set(&cfg)
+	a, err := admin.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/internal/admin"
 )
 
 // TestHostileHTTP sends garbage, truncated and oversized requests to the
@@ -54,5 +56,84 @@ func TestHostileHTTP(t *testing.T) {
 				t.Errorf("healthz after %s: %s", tt.name, resp.Status)
 			}
 		})
+	}
+}
+
+// TestMaxConns fills the admin port's connections with silent clients:
+// one more is answered 503 at once, and a slot freed serves again.
+func TestMaxConns(t *testing.T) {
+	const max = 2
+	e := newTestAdminWith(t, func(c *admin.Config) { c.MaxConns = max })
+	addr := strings.TrimPrefix(e.base, "http://")
+	var held []net.Conn
+	for range max {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		held = append(held, nc)
+	}
+	// The listener may not have accepted the held ones yet: one more is
+	// refused once it has, so try until it is.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(nc, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+		nc.Close()
+		if err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+			if !resp.Close {
+				t.Errorf("refusal without Connection: close: %v", resp.Header)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("over the limit: %v, %v; want 503", resp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	held[0].Close()
+	for {
+		resp, err := http.Get(e.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a slot freed: %v, %v; want 200", resp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSlowSender: a request that does not arrive whole within the read
+// timeout gets its connection closed, without an answer.
+func TestSlowSender(t *testing.T) {
+	e := newTestAdminWith(t, func(c *admin.Config) { c.ReadTimeout = 200 * time.Millisecond })
+	for _, partial := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: x\r\n",
+		"POST /v1/sessions/1/end HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc",
+	} {
+		nc, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(nc, partial)
+		got, err := io.ReadAll(nc)
+		nc.Close()
+		if err != nil {
+			t.Errorf("%q: connection not closed: %v", partial, err)
+		}
+		if strings.HasPrefix(string(got), "HTTP/1.1 2") {
+			t.Errorf("%q: answered %q", partial, got)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,14 @@ type Config struct {
 	// TLS, when set, makes Start serve HTTPS only, with this
 	// configuration.
 	TLS *tls.Config
+	// MaxConns limits the open connections Start accepts; one more is
+	// answered 503 (over TLS: closed) at once. 0: no limit.
+	MaxConns int
+	// ReadTimeout bounds the arrival of a whole request; WriteTimeout the
+	// writing of its answer (a pprof profile or trace gets its seconds on
+	// top). Zero: 30s each.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
 
 	// HistoryInterval and HistorySize shape /v1/stats/history: one
 	// sample every HistoryInterval, the last HistorySize kept. Zero: 1s
@@ -72,6 +82,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.HistoryInterval <= 0 {
 		cfg.HistoryInterval = time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = defaultTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = defaultTimeout
 	}
 	if cfg.HistorySize <= 0 {
 		cfg.HistorySize = 300
@@ -140,6 +156,10 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
+	if s.cfg.MaxConns > 0 {
+		// Below TLS, so that http.Server still sees a *tls.Conn.
+		ln = newLimitListener(ln, s.cfg.MaxConns, s.cfg.TLS != nil, s.log)
+	}
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
@@ -152,8 +172,9 @@ func (s *Server) Start() error {
 func (s *Server) Serve(ln net.Listener) {
 	s.ln = ln
 	s.srv = &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           withWriteDeadline(s.handler, s.cfg.WriteTimeout),
+		ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout),
+		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -174,6 +195,27 @@ func (s *Server) Serve(ln net.Listener) {
 		defer s.wg.Done()
 		s.sample()
 	}()
+}
+
+// defaultTimeout is Config.ReadTimeout's and WriteTimeout's default.
+const defaultTimeout = 30 * time.Second
+
+// withWriteDeadline bounds the time h's answer may take to be written to
+// writeTimeout, so that a client that never reads holds a goroutine that
+// long at most. http.Server's WriteTimeout would do it for every request
+// but also cut off /debug/pprof/profile, which runs for ?seconds=.
+func withWriteDeadline(h http.Handler, writeTimeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := writeTimeout
+		if sec, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64); err == nil && sec > 0 &&
+			strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			d += time.Duration(min(sec, 24*3600) * float64(time.Second))
+		} else if r.URL.Path == "/debug/pprof/profile" {
+			d += 30 * time.Second // its default
+		}
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Addr returns the address the server listens on, nil before Start.

@@ -49,6 +49,9 @@ type AdminConfig struct {
 	// space ignored), so that it appears in no command line or
 	// environment. At most one of Token and TokenFile may be set.
 	TokenFile string `toml:"token-file"`
+	// MaxConns limits the open connections; one more is answered 503
+	// (over TLS: closed). 0: no limit.
+	MaxConns int `toml:"max-conns"`
 }
 
 // LoadToken returns the admin token: Token, or the content of TokenFile
@@ -192,7 +195,8 @@ func DefaultConfig() Config {
 			MaxConns:     4096,
 		},
 		Admin: AdminConfig{
-			Addr: "127.0.0.1:11280",
+			Addr:     "127.0.0.1:11280",
+			MaxConns: 256,
 		},
 	}
 }
@@ -220,6 +224,7 @@ func (c Config) Validate() error {
 		{"max-waiters", c.Lock.MaxWaiters},
 		{"memcache-max-conns", c.Memcache.MaxConns},
 		{"dlock-max-conns", c.DLock.MaxConns},
+		{"admin-max-conns", c.Admin.MaxConns},
 	} {
 		if v.n < 0 {
 			errs = append(errs, fmt.Errorf("config: invalid %s %d: must not be negative (0 means no limit)", v.name, v.n))
@@ -287,15 +292,23 @@ func ParseNetworks(s string) ([]netip.Prefix, error) {
 	var nets []netip.Prefix
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if p, err := netip.ParsePrefix(f); err == nil {
-			nets = append(nets, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(f)
+		p, err := netip.ParsePrefix(f)
 		if err != nil {
-			return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an IP address", f)
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil || a.Zone() != "" {
+				return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an IP address", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
 		}
-		nets = append(nets, netip.PrefixFrom(a, a.BitLen()))
+		// Peers' addresses are compared unmapped: ::ffff:10.0.0.0/104
+		// means 10.0.0.0/8.
+		if a := p.Addr(); a.Is4In6() {
+			if p.Bits() < 96 {
+				return nil, fmt.Errorf("%q: an IPv4-mapped network needs at least 96 bits", f)
+			}
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		nets = append(nets, p.Masked())
 	}
 	return nets, nil
 }

@@ -184,6 +184,12 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Admin.TokenFile },
 	},
 	{
+		flag:  "admin-max-conns",
+		toml:  "admin.max-conns",
+		usage: "answer admin HTTP connections beyond `n` open ones with 503 and close them (0: no limit)",
+		field: func(c *Config) any { return &c.Admin.MaxConns },
+	},
+	{
 		flag:  "tls-cert",
 		toml:  "tls.cert",
 		usage: "serve TLS on every listener with the certificate in this PEM `file` (needs tls-key)",

@@ -344,7 +344,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 		Server:   ServerConfig{ShutdownTimeout: time.Second},
 		Memcache: MemcacheConfig{Addr: "x", MemoryMB: 1, MaxItemSize: 1, Allow: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second},
 		DLock:    DLockConfig{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxConns: 1, TokensFile: "x"},
-		Admin:    AdminConfig{Addr: "x", Token: "x", TokenFile: "x"},
+		Admin:    AdminConfig{Addr: "x", Token: "x", TokenFile: "x", MaxConns: 1},
 		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {

@@ -52,6 +52,11 @@ func TestParseNetworks(t *testing.T) {
 		{in: "localhost", err: true},
 		{in: "10.0.0.0/8,", err: true},
 		{in: "300.0.0.0/8", err: true},
+		{in: "::ffff:10.0.0.0/104", want: []string{"10.0.0.0/8"}}, // peers are compared unmapped
+		{in: "::ffff:1.2.3.4", want: []string{"1.2.3.4/32"}},
+		{in: "::ffff:0.0.0.0/95", err: true},
+		{in: "fe80::1%eth0", err: true},
+		{in: "10.0.0.0/33", err: true},
 	}
 	for _, tt := range tests {
 		got, err := ParseNetworks(tt.in)

@@ -26,6 +26,8 @@ func (s *Server) adminServer(tlsCfg *tls.Config) (*admin.Server, error) {
 		Logger:  s.logger,
 		Version: s.cfg.Server.Version,
 		TLS:     tlsCfg,
+
+		MaxConns: s.cfg.Admin.MaxConns,
 	})
 	if err != nil {
 		return nil, err
