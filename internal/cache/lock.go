@@ -105,6 +105,17 @@ func (c *Cache) UnlockAll(now int64, owner latch.SessionID) int {
 	return n
 }
 
+// Key returns the cache's own copy of key, when it has an item of key
+// (live or not): a caller that must name the key as a string can use it
+// instead of allocating one.
+func (c *Cache) Key(key []byte) (string, bool) {
+	e := c.items[string(key)]
+	if e == nil {
+		return "", false
+	}
+	return e.key, true
+}
+
 // Locks returns how many items owner holds locked.
 func (c *Cache) Locks(owner latch.SessionID) int {
 	n := 0

@@ -32,6 +32,11 @@ type conn struct {
 
 	bodyPeeked int // bytes of the current binary body still in r's buffer
 
+	// now is the store's clock, read once per read from the socket: the
+	// requests of one pipelined batch share it, as memcached's requests
+	// share its clock of one-second ticks.
+	now int64
+
 	// Read deadlines (see armRead). between is set while serve waits for
 	// the first byte of a request; reqDeadline is when the current request
 	// must have arrived (zero until it first needs another read);
@@ -71,6 +76,7 @@ func (f flushingReader) Read(p []byte) (int, error) {
 	for {
 		c.armRead()
 		n, err := c.nc.Read(p)
+		c.now = c.srv.store.now()
 		if err != nil && c.between && errors.Is(err, os.ErrDeadlineExceeded) {
 			if c.srv.store.holdsLocks(c.sess) {
 				continue // idle, but holding a lock: keep it

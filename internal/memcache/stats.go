@@ -198,7 +198,7 @@ func (s *Server) itemStats() []Stat {
 
 func (s *Server) sizeCounts() []uint64 {
 	var counts []uint64
-	s.store.do(func(ch *cache.Cache, now int64) { counts = ch.CountSizes(now, sizeBounds) })
+	s.store.do(s.store.now(), func(ch *cache.Cache, now int64) { counts = ch.CountSizes(now, sizeBounds) })
 	return counts
 }
 

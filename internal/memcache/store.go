@@ -24,25 +24,32 @@ type Store struct {
 	mu    sync.Mutex
 	cache *cache.Cache
 	now   func() int64
+	keys  [1]string // scratch: the key of a lock or unlock, under mu
 }
 
 // NewStore returns an empty store. now is the clock, in nanoseconds since
-// the Unix epoch; nil means time.Now.
+// the Unix epoch; nil means the wall clock at NewStore carried on by the
+// monotonic clock, as memcached keeps its time: a step of the system
+// clock does not move items' expiry, and a reading costs one clock call
+// instead of two.
 func NewStore(cfg cache.Config, now func() int64) (*Store, error) {
 	c, err := cache.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("memcache: %w", err)
 	}
 	if now == nil {
-		now = func() int64 { return time.Now().UnixNano() }
+		start := time.Now()
+		base := start.UnixNano()
+		now = func() int64 { return base + int64(time.Since(start)) }
 	}
 	return &Store{cache: c, now: now}, nil
 }
 
-// do runs f on the cache under the store's mutex.
-func (st *Store) do(f func(c *cache.Cache, now int64)) {
+// do runs f on the cache under the store's mutex, at time now (from
+// Store.now, read by the caller once per batch of requests).
+func (st *Store) do(now int64, f func(c *cache.Cache, now int64)) {
 	st.mu.Lock()
-	f(st.cache, st.now())
+	f(st.cache, now)
 	st.mu.Unlock()
 }
 
@@ -58,11 +65,11 @@ const (
 // lock takes key's lock for sess and marks the item. The key must be free
 // in the lock table (cache.ErrLocked otherwise, even when sess holds it:
 // yrmcds locks are not re-entrant) and the item live (cache.ErrNotFound).
-func (st *Store) lock(sess latch.Session, key []byte, mode lockMode, exptime int64) (cache.Item, error) {
+func (st *Store) lock(now int64, sess latch.Session, key []byte, mode lockMode, exptime int64) (cache.Item, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	k := string(key)
-	_, err := sess.Acquire(context.Background(), latch.LockRequest{Keys: []string{k}, Wait: latch.NoWait})
+	k := st.name(key)
+	_, err := sess.Acquire(context.Background(), latch.LockRequest{Keys: k, Wait: latch.NoWait})
 	switch {
 	case errors.Is(err, latch.ErrWouldBlock), errors.Is(err, latch.ErrAlreadyHeld):
 		return cache.Item{}, cache.ErrLocked
@@ -70,7 +77,6 @@ func (st *Store) lock(sess latch.Session, key []byte, mode lockMode, exptime int
 		return cache.Item{}, err
 	}
 	var it cache.Item
-	now := st.now()
 	switch mode {
 	case lockOnly:
 		err = st.cache.Lock(now, sess.ID(), key)
@@ -83,58 +89,75 @@ func (st *Store) lock(sess latch.Session, key []byte, mode lockMode, exptime int
 		// No live item (or, after an operator force-released the key in
 		// the lock table, an item still marked by its old holder): give
 		// the key back.
-		_ = sess.Release(k)
+		_ = sess.Release(k...)
 		return cache.Item{}, err
 	}
 	return it, nil
 }
 
 // unlock drops sess's lock on key (cache.ErrNotFound, cache.ErrNotLocked).
-func (st *Store) unlock(sess latch.Session, key []byte) error {
+func (st *Store) unlock(now int64, sess latch.Session, key []byte) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := st.cache.Unlock(st.now(), sess.ID(), key); err != nil {
+	k := st.name(key)
+	if err := st.cache.Unlock(now, sess.ID(), key); err != nil {
 		return err
 	}
-	st.release(sess, key)
+	st.release(sess, k)
 	return nil
+}
+
+// name returns key as the one-key list that the lock table takes, in the
+// store's scratch space (valid until the mutex is released). The key is
+// the cache's own copy when the cache has the item, so that naming it
+// costs no allocation; otherwise a new string. Called with mu held.
+func (st *Store) name(key []byte) []string {
+	k, ok := st.cache.Key(key)
+	if !ok {
+		k = string(key)
+	}
+	st.keys[0] = k
+	return st.keys[:]
 }
 
 // release gives key back to the lock table after the cache dropped sess's
 // mark on it (unlock, a holder's delete, RaU). Called with mu held.
-func (st *Store) release(sess latch.Session, key []byte) {
+func (st *Store) release(sess latch.Session, key []string) {
 	// ErrNotHeld means an operator force-released the key: nothing to do.
-	_ = sess.Release(string(key))
+	_ = sess.Release(key...)
+	st.keys[0] = ""
 }
 
 // delete removes key's item for sess; the holder's delete also releases
 // the key in the lock table.
-func (st *Store) delete(sess latch.Session, key []byte, cas uint64) error {
+func (st *Store) delete(now int64, sess latch.Session, key []byte, cas uint64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	unlocked, err := st.cache.Delete(st.now(), sess.ID(), key, cas)
+	k := st.name(key) // before the item, and its copy of the key, goes
+	unlocked, err := st.cache.Delete(now, sess.ID(), key, cas)
 	if unlocked {
-		st.release(sess, key)
+		st.release(sess, k)
 	}
 	return err
 }
 
 // replaceAndUnlock is RaU: the holder replaces the item and releases the
 // lock in one step.
-func (st *Store) replaceAndUnlock(sess latch.Session, key, value []byte, flags uint32, exptime int64, cas uint64) (uint64, error) {
+func (st *Store) replaceAndUnlock(now int64, sess latch.Session, key, value []byte, flags uint32, exptime int64, cas uint64) (uint64, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	newCAS, err := st.cache.ReplaceAndUnlock(st.now(), sess.ID(), key, value, flags, exptime, cas)
+	k := st.name(key)
+	newCAS, err := st.cache.ReplaceAndUnlock(now, sess.ID(), key, value, flags, exptime, cas)
 	if err == nil {
-		st.release(sess, key)
+		st.release(sess, k)
 	}
 	return newCAS, err
 }
 
 // unlockAll drops every lock of sess, in the cache and in the lock table.
-func (st *Store) unlockAll(sess latch.Session) {
+func (st *Store) unlockAll(now int64, sess latch.Session) {
 	st.mu.Lock()
-	st.cache.UnlockAll(st.now(), sess.ID())
+	st.cache.UnlockAll(now, sess.ID())
 	_, _ = sess.ReleaseAll()
 	st.mu.Unlock()
 }

@@ -155,7 +155,7 @@ func (c *conn) textCommand() error {
 	case "unlock":
 		return c.textUnlock()
 	case "unlock_all":
-		c.srv.store.unlockAll(c.sess)
+		c.srv.store.unlockAll(c.now, c.sess)
 		c.w.WriteString(rOK)
 		return nil
 	case "keys":
@@ -175,7 +175,7 @@ func (c *conn) textCommand() error {
 		c.w.WriteString(rOK)
 		return nil
 	case "quit":
-		c.srv.store.unlockAll(c.sess)
+		c.srv.store.unlockAll(c.now, c.sess)
 		return errClose
 	}
 	c.w.WriteString(rError)
@@ -245,7 +245,7 @@ func (c *conn) textGet(withCAS bool) error {
 	for _, key := range c.toks[1:] {
 		var it cache.Item
 		var err error
-		st.do(func(ch *cache.Cache, now int64) { it, err = ch.Get(now, key) })
+		st.do(c.now, func(ch *cache.Cache, now int64) { it, err = ch.Get(now, key) })
 		if err != nil {
 			continue
 		}
@@ -339,7 +339,7 @@ func (c *conn) textStore(op storeOp) error {
 	}
 	var sErr error
 	owner := c.sess.ID()
-	c.srv.store.do(func(ch *cache.Cache, now int64) {
+	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) {
 		switch op {
 		case storeSet:
 			_, sErr = ch.Set(now, owner, c.key, data, uint32(flags), int64(exptime), 0)
@@ -443,7 +443,7 @@ func (c *conn) textDelete() error {
 		c.w.WriteString(rError)
 		return nil
 	}
-	err := c.srv.store.delete(c.sess, c.toks[1], 0)
+	err := c.srv.store.delete(c.now, c.sess, c.toks[1], 0)
 	reply := rDeleted
 	switch {
 	case err == nil:
@@ -486,7 +486,7 @@ func (c *conn) textArith(incr bool) error {
 	var v uint64
 	var err error
 	owner := c.sess.ID()
-	c.srv.store.do(func(ch *cache.Cache, now int64) {
+	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) {
 		if incr {
 			v, _, err = ch.Incr(now, owner, c.toks[1], delta, 0)
 		} else {
@@ -533,7 +533,7 @@ func (c *conn) textTouch() error {
 		return nil
 	}
 	var err error
-	c.srv.store.do(func(ch *cache.Cache, now int64) { _, err = ch.Touch(now, c.toks[1], int64(exptime)) })
+	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) { _, err = ch.Touch(now, c.toks[1], int64(exptime)) })
 	if !quiet {
 		if err != nil {
 			c.w.WriteString(rNotFound)
@@ -551,7 +551,7 @@ func (c *conn) textLock() error {
 		c.w.WriteString(rError)
 		return nil
 	}
-	_, err := c.srv.store.lock(c.sess, c.toks[1], lockOnly, 0)
+	_, err := c.srv.store.lock(c.now, c.sess, c.toks[1], lockOnly, 0)
 	switch {
 	case err == nil:
 		c.w.WriteString(rOK)
@@ -571,7 +571,7 @@ func (c *conn) textUnlock() error {
 		c.w.WriteString(rError)
 		return nil
 	}
-	if err := c.srv.store.unlock(c.sess, c.toks[1]); err != nil {
+	if err := c.srv.store.unlock(c.now, c.sess, c.toks[1]); err != nil {
 		c.w.WriteString(rNotLocked)
 		return nil
 	}
@@ -586,7 +586,7 @@ func (c *conn) textKeys() error {
 		prefix = c.toks[1]
 	}
 	var keys []string
-	c.srv.store.do(func(ch *cache.Cache, now int64) { keys = ch.AppendKeys(nil, now, prefix) })
+	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) { keys = ch.AppendKeys(nil, now, prefix) })
 	slices.Sort(keys)
 	for _, k := range keys {
 		c.w.WriteString("VALUE ")
@@ -619,7 +619,7 @@ func (c *conn) textFlush() error {
 		c.w.WriteString(rError)
 		return nil
 	}
-	c.srv.store.do(func(ch *cache.Cache, now int64) { ch.FlushAll(now, int64(delay)) })
+	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) { ch.FlushAll(now, int64(delay)) })
 	if !quiet {
 		c.w.WriteString(rOK)
 	}
