@@ -140,7 +140,8 @@ type LockConfig struct {
 	// MaxKeys limits the keys of one lock request; 0 means no limit.
 	MaxKeys int `toml:"max-keys"`
 	// MaxWaitersPerKey limits the requests waiting on one key; one more
-	// that would wait is refused (latch.ErrTooManyWaiters). 0: no limit.
+	// that would wait is refused (latch.ErrTooManyWaiters). At most
+	// 65535 (the lock table's own bound, engine.MaxQueue); 0: that.
 	MaxWaitersPerKey int `toml:"max-waiters-per-key"`
 	// MaxWaiters limits the requests waiting in the whole lock table, the
 	// same way. 0: no limit.
@@ -216,6 +217,9 @@ func (c Config) Validate() error {
 	if c.Lock.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("config: invalid max-keys %d: must not be negative (0 means no limit)", c.Lock.MaxKeys))
 	}
+	if c.Lock.MaxWaitersPerKey > maxQueue {
+		errs = append(errs, fmt.Errorf("config: invalid max-waiters-per-key %d: at most %d", c.Lock.MaxWaitersPerKey, maxQueue))
+	}
 	for _, v := range []struct {
 		name string
 		n    int
@@ -281,6 +285,9 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// maxQueue is engine.MaxQueue, the most waiters a key can have.
+const maxQueue = 1<<16 - 1
 
 // ParseNetworks parses a comma-separated list of networks: CIDRs like
 // 10.0.0.0/8 or fd00::/8, or single IP addresses (a network of one).

@@ -60,7 +60,7 @@ var settings = []setting{
 	{
 		flag:  "max-waiters-per-key",
 		toml:  "lock.max-waiters-per-key",
-		usage: "refuse a lock request that would wait behind `n` others on one of its keys (0: no limit)",
+		usage: "refuse a lock request that would wait behind `n` others on one of its keys (at most and 0: 65535)",
 		field: func(c *Config) any { return &c.Lock.MaxWaitersPerKey },
 	},
 	{

@@ -14,9 +14,10 @@ type Config struct {
 	FirstToken latch.Token
 	// MaxKeys limits the keys of one request; 0 means no limit.
 	MaxKeys int
-	// MaxWaitersPerKey limits the requests queued on one key; 0 means no
-	// limit. A request that would have to wait on a key whose queue is
-	// full fails with latch.ErrTooManyWaiters, changing nothing.
+	// MaxWaitersPerKey limits the requests queued on one key; 0 (or more
+	// than MaxQueue) means MaxQueue. A request that would have to wait on
+	// a key whose queue is full fails with latch.ErrTooManyWaiters,
+	// changing nothing.
 	MaxWaitersPerKey int
 	// MaxWaiters limits the requests queued in the whole table; 0 means no
 	// limit. A request that would have to wait when that many are queued
@@ -26,6 +27,11 @@ type Config struct {
 	// for Drops (metrics). Off, Drops is always empty and costs nothing.
 	RecordDrops bool
 }
+
+// MaxQueue is the most requests that may wait on one key, whatever
+// Config.MaxWaitersPerKey says: a key's record counts its waiters in 16
+// bits, which keeps it small.
+const MaxQueue = 1<<16 - 1
 
 // WaiterID names a queued request. IDs are never reused by an Engine.
 type WaiterID uint64

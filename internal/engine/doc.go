@@ -35,8 +35,9 @@
 //     that would have to queue behind a conflicting waiter, fails with
 //     latch.ErrWouldBlock and changes nothing.
 //   - A request that would have to queue when one of its keys already has
-//     Config.MaxWaitersPerKey waiters, or the table Config.MaxWaiters, fails
-//     with latch.ErrTooManyWaiters and changes nothing (0: no limit).
+//     Config.MaxWaitersPerKey waiters (never more than MaxQueue), or the
+//     table Config.MaxWaiters (0: no limit), fails with
+//     latch.ErrTooManyWaiters and changes nothing.
 //   - Re-lock (a session asks for a key it holds): RelockReject fails with
 //     latch.ErrAlreadyHeld. RelockReuse counts the key as available if held
 //     in the same mode (latch.ErrModeMismatch otherwise); when every key is

@@ -23,7 +23,8 @@ type Engine struct {
 	keys     map[string]*key
 	sessions map[latch.SessionID]*session
 	waiters  map[WaiterID]*waiter
-	delays   map[*key]*timer // lock-delays; rare, so kept out of key
+	delays   map[*key]*timer  // lock-delays; rare, so kept out of key
+	leases   map[*hold]*timer // leases, kept out of hold to keep key small
 
 	lastSession latch.SessionID
 	lastWaiter  WaiterID
@@ -56,6 +57,7 @@ func New(cfg Config) *Engine {
 		sessions: make(map[latch.SessionID]*session),
 		waiters:  make(map[WaiterID]*waiter),
 		delays:   make(map[*key]*timer),
+		leases:   make(map[*hold]*timer),
 	}
 }
 
@@ -416,11 +418,13 @@ func (e *Engine) checkRoom() error {
 	if m := e.cfg.MaxWaiters; m > 0 && len(e.waiters) >= m {
 		return fmt.Errorf("acquire: %d requests waiting, at most %d: %w", len(e.waiters), m, latch.ErrTooManyWaiters)
 	}
-	if m := e.cfg.MaxWaitersPerKey; m > 0 {
-		for i, k := range e.reqKeys {
-			if k != nil && int(k.qexcl+k.qshared) >= m {
-				return fmt.Errorf("acquire %q: %d requests waiting on the key, at most %d: %w", e.reqNames[i], k.qexcl+k.qshared, m, latch.ErrTooManyWaiters)
-			}
+	m := e.cfg.MaxWaitersPerKey
+	if m <= 0 || m > MaxQueue {
+		m = MaxQueue
+	}
+	for i, k := range e.reqKeys {
+		if n := k.queued(); k != nil && n >= m {
+			return fmt.Errorf("acquire %q: %d requests waiting on the key, at most %d: %w", e.reqNames[i], n, m, latch.ErrTooManyWaiters)
 		}
 	}
 	return nil
@@ -502,7 +506,7 @@ func (k *key) admitsNew(mode latch.Mode, limit uint32) bool {
 	if k.qexcl > 0 || (k.nholds > 0 && k.mode != latch.Shared) {
 		return false
 	}
-	return limit == 0 || uint32(k.nholds+k.qshared) < limit
+	return limit == 0 || uint32(k.nholds)+uint32(k.qshared) < limit
 }
 
 // available reports whether the waiter of entry q could take q's key now:
@@ -708,18 +712,34 @@ func (e *Engine) newHold(k *key) *hold {
 // returns its end.
 func (e *Engine) setLease(h *hold, lease time.Duration) int64 {
 	if lease <= 0 {
-		if h.lease != nil {
-			e.timers.remove(h.lease)
-			h.lease = nil
-		}
+		e.dropLease(h)
 		return 0
 	}
-	if h.lease == nil {
-		h.lease = &timer{kind: timerLease, hold: h, idx: -1}
+	t := e.leases[h]
+	if t == nil {
+		t = &timer{kind: timerLease, hold: h, idx: -1}
+		e.leases[h] = t
 	}
 	when := addTime(e.now, lease)
-	e.schedule(h.lease, when)
+	e.schedule(t, when)
 	return when
+}
+
+// leaseOf returns h's lease timer, nil when h has no lease. Without any
+// lease in the table it costs no map lookup.
+func (e *Engine) leaseOf(h *hold) *timer {
+	if len(e.leases) == 0 {
+		return nil
+	}
+	return e.leases[h]
+}
+
+// dropLease removes h's lease, if it has one.
+func (e *Engine) dropLease(h *hold) {
+	if t := e.leaseOf(h); t != nil {
+		e.timers.remove(t)
+		delete(e.leases, h)
+	}
 }
 
 // dropHold removes a hold from the table and, with RecordDrops, records it
@@ -736,10 +756,7 @@ func (e *Engine) dropHold(h *hold, cause DropCause) {
 	}
 	unlinkFromKey(h)
 	unlinkFromSession(h)
-	if h.lease != nil {
-		e.timers.remove(h.lease)
-		h.lease = nil
-	}
+	e.dropLease(h)
 	e.nholds--
 	if h == &k.h0 {
 		k.h0 = hold{}
@@ -796,7 +813,7 @@ func (e *Engine) endSession(s *session) {
 	}
 	for s.holds != nil {
 		h := s.holds
-		if h.lease != nil {
+		if e.leaseOf(h) != nil {
 			unlinkFromSession(h)
 			continue
 		}

@@ -51,8 +51,8 @@ func (e *Engine) keyState(k *key) KeyState {
 		if h.s != nil {
 			hs.Session = h.s.id
 		}
-		if h.lease != nil {
-			hs.Expires = h.lease.when
+		if t := e.leaseOf(h); t != nil {
+			hs.Expires = t.when
 		}
 		st.Holders = append(st.Holders, hs)
 	}

@@ -156,3 +156,28 @@ func TestWaiterLimitsRandom(t *testing.T) {
 		t.Errorf("%d refused, %d queued: the test does not exercise the limits", refused, queued)
 	}
 }
+
+// TestMaxQueue: without a per-key limit, a key still takes at most
+// MaxQueue waiters (its record counts them in 16 bits), of either mode.
+func TestMaxQueue(t *testing.T) {
+	for _, perKey := range []int{0, MaxQueue + 10} {
+		h := &harness{t: t, e: New(Config{MaxWaitersPerKey: perKey}), now: 1_000}
+		holder := h.open()
+		h.grant(holder, req("a"))
+		for i := range MaxQueue {
+			r := req("a")
+			if i%2 == 1 {
+				r.Mode, r.Limit = latch.Shared, 5
+			}
+			h.queue(h.open(), r)
+		}
+		r := req("a")
+		r.Wait = latch.WaitForever
+		if _, _, err := h.e.Acquire(h.now, h.open(), r); !errors.Is(err, latch.ErrTooManyWaiters) {
+			t.Fatalf("perKey %d: waiter %d: %v, want ErrTooManyWaiters", perKey, MaxQueue+1, err)
+		}
+		if st, _ := h.e.Key("a"); len(st.Waiters) != MaxQueue {
+			t.Errorf("perKey %d: %d waiters, want %d", perKey, len(st.Waiters), MaxQueue)
+		}
+	}
+}

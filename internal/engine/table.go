@@ -14,9 +14,9 @@ type key struct {
 	qhead *qentry // queue; qhead.prev is the tail
 
 	nholds  int32
-	qexcl   int32 // exclusive waiters in the queue
-	qshared int32 // shared waiters in the queue
 	limit   uint32
+	qexcl   uint16     // exclusive waiters in the queue
+	qshared uint16     // shared waiters in the queue (with qexcl, at most maxQueue)
 	mode    latch.Mode // of the holders, meaningful while nholds > 0
 	dirty   bool       // in Engine.dirty, waiting for its queue to be served
 	delayed bool       // under lock-delay; the timer is in Engine.delays
@@ -34,11 +34,20 @@ func (k *key) empty() bool {
 // nshared counts the shared holders and shared waiters, who must agree on
 // the key's limit.
 func (k *key) nshared() int32 {
-	n := k.qshared
+	n := int32(k.qshared)
 	if k.mode == latch.Shared {
 		n += k.nholds
 	}
 	return n
+}
+
+// queued returns how many requests wait on k; 0 when k is nil (absent
+// from the table).
+func (k *key) queued() int {
+	if k == nil {
+		return 0
+	}
+	return int(k.qexcl) + int(k.qshared)
 }
 
 // hold is one holder of one key. It sits in two lists: the key's holders and
@@ -48,7 +57,8 @@ type hold struct {
 	s        *session // nil once a leased hold's session has ended
 	token    latch.Token
 	acquired int64
-	lease    *timer // nil without a lease
+	// A lease is in Engine.leases, so that a key record with its inline
+	// first hold fits in 112 bytes.
 
 	kprev, knext *hold
 	sprev, snext *hold

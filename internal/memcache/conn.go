@@ -13,7 +13,12 @@ import (
 // errClose ends a connection after its pending replies are flushed (quit).
 var errClose = errors.New("memcache: close connection")
 
-const bufSize = 16 << 10
+// bufSize is the size of a connection's read buffer and of its write
+// buffer. 4 KiB holds a batch of 16 pipelined requests or replies of
+// small items; larger lines and values go around the buffers (see line,
+// data), so the size bounds what an idle connection costs (twice this),
+// not what a request may carry.
+const bufSize = 4 << 10
 
 // conn is one client connection and its session.
 type conn struct {
