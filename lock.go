@@ -103,4 +103,10 @@ type SessionOptions struct {
 	// (for example "memcache" and "127.0.0.1:53422").
 	Protocol string
 	Peer     string
+	// OnEnd, when set, is called once, in a goroutine of its own, when
+	// the session ends other than by its Close: an operator ended it, its
+	// TTL lapsed, or the service shut down. A front end closes the
+	// client's connection from it, rather than keep a goroutine per
+	// connection waiting on Session.Done.
+	OnEnd func()
 }

@@ -27,7 +27,6 @@ type conn struct {
 	r    *bufio.Reader
 	w    *bufio.Writer
 	sess latch.Session
-	done chan struct{} // closed when serve returns
 
 	toks [][]byte // tokens of the current text line, into line or r's buffer
 	line []byte   // a text line too long for r's buffer
@@ -57,7 +56,6 @@ func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
 		nc:   nc,
 		w:    bufio.NewWriterSize(deadlineWriter{nc, s.cfg.WriteTimeout}, bufSize),
 		sess: sess,
-		done: make(chan struct{}),
 	}
 	c.r = bufio.NewReaderSize(flushingReader{c}, bufSize)
 	return c
@@ -140,7 +138,6 @@ func (w deadlineWriter) Write(p []byte) (int, error) {
 // server or an operator ends it. Its locks are released when it returns.
 func (c *conn) serve() {
 	defer c.finish()
-	go c.watch()
 	for {
 		// Replies are flushed when more input is needed (flushingReader).
 		c.between = c.r.Buffered() == 0
@@ -164,20 +161,8 @@ func (c *conn) serve() {
 	}
 }
 
-// watch closes the socket when the session ends behind the connection's
-// back (an operator ended it, or the lock service shut down), so that serve
-// returns.
-func (c *conn) watch() {
-	select {
-	case <-c.sess.Done():
-		c.nc.Close()
-	case <-c.done:
-	}
-}
-
 // finish releases the connection's locks and closes it.
 func (c *conn) finish() {
-	close(c.done)
 	c.srv.store.unlockAllOnClose(c.sess)
 	c.nc.Close()
 	c.srv.forget(c)

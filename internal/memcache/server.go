@@ -290,7 +290,10 @@ func refuseConn(nc net.Conn, msg []byte) {
 
 func (s *Server) newConn(nc net.Conn) (*conn, error) {
 	peer := nc.RemoteAddr().String()
-	sess, err := s.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: peer})
+	// When the session ends behind the connection's back (an operator
+	// ended it, or the lock service shut down), closing the socket makes
+	// serve return.
+	sess, err := s.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: peer, OnEnd: func() { nc.Close() }})
 	if err != nil {
 		return nil, err
 	}

@@ -199,8 +199,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// endSession marks s ended and closes its Done channel, once. Called with
-// mu held.
+// endSession marks s ended, closes its Done channel and, unless its Close
+// ends it, starts its OnEnd, once. Called with mu held.
 func (n *Node) endSession(s *session, why error) {
 	if s == nil || s.ended != nil {
 		return
@@ -208,6 +208,9 @@ func (n *Node) endSession(s *session, why error) {
 	s.ended = why
 	delete(n.sessions, s.id)
 	close(s.done)
+	if f := s.opts.OnEnd; f != nil && !s.closing {
+		go f()
+	}
 	if n.obs != nil {
 		n.obs.SessionEnded(s.proto)
 	}

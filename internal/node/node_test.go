@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -915,4 +916,36 @@ func TestShutdownManyWaiters(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestOnEnd: a session's OnEnd runs once when it ends behind its owner's
+// back (an operator, its TTL, shutdown), never when its owner closes it.
+func TestOnEnd(t *testing.T) {
+	tests := []struct {
+		name string
+		end  func(n *Node, s latch.Session)
+		want int
+	}{
+		{"Close", func(n *Node, s latch.Session) { s.Close() }, 0},
+		{"operator", func(n *Node, s latch.Session) { n.EndSession(s.ID()) }, 1},
+		{"TTL", func(n *Node, s latch.Session) { time.Sleep(11 * time.Second) }, 1},
+		{"shutdown", func(n *Node, s latch.Session) { n.Shutdown(context.Background()) }, 1},
+		{"operator, then Close", func(n *Node, s latch.Session) { n.EndSession(s.ID()); s.Close() }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newNode(t, Config{})
+				var calls atomic.Int32
+				s := open(t, n, latch.SessionOptions{TTL: 10 * time.Second, OnEnd: func() { calls.Add(1) }})
+				mustAcquire(t, s, x(0, "a"))
+				tt.end(n, s)
+				synctest.Wait()
+				if got := int(calls.Load()); got != tt.want {
+					t.Errorf("OnEnd called %d times, want %d", got, tt.want)
+				}
+				s.Close()
+			})
+		})
+	}
 }

@@ -22,6 +22,9 @@ type session struct {
 	// ended is why the session ended (latch.ErrSessionEnded, or
 	// latch.ErrShutdown), nil while it lives. Guarded by n.mu.
 	ended error
+	// closing is set by Close, whose caller needs no opts.OnEnd call.
+	// Guarded by n.mu.
+	closing bool
 }
 
 var _ latch.Session = (*session)(nil)
@@ -248,6 +251,7 @@ func (s *session) Close() error {
 	}
 	// If the engine had already ended it (TTL lapsed at an instant now
 	// passed), dispatch has just closed Done; endSession is a no-op then.
+	s.closing = true
 	n.endSession(s, latch.ErrSessionEnded)
 	n.rearm(now)
 	return nil
