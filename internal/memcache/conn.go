@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/metrics"
 )
 
 // errClose ends a connection after its pending replies are flushed (quit).
@@ -34,7 +35,8 @@ type conn struct {
 	data []byte   // a data block too long for r's buffer
 	num  []byte   // scratch for formatting numbers
 
-	bodyPeeked int // bytes of the current binary body still in r's buffer
+	bodyPeeked int              // bytes of the current binary body still in r's buffer
+	cmd        *metrics.Command // the current text command's, nil when unknown
 
 	// now is the store's clock, read once per read from the socket: the
 	// requests of one pipelined batch share it, as memcached's requests

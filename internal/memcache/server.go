@@ -76,6 +76,9 @@ type Server struct {
 	counters counters
 	textCmds [len(textCommands)]*metrics.Command
 	binCmds  [256]*metrics.Command
+	// textInvalid counts text lines that named no known command, or that
+	// could not be read as a command line at all.
+	textInvalid *metrics.Command
 
 	ln    net.Listener
 	mu    sync.Mutex
@@ -131,6 +134,7 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 	for _, b := range binaryNames {
 		s.binCmds[b.op] = cfg.Metrics.Command(b.name)
 	}
+	s.textInvalid = cfg.Metrics.Command("invalid")
 	return s, nil
 }
 

@@ -44,22 +44,23 @@ var errLineTooLong = errors.New("memcache: line too long")
 // serveText reads one text request and writes its reply. It returns an
 // error only when the connection must end.
 func (c *conn) serveText() error {
+	c.cmd = nil
 	line, err := c.readLine()
 	switch {
 	case errors.Is(err, errLineTooLong):
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	case err != nil:
 		return err
 	}
 	// A line must end in CRLF; a bare LF is an error, as is a blank line.
 	if len(line) < 2 || line[len(line)-2] != '\r' {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	c.toks = tokenize(c.toks[:0], line[:len(line)-2])
 	if len(c.toks) == 0 {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	return c.textCommand()
@@ -118,12 +119,28 @@ func tokenize(toks [][]byte, line []byte) [][]byte {
 	}
 }
 
+// textError writes reply, a protocol error (ERROR, CLIENT_ERROR or
+// SERVER_ERROR), and counts it in the metrics: on the current command, or
+// as a request of the pseudo-command "invalid" when the line named no
+// command latch knows.
+func (c *conn) textError(reply string) {
+	c.w.WriteString(reply)
+	if c.cmd != nil {
+		c.cmd.Error()
+		return
+	}
+	c.srv.textInvalid.Request()
+	c.srv.textInvalid.Error()
+}
+
 // textCommand executes the command in c.toks.
 func (c *conn) textCommand() error {
 	t := c.toks
+	c.cmd = nil
 	if i, ok := textCommandIndex[string(t[0])]; ok {
 		c.srv.counters.textOps[i].Add(1)
-		c.srv.textCmds[i].Request()
+		c.cmd = c.srv.textCmds[i]
+		c.cmd.Request()
 	}
 	switch string(t[0]) {
 	case "get":
@@ -178,7 +195,7 @@ func (c *conn) textCommand() error {
 		c.srv.store.unlockAll(c.now, c.sess)
 		return errClose
 	}
-	c.w.WriteString(rError)
+	c.textError(rError)
 	return nil
 }
 
@@ -238,7 +255,7 @@ func parseUint(b []byte, bits int) (uint64, bool) {
 // textGet serves get and gets. A key over 250 bytes is a miss.
 func (c *conn) textGet(withCAS bool) error {
 	if len(c.toks) < 2 {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	st := c.srv.store
@@ -295,7 +312,7 @@ func (c *conn) textStore(op storeOp) error {
 	}
 	quiet, ok := noreply(t, n)
 	if !ok {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	flags, ok1 := parseUint(t[2], 32)
@@ -307,11 +324,11 @@ func (c *conn) textStore(op storeOp) error {
 		casv, ok4 = parseUint(t[5], 64)
 	}
 	if !ok1 || !ok2 || !ok3 || !ok4 {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	if size > maxRequest {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return errClose
 	}
 	c.key = append(c.key[:0], t[1]...) // reading the data moves r's buffer
@@ -320,7 +337,7 @@ func (c *conn) textStore(op storeOp) error {
 		if err := c.discard(size + 2); err != nil {
 			return err
 		}
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	data, err := c.readBlock(int(size))
@@ -328,13 +345,13 @@ func (c *conn) textStore(op storeOp) error {
 		return err
 	}
 	if data == nil {
-		c.w.WriteString(rError) // the block did not end in CRLF
+		c.textError(rError) // the block did not end in CRLF
 		return nil
 	}
 	// Only set, add and replace refuse a long key; append, prepend and
 	// cas simply find no item under it, as in yrmcds.
 	if len(c.key) > latch.MaxKeyLen && (op == storeSet || op == storeAdd || op == storeReplace) {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	var sErr error
@@ -440,7 +457,7 @@ func (c *conn) discard(n uint64) error {
 func (c *conn) textDelete() error {
 	quiet, ok := noreply(c.toks, 2)
 	if !ok {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	err := c.srv.store.delete(c.now, c.sess, c.toks[1], 0)
@@ -464,7 +481,7 @@ func (c *conn) textDelete() error {
 func (c *conn) textArith(incr bool) error {
 	quiet, ok := noreply(c.toks, 3)
 	if !ok {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	d := c.toks[2]
@@ -472,15 +489,15 @@ func (c *conn) textArith(incr bool) error {
 		if isDigits(m[1:]) {
 			// yrmcds wraps a negative delta around 2^64; memcached
 			// refuses it, and so do we.
-			c.w.WriteString(rBadDelta)
+			c.textError(rBadDelta)
 		} else {
-			c.w.WriteString(rError)
+			c.textError(rError)
 		}
 		return nil
 	}
 	delta, ok := parseUint(d, 64)
 	if !ok {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	var v uint64
@@ -513,7 +530,7 @@ func (c *conn) textArith(incr bool) error {
 			c.w.WriteString(rNonNumeric)
 		}
 	case errors.Is(err, cache.ErrNoMemory):
-		c.w.WriteString(rOutOfMemory)
+		c.textError(rOutOfMemory)
 	default:
 		return err
 	}
@@ -524,12 +541,12 @@ func (c *conn) textArith(incr bool) error {
 func (c *conn) textTouch() error {
 	quiet, ok := noreply(c.toks, 3)
 	if !ok {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	exptime, ok := parseUint(c.toks[2], 63)
 	if !ok {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	var err error
@@ -548,7 +565,7 @@ func (c *conn) textTouch() error {
 // included) or NOT_FOUND. It takes no noreply.
 func (c *conn) textLock() error {
 	if len(c.toks) != 2 {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	_, err := c.srv.store.lock(c.now, c.sess, c.toks[1], lockOnly, 0)
@@ -568,7 +585,7 @@ func (c *conn) textLock() error {
 // textUnlock serves unlock <key>.
 func (c *conn) textUnlock() error {
 	if len(c.toks) != 2 {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	if err := c.srv.store.unlock(c.now, c.sess, c.toks[1]); err != nil {
@@ -612,11 +629,11 @@ func (c *conn) textFlush() error {
 		// sign, no white space.
 		var ok bool
 		if delay, ok = parseUint(t[1], 63); !ok || t[1][0] < '0' || t[1][0] > '9' {
-			c.w.WriteString(rError)
+			c.textError(rError)
 			return nil
 		}
 	default:
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) { ch.FlushAll(now, int64(delay)) })
@@ -630,7 +647,7 @@ func (c *conn) textFlush() error {
 func (c *conn) textVerbosity() error {
 	quiet, ok := noreply(c.toks, 2)
 	if !ok {
-		c.w.WriteString(rError)
+		c.textError(rError)
 		return nil
 	}
 	if !quiet {
