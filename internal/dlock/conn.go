@@ -3,6 +3,7 @@ package dlock
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/latchd/latch"
 	pb "github.com/latchd/latch/dlockpb"
@@ -68,6 +67,13 @@ type conn struct {
 	qrunning bool // serveV2 is running
 	qclosed  bool // no more requests: serveV2 ends once the queue is empty
 	parked   bool // serveV2 waits in a Lock that could not be granted at once
+
+	// The answers being built, reused from one answer to the next: the
+	// writer encodes each when it is sent. rresp is the reader's, qresp
+	// the version 2 queue's server's (one runs at a time). A version 3
+	// Lock that waits gets a Response of its own.
+	rresp pb.Response
+	qresp pb.Response
 }
 
 // queued is a request of the version 2 queue.
@@ -129,8 +135,8 @@ func (c *conn) readLoop() (drain bool) {
 			}
 			return false
 		}
-		req := new(pb.Request)
-		if err := proto.Unmarshal(body, req); err != nil {
+		req, err := decodeRequest(body)
+		if err != nil {
 			c.dispatchV2(queued{at: at, err: fmt.Errorf("%w: %w", errMalformed, err)})
 			continue
 		}
@@ -158,6 +164,14 @@ func (c *conn) waitForFrame() error {
 	if rest == 0 {
 		rest = idle
 	}
+	if c.frameBuffered() {
+		// Reading it reads nothing from the connection: no deadline to
+		// set, and its answer may wait for the next ones.
+		c.out.hold()
+		return nil
+	}
+	// Answer what was read before waiting for more.
+	c.out.flush()
 	for {
 		if c.br.Buffered() > 0 {
 			c.setReadDeadline(rest)
@@ -166,8 +180,11 @@ func (c *conn) waitForFrame() error {
 		c.setReadDeadline(wait)
 		_, err := c.br.Peek(1)
 		if err == nil {
-			// The rest of the frame gets the read timeout.
-			c.setReadDeadline(rest)
+			// The rest of the frame gets the read timeout, unless it has
+			// all arrived.
+			if !c.frameBuffered() {
+				c.setReadDeadline(rest)
+			}
 			return nil
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.draining.Load() {
@@ -184,6 +201,22 @@ func (c *conn) waitForFrame() error {
 		}
 		return err
 	}
+}
+
+// frameBuffered reports whether the next frame is in the read buffer whole,
+// so that reading it makes no read from the connection (nor does a frame
+// header over the limit, which fails at once).
+func (c *conn) frameBuffered() bool {
+	n := c.br.Buffered()
+	if n < frame.HeaderSize {
+		return false
+	}
+	hdr, err := c.br.Peek(frame.HeaderSize) // buffered: reads nothing
+	if err != nil {
+		return false
+	}
+	size := uint64(binary.BigEndian.Uint32(hdr))
+	return size <= uint64(n-frame.HeaderSize) || size > uint64(c.fr.Max())
 }
 
 // answered records that a request counted in busy was answered.
@@ -224,6 +257,7 @@ func (c *conn) finish(drain bool) {
 	if !drain {
 		c.aborted.Store(true)
 	}
+	c.out.flush()
 	c.mu.Lock()
 	c.closed = true
 	c.closeErr = latch.ErrSessionEnded
@@ -289,8 +323,8 @@ func (c *conn) dispatchV2(q queued) {
 	// Only the reader starts the queue's server, so the queue stays idle
 	// while this request is handled.
 	if idle {
-		if resp, wait := c.handleV2(q, true); !wait {
-			c.reply(q.req, resp)
+		if wait := c.handleV2(q, true, &c.rresp); !wait {
+			c.reply(q.req, &c.rresp)
 			return
 		}
 	}
@@ -311,6 +345,7 @@ func (c *conn) enqueue(q queued) {
 			c.aborted.Store(true)
 			return
 		}
+		c.out.flush() // let the answers out while the queue drains
 		c.qcond.Wait()
 	}
 	c.queue = append(c.queue, q)
@@ -340,8 +375,8 @@ func (c *conn) serveV2() {
 		c.qcond.Broadcast()
 		c.mu.Unlock()
 		if !c.aborted.Load() {
-			resp, _ := c.handleV2(q, false)
-			c.reply(q.req, resp)
+			c.handleV2(q, false, &c.qresp)
+			c.reply(q.req, &c.qresp)
 		}
 		c.answered()
 		c.mu.Lock()
@@ -360,10 +395,11 @@ func (c *conn) setParked(p bool) {
 
 // answerNow answers a request (nil: one that could not be read) with err at
 // once, outside the version 2 order: for the errors that close the
-// connection.
+// connection. Only the reader calls it.
 func (c *conn) answerNow(req *pb.Request, at time.Time, err error) {
 	v3 := req.GetVersion() == 3
-	resp := newResponse(req, at, v3)
+	resp := &c.rresp
+	initResponse(resp, req, at, v3)
 	setError(resp, err, v3)
 	c.reply(req, resp)
 }

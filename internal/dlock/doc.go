@@ -23,7 +23,9 @@
 //   - one writer goroutine: handlers append encoded answers to a buffer and
 //     the writer writes what has gathered with one call, so answers
 //     coalesce whenever more than one is pending; no lock is held while
-//     writing.
+//     writing. While the reader handles frames it has already read whole,
+//     the writer is not woken: the answers to requests that arrived
+//     together leave together, before the reader waits for more input.
 //
 // Every error a request can end with becomes a wire status through one
 // table (status.go).

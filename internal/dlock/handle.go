@@ -15,15 +15,25 @@ import (
 // newResponse starts the answer to req (nil: a frame that did not decode),
 // read at at.
 func newResponse(req *pb.Request, at time.Time, v3 bool) *pb.Response {
-	resp := &pb.Response{
-		Version:        2,
+	resp := new(pb.Response)
+	initResponse(resp, req, at, v3)
+	return resp
+}
+
+// initResponse makes resp, which may hold an earlier answer, the start of
+// the answer to req, as newResponse does. It keeps the memory of resp's
+// tokens for grantResponse.
+func initResponse(resp *pb.Response, req *pb.Request, at time.Time, v3 bool) {
+	var version uint32 = 2
+	if v3 {
+		version = 3
+	}
+	*resp = pb.Response{
+		Version:        version,
 		RequestId:      req.GetId(),
 		ServerUnixTime: at.UnixNano(),
+		Tokens:         resp.Tokens[:0], // empty: encodes as none
 	}
-	if v3 {
-		resp.Version = 3
-	}
-	return resp
 }
 
 // setError makes resp the answer for err.
@@ -183,7 +193,7 @@ func grantResponse(resp *pb.Response, g latch.Grant, keys []string, v3 bool) {
 		return
 	}
 	resp.Keys = keys
-	resp.Tokens = make([]uint64, len(keys))
+	resp.Tokens = slices.Grow(resp.Tokens[:0], len(keys))[:len(keys)]
 	for i := range resp.Tokens {
 		resp.Tokens[i] = uint64(g.Token)
 	}
@@ -204,24 +214,24 @@ func (c *conn) sessionErr(err error) error {
 }
 
 // handleV2 answers a version 2 request (or a request of an unknown version,
-// or a frame that did not decode, all answered in version 2 order). With
-// inline set it does not wait: a Lock that must wait returns wait = true
-// and nil, to be queued.
-func (c *conn) handleV2(q queued, inline bool) (resp *pb.Response, wait bool) {
+// or a frame that did not decode, all answered in version 2 order) in resp.
+// With inline set it does not wait: a Lock that must wait returns wait =
+// true and leaves resp unfinished, to be queued.
+func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
 	req := q.req
-	resp = newResponse(req, q.at, false)
+	initResponse(resp, req, q.at, false)
 	if req == nil {
 		setError(resp, q.err, false)
-		return resp, false
+		return false
 	}
 	if v := req.GetVersion(); v != 0 && v != 2 {
 		resp.Version = 3
 		setError(resp, fmt.Errorf("%w %d: this server speaks 2 and 3", errVersion, v), false)
-		return resp, false
+		return false
 	}
 	if err := c.srv.authorize(req); err != nil {
 		setError(resp, err, false)
-		return resp, false
+		return false
 	}
 	var err error
 	switch req.GetType() {
@@ -243,7 +253,7 @@ func (c *conn) handleV2(q queued, inline bool) (resp *pb.Response, wait bool) {
 		}
 		_, err, wait = acquire(context.Background(), sess, lr, inline, c.setParked)
 		if wait {
-			return nil, true
+			return true
 		}
 		err = c.sessionErr(err)
 	case pb.RequestType_Unlock:
@@ -254,7 +264,7 @@ func (c *conn) handleV2(q queued, inline bool) (resp *pb.Response, wait bool) {
 	if err != nil {
 		setError(resp, err, false)
 	}
-	return resp, false
+	return false
 }
 
 // unlock releases the keys of an Unlock request.
@@ -271,9 +281,11 @@ func (c *conn) unlock(req *pb.Request) error {
 }
 
 // handleV3 handles a version 3 request: at once, except for a Lock that
-// must wait, which waits in a goroutine of its own.
+// must wait, which waits in a goroutine of its own. Only the reader calls
+// it.
 func (c *conn) handleV3(req *pb.Request, at time.Time) {
-	resp := newResponse(req, at, true)
+	resp := &c.rresp
+	initResponse(resp, req, at, true)
 	var err error
 	if err = c.srv.authorize(req); err != nil {
 		setError(resp, err, true)
@@ -286,7 +298,7 @@ func (c *conn) handleV3(req *pb.Request, at time.Time) {
 			err = c.sessionErr(sess.KeepAlive())
 		}
 	case pb.RequestType_Lock:
-		if c.lockV3(req, resp) {
+		if c.lockV3(req, at, resp) {
 			return // answered later
 		}
 	case pb.RequestType_Unlock:
@@ -312,10 +324,11 @@ func (c *conn) handleV3(req *pb.Request, at time.Time) {
 	c.reply(req, resp)
 }
 
-// lockV3 handles a version 3 Lock. It fills resp and returns false when the
-// request was answered at once; it returns true when the request waits in a
-// goroutine, which sends its answer.
-func (c *conn) lockV3(req *pb.Request, resp *pb.Response) (waiting bool) {
+// lockV3 handles a version 3 Lock read at at. It fills resp and returns
+// false when the request was answered at once; it returns true when the
+// request waits in a goroutine, which sends its answer in a Response of its
+// own.
+func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting bool) {
 	lr, err := c.lockRequest(req, true)
 	if err != nil {
 		setError(resp, err, true)
@@ -362,6 +375,7 @@ func (c *conn) lockV3(req *pb.Request, resp *pb.Response) (waiting bool) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		resp := newResponse(req, at, true)
 		g, err := sess.Acquire(ctx, lr)
 		c.mu.Lock()
 		if id != 0 {

@@ -19,10 +19,19 @@ const maxBuffered = 1 << 20
 // keepWriteBuffer is the largest write buffer kept between writes.
 const keepWriteBuffer = 64 << 10
 
+// holdLimit is how many bytes of answers may gather while the writer is held
+// before it is woken anyway.
+const holdLimit = 32 << 10
+
 // writer sends a connection's answers. Any goroutine may queue an answer
 // with send; the writer goroutine (run) writes whatever has gathered with
 // one Write call and comes back for more, so answers coalesce while a write
 // is in progress and each is written as soon as the connection is idle.
+//
+// The connection's reader holds the writer while it handles requests it
+// has already read (hold), and lets it go before it waits for more input
+// (flush): the answers to a batch of requests that arrived together leave
+// together, without waking the writer goroutine for each.
 type writer struct {
 	nc      net.Conn
 	timeout time.Duration
@@ -31,6 +40,7 @@ type writer struct {
 	room    sync.Cond     // signalled when buf was taken or the writer failed
 	buf     []byte        // encoded frames waiting to be written
 	wake    chan struct{} // one slot: buf has data, or closing
+	held    bool          // the reader has more requests at hand: send does not wake run
 	closing bool          // no more answers: write what is left and stop
 	failed  bool          // a write failed: answers are dropped
 	done    chan struct{} // closed when run returns
@@ -52,6 +62,7 @@ func newWriter(nc net.Conn, timeout time.Duration) *writer {
 func (w *writer) send(resp *pb.Response) {
 	w.mu.Lock()
 	for len(w.buf) > maxBuffered && !w.failed && !w.closing {
+		w.wakeUp() // it may be held
 		w.room.Wait()
 	}
 	if w.failed || w.closing {
@@ -69,12 +80,37 @@ func (w *writer) send(resp *pb.Response) {
 		buf = buf[:off]
 	}
 	w.buf = buf
+	wake := wasEmpty && !w.held || w.held && len(buf) >= holdLimit
 	w.mu.Unlock()
-	if wasEmpty {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+	if wake {
+		w.wakeUp()
+	}
+}
+
+// hold keeps send from waking the writer goroutine (for less than
+// holdLimit bytes) until flush.
+func (w *writer) hold() {
+	w.mu.Lock()
+	w.held = true
+	w.mu.Unlock()
+}
+
+// flush ends hold: the answers queued meanwhile are written.
+func (w *writer) flush() {
+	w.mu.Lock()
+	wake := w.held && len(w.buf) > 0
+	w.held = false
+	w.mu.Unlock()
+	if wake {
+		w.wakeUp()
+	}
+}
+
+// wakeUp wakes the writer goroutine, unless it is already due to wake.
+func (w *writer) wakeUp() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -85,10 +121,7 @@ func (w *writer) close() {
 	w.closing = true
 	w.room.Broadcast()
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	w.wakeUp()
 }
 
 // run is the writer goroutine. On a write error it closes the connection,
