@@ -77,7 +77,8 @@ wait_port() {
 
 start_servers() {
 	"$LATCH" serve --memcache-addr "127.0.0.1:$P_LATCH_MC" --dlock-addr "127.0.0.1:$P_LATCH_DLOCK" \
-		--admin-addr "127.0.0.1:$P_LATCH_ADMIN" --log-level warn >"$WORK/latch.log" 2>&1 &
+		--admin-addr "127.0.0.1:$P_LATCH_ADMIN" --log-level warn \
+		--memcache-max-conns 20000 --dlock-max-conns 20000 >"$WORK/latch.log" 2>&1 &
 	PID[latch]=$!
 	mkdir -p "$WORK/yrmcds"
 	cat >"$WORK/yrmcds.conf" <<CONF
