@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/peakmap"
 )
 
 // Cache is the memcached item store. See the package documentation for its
@@ -12,6 +13,8 @@ import (
 type Cache struct {
 	cfg   Config
 	items map[string]*entry
+	// itemsPeak is items' peak size: a drained map is rebuilt (peakmap).
+	itemsPeak peakmap.Peak
 
 	// The LRU list holds every unlocked item, most recently used at head.
 	// Locked items are in their owner's list instead (owners), so eviction
@@ -228,6 +231,7 @@ func (c *Cache) setValue(e *entry, v []byte) {
 // remove deletes e from the cache.
 func (c *Cache) remove(e *entry) {
 	delete(c.items, e.key)
+	c.items = peakmap.Shrink(c.items, &c.itemsPeak)
 	if e.owner != 0 {
 		c.ownerUnlink(e)
 		c.lockedBytes -= e.size()

@@ -19,6 +19,7 @@ import (
 	pb "github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
 	"github.com/latchd/latch/internal/metrics"
+	"github.com/latchd/latch/internal/peakmap"
 )
 
 // Server serves a latch.Service over the dlock protocol. Create it with New,
@@ -39,10 +40,11 @@ type Server struct {
 	// refusing holds a slot for each connection being refused (MaxConns).
 	refusing chan struct{}
 
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[*conn]struct{}
-	wg    sync.WaitGroup // the accept loop and every connection
+	mu        sync.Mutex
+	ln        net.Listener
+	conns     map[*conn]struct{}
+	connsPeak peakmap.Peak   // conns is rebuilt when it drains (peakmap)
+	wg        sync.WaitGroup // the accept loop and every connection
 }
 
 // New returns a Server of svc with cfg, not serving yet.
@@ -210,6 +212,7 @@ const (
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.conns = peakmap.Shrink(s.conns, &s.connsPeak)
 	s.mu.Unlock()
 	s.cfg.Metrics.ConnClosed()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/peakmap"
 )
 
 // maxPooled bounds the free lists of keys and holds.
@@ -25,6 +26,10 @@ type Engine struct {
 	waiters  map[WaiterID]*waiter
 	delays   map[*key]*timer  // lock-delays; rare, so kept out of key
 	leases   map[*hold]*timer // leases, kept out of hold to keep key small
+
+	// The peaks of keys, sessions and waiters, which are rebuilt when they
+	// drain far below them (peakmap).
+	keysPeak, sessionsPeak, waitersPeak peakmap.Peak
 
 	lastSession latch.SessionID
 	lastWaiter  WaiterID
@@ -607,6 +612,7 @@ func (e *Engine) collect(k *key) {
 		return
 	}
 	delete(e.keys, k.name)
+	e.keys = peakmap.Shrink(e.keys, &e.keysPeak)
 	if len(e.freeKeys) < maxPooled {
 		*k = key{}
 		e.freeKeys = append(e.freeKeys, k)
@@ -782,6 +788,7 @@ func (e *Engine) removeWaiter(w *waiter) {
 	}
 	unlinkWaiter(w)
 	delete(e.waiters, w.id)
+	e.waiters = peakmap.Shrink(e.waiters, &e.waitersPeak)
 	if len(e.freeWaiters) < maxPooled {
 		clear(w.entries)
 		*w = waiter{entries: w.entries[:0]}
@@ -828,6 +835,7 @@ func (e *Engine) endSession(s *session) {
 		s.expiry = nil
 	}
 	delete(e.sessions, s.id)
+	e.sessions = peakmap.Shrink(e.sessions, &e.sessionsPeak)
 }
 
 // delay makes k unavailable until the instant until (or a later one it

@@ -15,6 +15,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/metrics"
+	"github.com/latchd/latch/internal/peakmap"
 )
 
 // Config configures a Server.
@@ -80,12 +81,13 @@ type Server struct {
 	// could not be read as a command line at all.
 	textInvalid *metrics.Command
 
-	ln    net.Listener
-	mu    sync.Mutex
-	conns map[*conn]struct{}
-	quit  chan struct{}
-	wg    sync.WaitGroup
-	down  bool
+	ln        net.Listener
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	connsPeak peakmap.Peak // conns is rebuilt when it drains (peakmap)
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	down      bool
 
 	// refusing holds a slot for each connection being refused (MaxConns):
 	// beyond maxRefusing at once, connections are closed without a word.
@@ -318,6 +320,7 @@ func (s *Server) newConn(nc net.Conn) (*conn, error) {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.conns = peakmap.Shrink(s.conns, &s.connsPeak)
 	s.mu.Unlock()
 	s.counters.currConns.Add(-1)
 	s.cfg.Metrics.ConnClosed()

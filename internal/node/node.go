@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/peakmap"
 )
 
 // Config configures a Node.
@@ -49,6 +50,9 @@ type Node struct {
 
 	sessions map[latch.SessionID]*session // live sessions; guarded by mu
 	waiters  map[engine.WaiterID]*waiter  // parked requests; guarded by mu
+	// The peaks of sessions and waiters, which are rebuilt when they
+	// drain far below them (peakmap). Guarded by mu.
+	sessionsPeak, waitersPeak peakmap.Peak
 
 	timer    *time.Timer // created on first use; guarded by mu
 	armed    int64       // the instant timer is armed for, when armedOK
@@ -207,6 +211,7 @@ func (n *Node) endSession(s *session, why error) {
 	}
 	s.ended = why
 	delete(n.sessions, s.id)
+	n.sessions = peakmap.Shrink(n.sessions, &n.sessionsPeak)
 	close(s.done)
 	if f := s.opts.OnEnd; f != nil && !s.closing {
 		go f()
@@ -308,6 +313,7 @@ func (n *Node) takeWaiter(ev *engine.Event) *waiter {
 		return nil
 	}
 	delete(n.waiters, ev.Waiter)
+	n.waiters = peakmap.Shrink(n.waiters, &n.waitersPeak)
 	return w
 }
 

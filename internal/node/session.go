@@ -8,6 +8,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/peakmap"
 )
 
 // session is the node-side record of an engine session: what the front end
@@ -150,6 +151,7 @@ func (s *session) cancel(ctx context.Context, id engine.WaiterID, w *waiter) (la
 	n.dispatch(evs)
 	if _, queued := n.waiters[id]; queued {
 		delete(n.waiters, id)
+		n.waiters = peakmap.Shrink(n.waiters, &n.waitersPeak)
 		if err != nil {
 			n.log.Error("node: cancel: engine lost a waiter", "waiter", id, "session", s.id, "err", err)
 		}
