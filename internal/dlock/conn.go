@@ -41,8 +41,8 @@ type conn struct {
 	// are dropped unanswered.
 	aborted atomic.Bool
 
-	// wg counts the goroutines besides the reader and the writer: the
-	// version 2 queue's server and waiting version 3 Locks.
+	// wg counts the goroutines besides the reader: the version 2 queue's
+	// server and waiting version 3 Locks.
 	wg sync.WaitGroup
 
 	mu sync.Mutex
@@ -101,7 +101,6 @@ func newConn(s *Server, nc net.Conn) *conn {
 // requests until the connection ends, then ends the connection's session
 // and waits for its other goroutines.
 func (c *conn) serve() {
-	go c.out.run()
 	drain := c.readLoop()
 	c.finish(drain)
 }
@@ -257,7 +256,6 @@ func (c *conn) finish(drain bool) {
 	if !drain {
 		c.aborted.Store(true)
 	}
-	c.out.flush()
 	c.mu.Lock()
 	c.closed = true
 	c.closeErr = latch.ErrSessionEnded
@@ -274,8 +272,9 @@ func (c *conn) finish(drain bool) {
 		sess.Close()
 	}
 	c.wg.Wait()
+	// The answers still queued go now, after the session's end released
+	// its locks: a client that does not read delays no one.
 	c.out.close()
-	<-c.out.done
 	c.nc.Close()
 	c.srv.forget(c)
 	c.srv.log.Debug("dlock: connection closed", "peer", c.peer, "drained", drain)

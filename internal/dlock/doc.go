@@ -20,12 +20,13 @@
 //   - for version 3 requests, no order: a Lock that must wait waits in a
 //     goroutine of its own, cancellable by id, and is answered whenever it
 //     ends; the rest are handled as they are read;
-//   - one writer goroutine: handlers append encoded answers to a buffer and
-//     the writer writes what has gathered with one call, so answers
-//     coalesce whenever more than one is pending; no lock is held while
-//     writing. While the reader handles frames it has already read whole,
-//     the writer is not woken: the answers to requests that arrived
-//     together leave together, before the reader waits for more input.
+//   - one writer, and no goroutine of its own: handlers append encoded
+//     answers to a buffer, and the goroutine that finds no write in
+//     progress writes what has gathered with one call (answers coalesce
+//     whenever more than one is pending; no lock is held while writing).
+//     While the reader handles frames it has already read whole, it holds
+//     its answers back: the answers to requests that arrived together
+//     leave together, before the reader waits for more input.
 //
 // Every error a request can end with becomes a wire status through one
 // table (status.go).

@@ -103,10 +103,20 @@ func TestShutdownDeadline(t *testing.T) {
 			}
 		}
 	}()
-	e.waitConn(t, c, "answers piling up", func(sc *conn) bool {
+	// The reader writes the answers itself: it is stuck once it has been
+	// writing for a while.
+	stuck := 0
+	e.waitConn(t, c, "a write stuck", func(sc *conn) bool {
 		sc.out.mu.Lock()
-		defer sc.out.mu.Unlock()
-		return len(sc.out.buf) > maxBuffered
+		writing := sc.out.writing
+		sc.out.mu.Unlock()
+		if !writing {
+			stuck = 0
+			return false
+		}
+		stuck++
+		time.Sleep(20 * time.Millisecond)
+		return stuck >= 10
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
