@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/latchd/latch/internal/frame"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/peakmap"
+	"github.com/latchd/latch/internal/refuse"
 )
 
 // Server serves a latch.Service over the dlock protocol. Create it with New,
@@ -37,8 +37,8 @@ type Server struct {
 	// (Invalid) also counts unknown types and frames that did not decode.
 	cmds [pb.RequestType_Session + 1]*metrics.Command
 
-	// refusing holds a slot for each connection being refused (MaxConns).
-	refusing chan struct{}
+	// refuser answers the connections over MaxConns.
+	refuser *refuse.Refuser
 
 	mu        sync.Mutex
 	ln        net.Listener
@@ -56,7 +56,8 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, svc: svc, log: log, conns: make(map[*conn]struct{}), refusing: make(chan struct{}, maxRefusing)}
+	s := &Server{cfg: cfg, svc: svc, log: log, conns: make(map[*conn]struct{})}
+	s.refuser = refuse.New(&s.wg)
 	for i := range s.cmds {
 		s.cmds[i] = cfg.Metrics.Command(strings.ToLower(pb.RequestType(i).String()))
 	}
@@ -162,51 +163,22 @@ func (s *Server) accept(ln net.Listener) {
 }
 
 // refuse answers a connection over Config.MaxConns with errTooManyConns
-// and closes it, in the background and within refuseTimeout, so that
-// neither a slow client nor a TLS handshake holds up the accept loop.
-// Beyond maxRefusing at once, connections are closed without an answer.
+// and closes it, in the background (package refuse).
 func (s *Server) refuse(nc net.Conn) {
 	s.log.Warn("dlock: too many connections; refusing one", "peer", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
-	select {
-	case s.refusing <- struct{}{}:
-	default:
+	resp := newResponse(nil, time.Now(), false)
+	setError(resp, fmt.Errorf("%w (at most %d)", errTooManyConns, s.cfg.MaxConns), false)
+	buf, off := frame.Start(nil)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, resp)
+	if err == nil {
+		err = frame.Finish(buf, off)
+	}
+	if err != nil {
 		nc.Close()
 		return
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.refusing }()
-		defer nc.Close()
-		resp := newResponse(nil, time.Now(), false)
-		setError(resp, fmt.Errorf("%w (at most %d)", errTooManyConns, s.cfg.MaxConns), false)
-		buf, off := frame.Start(nil)
-		buf, err := proto.MarshalOptions{}.MarshalAppend(buf, resp)
-		if err == nil {
-			err = frame.Finish(buf, off)
-		}
-		if err != nil {
-			return
-		}
-		nc.SetDeadline(time.Now().Add(refuseTimeout))
-		if _, err := nc.Write(buf); err != nil {
-			return
-		}
-		// Shut down our side and drain the client's first requests, so
-		// that it reads the answer rather than a reset.
-		if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
-		io.Copy(io.Discard, io.LimitReader(nc, 64<<10))
-	}()
+	s.refuser.Refuse(nc, buf)
 }
-
-// maxRefusing bounds the connections being answered errTooManyConns at
-// once; refuseTimeout bounds the time spent on each.
-const (
-	maxRefusing   = 64
-	refuseTimeout = time.Second
-)
 
 // forget removes a closed connection.
 func (s *Server) forget(c *conn) {

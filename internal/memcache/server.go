@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -16,6 +15,7 @@ import (
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/peakmap"
+	"github.com/latchd/latch/internal/refuse"
 )
 
 // Config configures a Server.
@@ -89,17 +89,9 @@ type Server struct {
 	wg        sync.WaitGroup
 	down      bool
 
-	// refusing holds a slot for each connection being refused (MaxConns):
-	// beyond maxRefusing at once, connections are closed without a word.
-	refusing chan struct{}
+	// refuser answers the connections over MaxConns.
+	refuser *refuse.Refuser
 }
-
-// maxRefusing bounds the connections being answered "too many
-// connections" at once.
-const maxRefusing = 64
-
-// refuseTimeout bounds the time spent answering a refused connection.
-const refuseTimeout = time.Second
 
 // rTooManyConns answers a connection over Config.MaxConns.
 const rTooManyConns = "SERVER_ERROR too many connections\r\n"
@@ -126,9 +118,8 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 		log:   cfg.Logger,
 		conns: make(map[*conn]struct{}),
 		quit:  make(chan struct{}),
-
-		refusing: make(chan struct{}, maxRefusing),
 	}
+	s.refuser = refuse.New(&s.wg)
 	s.counters.started = time.Now()
 	for i, name := range textCommands {
 		s.textCmds[i] = cfg.Metrics.Command(name)
@@ -260,38 +251,11 @@ func (s *Server) full() bool {
 }
 
 // refuse answers a connection over Config.MaxConns with rTooManyConns and
-// closes it, in the background and within refuseTimeout, so that neither a
-// slow client nor a TLS handshake holds up the accept loop.
+// closes it, in the background (package refuse).
 func (s *Server) refuse(nc net.Conn) {
 	s.counters.rejectedConns.Add(1)
 	s.log.Warn("memcache: too many connections; refusing one", "peer", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
-	select {
-	case s.refusing <- struct{}{}:
-	default:
-		nc.Close()
-		return
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer func() { <-s.refusing }()
-		refuseConn(nc, []byte(rTooManyConns))
-	}()
-}
-
-// refuseConn writes msg to nc and closes it within refuseTimeout. It shuts
-// its side down first and drains what the client sent, so that the client
-// reads msg rather than a reset.
-func refuseConn(nc net.Conn, msg []byte) {
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(refuseTimeout))
-	if _, err := nc.Write(msg); err != nil {
-		return
-	}
-	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
-	io.Copy(io.Discard, io.LimitReader(nc, 64<<10))
+	s.refuser.Refuse(nc, []byte(rTooManyConns))
 }
 
 func (s *Server) newConn(nc net.Conn) (*conn, error) {
