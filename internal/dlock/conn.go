@@ -18,8 +18,10 @@ import (
 	"github.com/latchd/latch/internal/frame"
 )
 
-// readBuffer is the size of a connection's read buffer.
-const readBuffer = 16 << 10
+// readBuffer is the size of a connection's read buffer: a batch of small
+// pipelined frames fits; a larger frame is read around it (frame.Reader).
+// It bounds what an idle connection costs.
+const readBuffer = 4 << 10
 
 // conn is one client connection. Its reader goroutine is serve.
 type conn struct {
