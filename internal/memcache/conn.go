@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/latchd/latch"
@@ -35,13 +36,19 @@ type conn struct {
 	data []byte   // a data block too long for r's buffer
 	num  []byte   // scratch for formatting numbers
 
+	idle *idleWaiter // waits for input without buffers; nil when it cannot
+	// pending is input waitIdle read, not yet taken by r, in pendBuf.
+	pending []byte
+	pendBuf *[bufSize]byte
+
 	bodyPeeked int              // bytes of the current binary body still in r's buffer
 	cmd        *metrics.Command // the current text command's, nil when unknown
 
 	// now is the store's clock, read once per read from the socket: the
 	// requests of one pipelined batch share it, as memcached's requests
-	// share its clock of one-second ticks.
-	now int64
+	// share its clock of one-second ticks. gap is the time between the
+	// last two reads (see waitIdle); huge at first.
+	now, gap int64
 
 	// Read deadlines (see armRead). between is set while serve waits for
 	// the first byte of a request; reqDeadline is when the current request
@@ -53,15 +60,89 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
-	c := &conn{
-		srv:  s,
-		nc:   nc,
-		w:    bufio.NewWriterSize(deadlineWriter{nc, s.cfg.WriteTimeout}, bufSize),
-		sess: sess,
-	}
-	c.r = bufio.NewReaderSize(flushingReader{c}, bufSize)
+	c := &conn{srv: s, nc: nc, sess: sess, gap: 1 << 62}
+	c.idle = newIdleWaiter(nc)
+	c.takeBuffers()
 	return c
 }
+
+// Buffers of connections between requests. A connection that can wait for
+// input without a buffer (idleWaiter) gives its buffers back while it
+// waits, so that an idle connection costs neither.
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+)
+
+// takeBuffers gives c a read and a write buffer.
+func (c *conn) takeBuffers() {
+	c.r = readers.Get().(*bufio.Reader)
+	c.r.Reset(flushingReader{c})
+	c.w = writers.Get().(*bufio.Writer)
+	c.w.Reset(deadlineWriter{c.nc, c.srv.cfg.WriteTimeout})
+}
+
+// dropBuffers flushes c's replies and gives its buffers back, for the
+// time it waits for its next request. Both must be empty then.
+func (c *conn) dropBuffers() error {
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	c.r.Reset(nil)
+	readers.Put(c.r)
+	c.w.Reset(nil)
+	writers.Put(c.w)
+	c.r, c.w = nil, nil
+	return nil
+}
+
+// waitIdle waits, without buffers, for the next request to start
+// arriving, under the idle timeout, as flushingReader.Read does between
+// requests, and keeps what arrived in c.pending for flushingReader. It
+// reports false when c.idle cannot wait so (the caller reads as usual),
+// and the error that ends the connection, if any.
+func (c *conn) waitIdle() (bool, error) {
+	if c.idle == nil || c.gap < idleAfter {
+		return false, nil
+	}
+	if err := c.dropBuffers(); err != nil {
+		return true, err
+	}
+	defer c.takeBuffers()
+	for {
+		c.armRead()
+		p, n, err := c.idle.read(&pending)
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			if c.srv.store.holdsLocks(c.sess) {
+				continue // idle, but holding a lock: keep it
+			}
+			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
+		}
+		if err != nil {
+			return true, err
+		}
+		c.tick()
+		c.pendBuf, c.pending = p, p[:n]
+		return true, nil
+	}
+}
+
+// idleAfter is how long a connection must have waited for its last input
+// for waitIdle to give its buffers back during the next wait. A busy
+// connection keeps them: dropping and taking them costs a little CPU on
+// every wait.
+const idleAfter = int64(10 * time.Millisecond)
+
+// tick reads the store's clock after a read from the socket: c.now, and
+// c.gap since the read before.
+func (c *conn) tick() {
+	now := c.srv.store.now()
+	c.gap, c.now = now-c.now, now
+}
+
+// pending holds the *[bufSize]byte buffers that idle connections read
+// their next input into.
+var pending = sync.Pool{New: func() any { return new([bufSize]byte) }}
 
 // flushingReader is the connection's input. It flushes the buffered
 // replies before every read from the socket, that is whenever the server
@@ -72,6 +153,16 @@ type flushingReader struct{ c *conn }
 
 func (f flushingReader) Read(p []byte) (int, error) {
 	c := f.c
+	if len(c.pending) > 0 {
+		// What waitIdle read; the replies were flushed before.
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		if len(c.pending) == 0 {
+			pending.Put(c.pendBuf)
+			c.pendBuf, c.pending = nil, nil
+		}
+		return n, nil
+	}
 	// Flush also reports an earlier failed write (a client that did not
 	// read its replies within the write timeout) when nothing is buffered:
 	// the connection must end rather than read on and drop replies.
@@ -81,7 +172,7 @@ func (f flushingReader) Read(p []byte) (int, error) {
 	for {
 		c.armRead()
 		n, err := c.nc.Read(p)
-		c.now = c.srv.store.now()
+		c.tick()
 		if err != nil && c.between && errors.Is(err, os.ErrDeadlineExceeded) {
 			if c.srv.store.holdsLocks(c.sess) {
 				continue // idle, but holding a lock: keep it
@@ -143,6 +234,11 @@ func (c *conn) serve() {
 	for {
 		// Replies are flushed when more input is needed (flushingReader).
 		c.between = c.r.Buffered() == 0
+		if c.between {
+			if waited, err := c.waitIdle(); waited && err != nil {
+				return
+			}
+		}
 		b, err := c.r.Peek(1)
 		c.between = false
 		if err != nil {

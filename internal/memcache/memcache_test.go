@@ -196,3 +196,43 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestIdleConnectionDropsBuffers checks that a TCP connection idle between
+// requests gives its buffers back and serves on when input comes: whole
+// requests, a request split across an idle pause, and a pipelined batch
+// larger than one buffer.
+func TestIdleConnectionDropsBuffers(t *testing.T) {
+	ts := newTestServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.srv.Serve(ln)
+	defer ts.srv.Shutdown(context.Background())
+	a := dialTCP(t, ln.Addr().String())
+	defer a.c.Close()
+	var sc *conn
+	waitFor(t, "the connection to wait without buffers", func() bool {
+		ts.srv.mu.Lock()
+		defer ts.srv.mu.Unlock()
+		for c := range ts.srv.conns {
+			sc = c
+		}
+		return sc != nil && sc.idle != nil
+	})
+	a.do(t, "set k 0 0 1\r\nx\r\n", "STORED\r\n")
+	// Idle for longer than idleAfter: the next wait drops the buffers.
+	time.Sleep(3 * time.Duration(idleAfter))
+	a.do(t, "get k\r\n", "VALUE k 0 1\r\nx\r\nEND\r\n")
+	time.Sleep(3 * time.Duration(idleAfter))
+	fmt.Fprint(a.c, "set k2 0 0 5\r\nhel")
+	time.Sleep(3 * time.Duration(idleAfter))
+	a.do(t, "lo\r\n", "STORED\r\n")
+	var batch, want strings.Builder
+	for i := range 400 { // about 9 KiB of requests, 3 KiB of replies
+		fmt.Fprintf(&batch, "set key-%03d 0 0 5\r\nvalue\r\n", i)
+		want.WriteString("STORED\r\n")
+	}
+	time.Sleep(3 * time.Duration(idleAfter))
+	a.do(t, batch.String(), want.String())
+}
