@@ -13,13 +13,7 @@ import (
 // works and every reply was valid, never how fast it was.
 func TestBench(t *testing.T) {
 	addr := latchtest.StartLatch(t)
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string
-		wantStderr string
-	}{
+	tests := []cliCase{
 		{name: "help", args: []string{"-h"}, wantStderr: "Usage: latch bench"},
 		{name: "bad target", args: []string{"--target", "redis"}, wantCode: 2, wantStderr: `invalid target "redis"`},
 		{name: "bad ratio", args: []string{"--ratio", "9"}, wantCode: 2, wantStderr: "want gets:sets"},
@@ -31,19 +25,8 @@ func TestBench(t *testing.T) {
 			"--duration", "300ms", "--warmup", "50ms", "--keys", "1000", "--ratio", "3:1"}, wantStdout: "gets/sets"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr strings.Builder
-			code := run(append([]string{"bench"}, tt.args...), &environment{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }})
-			if code != tt.wantCode {
-				t.Errorf("exit code = %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
-			}
-			if !strings.Contains(stdout.String(), tt.wantStdout) {
-				t.Errorf("stdout = %q, want it to contain %q", stdout.String(), tt.wantStdout)
-			}
-			if !strings.Contains(stderr.String(), tt.wantStderr) {
-				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.wantStderr)
-			}
-		})
+		tt.args = append([]string{"bench"}, tt.args...)
+		t.Run(tt.name, tt.check)
 	}
 
 	t.Run("json", func(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/latchd/latch"
@@ -30,14 +29,7 @@ func TestStatus(t *testing.T) {
 	}
 	addr := srv.AdminAddr().String()
 
-	tests := []struct {
-		name       string
-		args       []string
-		env        map[string]string
-		wantCode   int
-		wantStdout string
-		wantStderr string
-	}{
+	tests := []cliCase{
 		{name: "flag", args: []string{"status", "--admin-addr", addr}, wantStdout: "backup/db  held"},
 		{name: "env", args: []string{"status"}, env: map[string]string{"LATCH_ADMIN_ADDR": addr}, wantStdout: "192.0.2.7:999"},
 		{name: "json", args: []string{"status", "--admin-addr", addr, "--json"}, wantStdout: `"key": "backup/db"`},
@@ -48,22 +40,6 @@ func TestStatus(t *testing.T) {
 		{name: "help", args: []string{"help", "status"}, wantStderr: "LATCH_ADMIN_ADDR"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr strings.Builder
-			code := run(tt.args, &environment{
-				stdout: &stdout,
-				stderr: &stderr,
-				getenv: func(k string) string { return tt.env[k] },
-			})
-			if code != tt.wantCode {
-				t.Errorf("exit code = %d, want %d; stderr %q", code, tt.wantCode, stderr.String())
-			}
-			if !strings.Contains(stdout.String(), tt.wantStdout) {
-				t.Errorf("stdout = %q, want it to contain %q", stdout.String(), tt.wantStdout)
-			}
-			if !strings.Contains(stderr.String(), tt.wantStderr) {
-				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.wantStderr)
-			}
-		})
+		t.Run(tt.name, tt.check)
 	}
 }

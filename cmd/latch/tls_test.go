@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/latchd/latch/internal/config"
@@ -32,13 +31,7 @@ func TestClientTLSFlags(t *testing.T) {
 		return append(append(args[:1:1], tlsArgs...), args[1:]...)
 	}
 
-	tests := []struct {
-		name       string
-		args       []string
-		wantCode   int
-		wantStdout string
-		wantStderr string
-	}{
+	tests := []cliCase{
 		{name: "run", args: with("run", "--addr", dlockAddr, "k", "--", "sh", "-c", "echo held $LATCH_KEYS"), wantStdout: "held k"},
 		{name: "run with server name", args: with("run", "--addr", dlockAddr, "--tls-server-name", "localhost", "k", "--", "true")},
 		{name: "run with a wrong server name", args: with("run", "--addr", dlockAddr, "--tls-server-name", "example.org", "k", "--", "true"), wantCode: 125, wantStderr: "certificate"},
@@ -50,22 +43,6 @@ func TestClientTLSFlags(t *testing.T) {
 		{name: "status with a missing CA file", args: []string{"status", "--tls-ca", t.TempDir() + "/none.pem"}, wantCode: 2, wantStderr: "none.pem"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr strings.Builder
-			code := run(tt.args, &environment{
-				stdout: &stdout,
-				stderr: &stderr,
-				getenv: func(string) string { return "" },
-			})
-			if code != tt.wantCode {
-				t.Errorf("exit code = %d, want %d; stderr %q", code, tt.wantCode, stderr.String())
-			}
-			if !strings.Contains(stdout.String(), tt.wantStdout) {
-				t.Errorf("stdout = %q, want it to contain %q", stdout.String(), tt.wantStdout)
-			}
-			if !strings.Contains(stderr.String(), tt.wantStderr) {
-				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.wantStderr)
-			}
-		})
+		t.Run(tt.name, tt.check)
 	}
 }

@@ -73,17 +73,12 @@ func TestHolderDeleteReleasesTheKey(t *testing.T) {
 // connection, the key is free.
 func TestResetReleasesLocksAtOnce(t *testing.T) {
 	ts := newTestServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.srv.Serve(ln)
-	defer ts.srv.Shutdown(context.Background())
+	addr := ts.listen()
 
-	a := dialTCP(t, ln.Addr().String())
+	a := dialTCP(t, addr)
 	a.do(t, "set k 0 0 1\r\nx\r\n", "STORED\r\n")
 	a.do(t, "lock k\r\n", "OK\r\n")
-	b := dialTCP(t, ln.Addr().String())
+	b := dialTCP(t, addr)
 	defer b.c.Close()
 	b.do(t, "lock k\r\n", "LOCKED\r\n")
 
@@ -184,6 +179,19 @@ func (tc *tcpClient) do(t *testing.T, req, want string) {
 	}
 }
 
+// listen makes ts serve TCP on a free loopback port until the test ends,
+// and returns its address.
+func (ts *testServer) listen() string {
+	ts.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	ts.srv.Serve(ln)
+	ts.t.Cleanup(func() { ts.srv.Shutdown(context.Background()) })
+	return ln.Addr().String()
+}
+
 // waitFor polls cond until it holds, failing the test after a generous
 // bound. It waits for the server's goroutines to act, not for time to pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -203,13 +211,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // larger than one buffer.
 func TestIdleConnectionDropsBuffers(t *testing.T) {
 	ts := newTestServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.srv.Serve(ln)
-	defer ts.srv.Shutdown(context.Background())
-	a := dialTCP(t, ln.Addr().String())
+	addr := ts.listen()
+	a := dialTCP(t, addr)
 	defer a.c.Close()
 	var sc *conn
 	waitFor(t, "the connection to wait without buffers", func() bool {
