@@ -231,7 +231,9 @@ func (c *Cache) setValue(e *entry, v []byte) {
 // remove deletes e from the cache.
 func (c *Cache) remove(e *entry) {
 	delete(c.items, e.key)
-	c.items = peakmap.Shrink(c.items, &c.itemsPeak)
+	if c.itemsPeak.Due(len(c.items)) {
+		c.items = peakmap.Rebuild(c.items, &c.itemsPeak)
+	}
 	if e.owner != 0 {
 		c.ownerUnlink(e)
 		c.lockedBytes -= e.size()

@@ -184,7 +184,9 @@ func (s *Server) refuse(nc net.Conn) {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
-	s.conns = peakmap.Shrink(s.conns, &s.connsPeak)
+	if s.connsPeak.Due(len(s.conns)) {
+		s.conns = peakmap.Rebuild(s.conns, &s.connsPeak)
+	}
 	s.mu.Unlock()
 	s.cfg.Metrics.ConnClosed()
 }

@@ -612,7 +612,9 @@ func (e *Engine) collect(k *key) {
 		return
 	}
 	delete(e.keys, k.name)
-	e.keys = peakmap.Shrink(e.keys, &e.keysPeak)
+	if e.keysPeak.Due(len(e.keys)) {
+		e.keys = peakmap.Rebuild(e.keys, &e.keysPeak)
+	}
 	if len(e.freeKeys) < maxPooled {
 		*k = key{}
 		e.freeKeys = append(e.freeKeys, k)
@@ -788,7 +790,9 @@ func (e *Engine) removeWaiter(w *waiter) {
 	}
 	unlinkWaiter(w)
 	delete(e.waiters, w.id)
-	e.waiters = peakmap.Shrink(e.waiters, &e.waitersPeak)
+	if e.waitersPeak.Due(len(e.waiters)) {
+		e.waiters = peakmap.Rebuild(e.waiters, &e.waitersPeak)
+	}
 	if len(e.freeWaiters) < maxPooled {
 		clear(w.entries)
 		*w = waiter{entries: w.entries[:0]}
@@ -835,7 +839,9 @@ func (e *Engine) endSession(s *session) {
 		s.expiry = nil
 	}
 	delete(e.sessions, s.id)
-	e.sessions = peakmap.Shrink(e.sessions, &e.sessionsPeak)
+	if e.sessionsPeak.Due(len(e.sessions)) {
+		e.sessions = peakmap.Rebuild(e.sessions, &e.sessionsPeak)
+	}
 }
 
 // delay makes k unavailable until the instant until (or a later one it

@@ -284,7 +284,9 @@ func (s *Server) newConn(nc net.Conn) (*conn, error) {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
-	s.conns = peakmap.Shrink(s.conns, &s.connsPeak)
+	if s.connsPeak.Due(len(s.conns)) {
+		s.conns = peakmap.Rebuild(s.conns, &s.connsPeak)
+	}
 	s.mu.Unlock()
 	s.counters.currConns.Add(-1)
 	s.cfg.Metrics.ConnClosed()

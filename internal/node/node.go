@@ -211,7 +211,9 @@ func (n *Node) endSession(s *session, why error) {
 	}
 	s.ended = why
 	delete(n.sessions, s.id)
-	n.sessions = peakmap.Shrink(n.sessions, &n.sessionsPeak)
+	if n.sessionsPeak.Due(len(n.sessions)) {
+		n.sessions = peakmap.Rebuild(n.sessions, &n.sessionsPeak)
+	}
 	close(s.done)
 	if f := s.opts.OnEnd; f != nil && !s.closing {
 		go f()
@@ -313,7 +315,9 @@ func (n *Node) takeWaiter(ev *engine.Event) *waiter {
 		return nil
 	}
 	delete(n.waiters, ev.Waiter)
-	n.waiters = peakmap.Shrink(n.waiters, &n.waitersPeak)
+	if n.waitersPeak.Due(len(n.waiters)) {
+		n.waiters = peakmap.Rebuild(n.waiters, &n.waitersPeak)
+	}
 	return w
 }
 

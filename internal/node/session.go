@@ -151,7 +151,9 @@ func (s *session) cancel(ctx context.Context, id engine.WaiterID, w *waiter) (la
 	n.dispatch(evs)
 	if _, queued := n.waiters[id]; queued {
 		delete(n.waiters, id)
-		n.waiters = peakmap.Shrink(n.waiters, &n.waitersPeak)
+		if n.waitersPeak.Due(len(n.waiters)) {
+			n.waiters = peakmap.Rebuild(n.waiters, &n.waitersPeak)
+		}
 		if err != nil {
 			n.log.Error("node: cancel: engine lost a waiter", "waiter", id, "session", s.id, "err", err)
 		}

@@ -7,8 +7,9 @@
 // insert. A long-running server whose tables swell and drain (a burst of
 // locks, a storm of connections) would keep its high-water mark for good.
 //
-// Callers call Shrink after deleting from a map; it copies the map into a
-// new one of the right size once it holds an eighth of its peak or less.
+// Callers check Due after deleting from a map and then Rebuild it: the map
+// is copied into a new one of the right
+// size once it holds an eighth of its peak or less.
 // Each copy of n entries follows at least 7n deletions since the peak, so
 // the cost per deletion stays constant.
 package peakmap
@@ -23,20 +24,28 @@ const MinPeak = 1024
 // zero value is ready to use.
 type Peak struct{ n int }
 
-// Shrink returns m, or a copy of m in a new map when m has shrunk to an
-// eighth of its peak or less. Call it after deleting from m and store the
-// result in place of m.
-func Shrink[M ~map[K]V, K comparable, V any](m M, p *Peak) M {
-	n := len(m)
+// Due records that a map now holds n entries and reports whether it
+// should be rebuilt: it has shrunk to an eighth of its peak or less. It is
+// cheap enough for every deletion of a hot path (it inlines); Rebuild does
+// the rest:
+//
+//	delete(m, k)
+//	if p.Due(len(m)) {
+//		m = peakmap.Rebuild(m, &p)
+//	}
+func (p *Peak) Due(n int) bool {
 	if n > p.n {
 		p.n = n
-		return m
+		return false
 	}
-	if p.n < MinPeak || n > p.n/8 {
-		return m
-	}
-	small := make(M, n)
+	return p.n >= MinPeak && n <= p.n/8
+}
+
+// Rebuild returns a copy of m in a new map of its size, which becomes the
+// peak.
+func Rebuild[M ~map[K]V, K comparable, V any](m M, p *Peak) M {
+	small := make(M, len(m))
 	maps.Copy(small, m)
-	p.n = n
+	p.n = len(m)
 	return small
 }
