@@ -346,8 +346,15 @@ func (c *conn) enqueue(q queued) {
 			c.aborted.Store(true)
 			return
 		}
-		c.out.flush() // let the answers out while the queue drains
-		c.qcond.Wait()
+		// Let the answers out while the queue drains. Not under c.mu:
+		// flushing may write to the socket, and the queue's server and
+		// waiting Locks need c.mu meanwhile.
+		c.mu.Unlock()
+		c.out.flush()
+		c.mu.Lock()
+		if len(c.queue) >= c.srv.cfg.MaxPending && !c.parked {
+			c.qcond.Wait()
+		}
 	}
 	c.queue = append(c.queue, q)
 	c.busy.Add(1)
