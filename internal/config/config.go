@@ -217,14 +217,13 @@ func (c Config) Validate() error {
 	if c.Lock.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("config: invalid max-keys %d: must not be negative (0 means no limit)", c.Lock.MaxKeys))
 	}
-	if c.Lock.MaxWaitersPerKey > maxQueue {
-		errs = append(errs, fmt.Errorf("config: invalid max-waiters-per-key %d: at most %d", c.Lock.MaxWaitersPerKey, maxQueue))
+	if n := c.Lock.MaxWaitersPerKey; n < 0 || n > maxQueue {
+		errs = append(errs, fmt.Errorf("config: invalid max-waiters-per-key %d: want 0 to %d (0 means %[2]d)", n, maxQueue))
 	}
 	for _, v := range []struct {
 		name string
 		n    int
 	}{
-		{"max-waiters-per-key", c.Lock.MaxWaitersPerKey},
 		{"max-waiters", c.Lock.MaxWaiters},
 		{"memcache-max-conns", c.Memcache.MaxConns},
 		{"dlock-max-conns", c.DLock.MaxConns},

@@ -40,7 +40,7 @@ func TestValidate(t *testing.T) {
 		{"huge dlock-max-frame", func(c *Config) { c.DLock.MaxFrame = 1 << 30 }, []string{"invalid dlock-max-frame 1073741824"}},
 		{"negative dlock-idle-timeout", func(c *Config) { c.DLock.IdleTimeout = -time.Second }, []string{"invalid dlock-idle-timeout -1s"}},
 		{"negative max-waiters-per-key", func(c *Config) { c.Lock.MaxWaitersPerKey = -1 }, []string{"invalid max-waiters-per-key -1"}},
-		{"max-waiters-per-key over the table's bound", func(c *Config) { c.Lock.MaxWaitersPerKey = 65536 }, []string{"invalid max-waiters-per-key 65536: at most 65535"}},
+		{"max-waiters-per-key over the table's bound", func(c *Config) { c.Lock.MaxWaitersPerKey = 65536 }, []string{"invalid max-waiters-per-key 65536: want 0 to 65535"}},
 		{"negative max-waiters", func(c *Config) { c.Lock.MaxWaiters = -1 }, []string{"invalid max-waiters -1"}},
 		{"negative max-conns", func(c *Config) { c.Memcache.MaxConns, c.DLock.MaxConns = -1, -2 }, []string{"invalid memcache-max-conns -1", "invalid dlock-max-conns -2"}},
 		{"negative timeouts", func(c *Config) {
