@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -91,14 +90,7 @@ func TestDLockFrontEnd(t *testing.T) {
 func TestDLockTokensFileMissing(t *testing.T) {
 	cfg := testConfig()
 	cfg.DLock.TokensFile = filepath.Join(t.TempDir(), "none")
-	s, err := New(cfg, nil)
-	if err == nil {
-		s.Shutdown(t.Context())
-		t.Fatal("New() with a missing tokens file: error = nil")
-	}
-	if !strings.Contains(err.Error(), "access tokens") {
-		t.Errorf("New() error = %v, want it to name the access tokens", err)
-	}
+	newFails(t, cfg, "access tokens")
 }
 
 func TestDLockDisabled(t *testing.T) {

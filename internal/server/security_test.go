@@ -197,14 +197,7 @@ func TestTLSBadFiles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.TLS.Cert, cfg.TLS.Key, cfg.TLS.ClientCA = tt.cert, tt.key, tt.ca
-			s, err := New(cfg, nil)
-			if err == nil {
-				s.Shutdown(t.Context())
-				t.Fatal("New() error = nil")
-			}
-			if !strings.Contains(err.Error(), "tls") {
-				t.Errorf("New() error = %v, want it to name TLS", err)
-			}
+			newFails(t, cfg, "tls")
 		})
 	}
 }

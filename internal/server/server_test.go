@@ -31,6 +31,19 @@ func testConfig() config.Config {
 }
 
 // newServer starts a server on cfg and shuts it down when the test ends.
+// newFails checks that New refuses cfg with an error that names want.
+func newFails(t *testing.T, cfg config.Config, want string) {
+	t.Helper()
+	s, err := New(cfg, nil)
+	if err == nil {
+		s.Shutdown(context.Background())
+		t.Fatalf("New() error = nil, want an error naming %s", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("New() error = %q, want it to name %s", err, want)
+	}
+}
+
 func newServer(t *testing.T, cfg config.Config) *Server {
 	t.Helper()
 	s, err := New(cfg, nil)
@@ -69,14 +82,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
 			tt.modify(&cfg)
-			s, err := New(cfg, nil)
-			if err == nil {
-				s.Shutdown(context.Background())
-				t.Fatal("New() error = nil, want an error")
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("New() error = %q, want it to name %s", err, tt.want)
-			}
+			newFails(t, cfg, tt.want)
 		})
 	}
 }
