@@ -206,16 +206,24 @@ const defaultTimeout = 30 * time.Second
 // but also cut off /debug/pprof/profile, which runs for ?seconds=.
 func withWriteDeadline(h http.Handler, writeTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d := writeTimeout
-		if sec, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64); err == nil && sec > 0 &&
-			strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
-			d += time.Duration(min(sec, 24*3600) * float64(time.Second))
-		} else if r.URL.Path == "/debug/pprof/profile" {
-			d += 30 * time.Second // its default
-		}
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout + pprofTime(r)))
 		h.ServeHTTP(w, r)
 	})
+}
+
+// pprofTime is how long a pprof request runs before it answers: its
+// seconds (a profile: 30 by default), 0 for any other request.
+func pprofTime(r *http.Request) time.Duration {
+	if !strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+		return 0
+	}
+	if sec, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64); err == nil && sec > 0 {
+		return time.Duration(min(sec, 24*3600) * float64(time.Second))
+	}
+	if r.URL.Path == "/debug/pprof/profile" {
+		return 30 * time.Second
+	}
+	return 0
 }
 
 // Addr returns the address the server listens on, nil before Start.
