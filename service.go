@@ -31,6 +31,24 @@ type Session interface {
 	// holds nothing new and has left every queue.
 	Acquire(ctx context.Context, req LockRequest) (Grant, error)
 
+	// AcquireFunc is Acquire for a caller that does not block while its
+	// request waits. A request decided at once (granted, refused, or
+	// failed) returns its grant or error with id 0, and done is never
+	// called. A request that must wait is queued and AcquireFunc returns
+	// its id at once; done is then called exactly once with the request's
+	// end, as Acquire would return it (granted, timed out, cancelled by
+	// Cancel, session ended, service shut down), from the goroutine that
+	// ended it (a release, a timer, a Close), after the service has let go
+	// of its own locks, possibly before AcquireFunc has returned. done
+	// must not block: a grant's answer is written from the goroutine that
+	// released the lock, so a slow done delays that goroutine's client.
+	AcquireFunc(req LockRequest, done func(Grant, error)) (g Grant, id WaitID, err error)
+
+	// Cancel withdraws a request of AcquireFunc that waits: its done is
+	// called with an error wrapping ErrCanceled, unless the request ended
+	// first. It reports whether it withdrew the request.
+	Cancel(id WaitID) bool
+
 	// Release releases keys the session holds. It releases nothing and
 	// returns an error wrapping ErrNotHeld if the session does not hold
 	// one of them.
@@ -57,6 +75,10 @@ type Session interface {
 	// until their lease ends. Close is idempotent.
 	Close() error
 }
+
+// WaitID names a request that waits in the lock table (Session.AcquireFunc).
+// A running service never reuses one.
+type WaitID uint64
 
 // Admin is the operator's view of the lock table.
 type Admin interface {

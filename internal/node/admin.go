@@ -11,7 +11,7 @@ import (
 // order; see latch.Admin.
 func (n *Node) Locks(prefix, after string, limit int) []latch.KeyInfo {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	n.advance()
 	sts := n.eng.Keys(prefix, after, limit)
 	out := make([]latch.KeyInfo, len(sts))
@@ -24,7 +24,7 @@ func (n *Node) Locks(prefix, after string, limit int) []latch.KeyInfo {
 // Lock describes one key; see latch.Admin.
 func (n *Node) Lock(key string) (latch.KeyInfo, bool) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	n.advance()
 	st, ok := n.eng.Key(key)
 	if !ok {
@@ -80,7 +80,7 @@ func (n *Node) keyInfo(st *engine.KeyState) latch.KeyInfo {
 // Sessions lists the live sessions in ID order.
 func (n *Node) Sessions() []latch.SessionInfo {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	n.advance()
 	sts := n.eng.Sessions()
 	out := make([]latch.SessionInfo, 0, len(sts))
@@ -109,7 +109,7 @@ func (n *Node) ForceRelease(key string) (int, error) {
 		return 0, fmt.Errorf("force release: %w", err)
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if n.shutdown {
 		return 0, fmt.Errorf("force release %q: %w", key, latch.ErrShutdown)
 	}
@@ -126,7 +126,7 @@ func (n *Node) ForceRelease(key string) (int, error) {
 // lock-delay and its Done channel is closed. It is logged at info level.
 func (n *Node) EndSession(id latch.SessionID) error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	s := n.sessions[id]
 	if s == nil {
 		return fmt.Errorf("end session %d: %w", id, latch.ErrNoSession)

@@ -60,6 +60,16 @@ type Node struct {
 	shutdown bool // guarded by mu
 
 	pool sync.Pool // of *waiter; per node, so that no channel crosses a synctest bubble
+
+	// ready holds the ends of AcquireFunc requests that dispatch decided,
+	// for unlock to report once mu is released. Guarded by mu.
+	ready []ended
+}
+
+// ended is the end of an AcquireFunc request, to be reported.
+type ended struct {
+	w *waiter
+	r result
 }
 
 var _ latch.Service = (*Node)(nil)
@@ -121,7 +131,7 @@ func (n *Node) OpenSession(opts latch.SessionOptions) (latch.Session, error) {
 		return nil, fmt.Errorf("open session: negative TTL %v: %w", opts.TTL, latch.ErrInvalidRequest)
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if n.shutdown {
 		return nil, fmt.Errorf("open session: %w", latch.ErrShutdown)
 	}
@@ -153,7 +163,7 @@ func (n *Node) OpenSession(opts latch.SessionOptions) (latch.Session, error) {
 // handed to a request that is about to be told the node shut down.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if n.shutdown {
 		return nil
 	}
@@ -178,7 +188,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.dispatch(evs)
 		if w := n.waiters[id]; w != nil {
 			delete(n.waiters, id)
-			w.ch <- result{err: latch.ErrShutdown}
+			n.deliver(w, result{err: latch.ErrShutdown})
 		}
 	}
 
@@ -223,10 +233,43 @@ func (n *Node) endSession(s *session, why error) {
 	}
 }
 
+// unlock releases mu, then reports the ends of the AcquireFunc requests
+// that the work done under mu decided (deliver queued them), calling their
+// done functions outside mu: they may write to a socket and call the node.
+// Every holder of mu lets go of it through unlock.
+func (n *Node) unlock() {
+	if len(n.ready) == 0 {
+		n.mu.Unlock()
+		return
+	}
+	var buf [2]ended
+	calls := append(buf[:0], n.ready...)
+	clear(n.ready)
+	n.ready = n.ready[:0]
+	n.mu.Unlock()
+	for _, c := range calls {
+		done := c.w.done
+		g, err := n.woken(c.w, c.r)
+		done(g, err)
+	}
+}
+
+// deliver ends the parked request w with r: a caller of Acquire receives r
+// on w.ch; the done function of an AcquireFunc request gets it from unlock.
+// Called with mu held, by whoever removed w from Node.waiters.
+func (n *Node) deliver(w *waiter, r result) {
+	if w.done != nil {
+		n.ready = append(n.ready, ended{w: w, r: r})
+		return
+	}
+	w.ch <- r
+}
+
 // dispatch acts on what an engine call reports: it tells the Observer about
 // the holds the call dropped, then acts on its events. It never blocks:
-// every parked caller has a one-slot channel that receives exactly one
-// result. Called with mu held.
+// every parked caller of Acquire has a one-slot channel that receives
+// exactly one result, and the ends of AcquireFunc requests are reported
+// after mu is released (unlock). Called with mu held.
 func (n *Node) dispatch(evs []engine.Event) {
 	if n.obs != nil {
 		if drops := n.eng.Drops(); len(drops) > 0 {
@@ -246,7 +289,7 @@ func (n *Node) dispatch(evs []engine.Event) {
 			if n.obs != nil {
 				n.obs.Granted(w.proto, w.nkeys, time.Duration(ev.At-w.since))
 			}
-			w.ch <- result{grant: g}
+			n.deliver(w, result{grant: g})
 		case engine.EventTimedOut:
 			w := n.takeWaiter(ev)
 			if w == nil {
@@ -255,7 +298,7 @@ func (n *Node) dispatch(evs []engine.Event) {
 			if n.obs != nil {
 				n.obs.TimedOut(w.proto, w.nkeys)
 			}
-			w.ch <- result{err: &latch.BusyError{Err: latch.ErrTimeout, Keys: slices.Clone(ev.Keys)}}
+			n.deliver(w, result{err: &latch.BusyError{Err: latch.ErrTimeout, Keys: slices.Clone(ev.Keys)}})
 		case engine.EventAborted:
 			w := n.takeWaiter(ev)
 			if w == nil {
@@ -265,7 +308,7 @@ func (n *Node) dispatch(evs []engine.Event) {
 			if n.shutdown {
 				err = latch.ErrShutdown
 			}
-			w.ch <- result{err: err}
+			n.deliver(w, result{err: err})
 		case engine.EventSessionExpired:
 			if s := n.sessions[ev.Session]; s != nil {
 				if n.obs != nil {
@@ -299,7 +342,7 @@ func (n *Node) Stats() Stats {
 // must be quick and must not call the Node.
 func (n *Node) WithStats(f func(Stats)) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	n.advance()
 	es := n.eng.Stats()
 	f(Stats{Keys: es.Keys, Holds: es.Holds, Waiters: es.Waiters, Sessions: es.Sessions, Token: es.Token})
@@ -350,7 +393,7 @@ func (n *Node) rearm(now int64) {
 // the timer again.
 func (n *Node) fire() {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if n.shutdown {
 		return
 	}

@@ -87,7 +87,8 @@ func TestRace(t *testing.T) {
 			for range iterations {
 				req := randomRequest(rng, plain)
 				ctx, stop := context.Background(), context.CancelFunc(func() {})
-				switch rng.IntN(4) {
+				async, cancelAfter := false, time.Duration(0)
+				switch rng.IntN(6) {
 				case 0:
 					req.Wait = latch.NoWait
 				case 1:
@@ -97,8 +98,18 @@ func TestRace(t *testing.T) {
 					ctx, stop = context.WithTimeout(ctx, time.Duration(rng.IntN(3000))*time.Microsecond)
 				case 3:
 					req.Wait = latch.WaitForever
+				case 4:
+					req.Wait, async = latch.WaitForever, true
+				case 5:
+					req.Wait, async = latch.WaitForever, true
+					cancelAfter = time.Duration(1+rng.IntN(3000)) * time.Microsecond
 				}
-				gr, err := s.Acquire(ctx, req)
+				var gr latch.Grant
+				if async {
+					gr, err = acquireFunc(s, req, cancelAfter)
+				} else {
+					gr, err = s.Acquire(ctx, req)
+				}
 				stop()
 				switch {
 				case err == nil:
@@ -159,6 +170,27 @@ func TestRace(t *testing.T) {
 	if _, ok := n.eng.NextDeadline(); ok || n.armedOK {
 		t.Errorf("a deadline is left (timer armed: %v)", n.armedOK)
 	}
+}
+
+// acquireFunc takes req with AcquireFunc and waits for its end; a positive
+// cancelAfter cancels it after that time.
+func acquireFunc(s latch.Session, req latch.LockRequest, cancelAfter time.Duration) (latch.Grant, error) {
+	ch := make(chan outcome, 2) // a second call of done must not block: it fails the test
+	g, id, err := s.AcquireFunc(req, func(g latch.Grant, err error) { ch <- outcome{g, err} })
+	if id == 0 {
+		return g, err
+	}
+	if cancelAfter > 0 {
+		t := time.AfterFunc(cancelAfter, func() { s.Cancel(id) })
+		defer t.Stop()
+	}
+	o := <-ch
+	select {
+	case o2 := <-ch:
+		return latch.Grant{}, fmt.Errorf("done called twice: (%+v, %v), then (%+v, %v)", o.g, o.err, o2.g, o2.err)
+	default:
+	}
+	return o.g, o.err
 }
 
 // randomRequest names 1 to 3 distinct plain keys in either mode, or the

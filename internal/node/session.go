@@ -30,13 +30,17 @@ type session struct {
 
 var _ latch.Session = (*session)(nil)
 
-// waiter is a parked request: its caller blocks on ch, which receives
-// exactly one result, sent under the node's mutex by whoever removes the
-// waiter from Node.waiters.
+// waiter is a parked request. The caller of Acquire blocks on ch, which
+// receives exactly one result, sent under the node's mutex by whoever
+// removes the waiter from Node.waiters; an AcquireFunc request has done
+// instead, called once with that result after the mutex is released
+// (Node.deliver, Node.unlock).
 type waiter struct {
 	ch      chan result // capacity 1
-	since   int64       // when it was queued
-	granted int64       // when it was granted, if it was
+	done    func(latch.Grant, error)
+	sess    *session
+	since   int64 // when it was queued
+	granted int64 // when it was granted, if it was
 	nkeys   int
 	proto   int // its session's, for the Observer
 }
@@ -55,6 +59,7 @@ func (n *Node) getWaiter() *waiter {
 
 // putWaiter recycles w; its channel must be empty.
 func (n *Node) putWaiter(w *waiter) {
+	w.done, w.sess = nil, nil
 	n.pool.Put(w)
 }
 
@@ -85,12 +90,42 @@ func (s *session) Acquire(ctx context.Context, req latch.LockRequest) (latch.Gra
 	if err := ctx.Err(); err != nil {
 		return latch.Grant{}, fmt.Errorf("%w: %w", latch.ErrCanceled, err)
 	}
+	g, id, w, err := s.start(req, nil)
+	if w == nil {
+		return g, err
+	}
+	done := ctx.Done()
+	if done == nil {
+		return s.n.woken(w, <-w.ch)
+	}
+	select {
+	case r := <-w.ch:
+		return s.n.woken(w, r)
+	case <-done:
+	}
+	return s.cancel(ctx, id, w)
+}
+
+// AcquireFunc takes the keys of req as Acquire does, without blocking; see
+// latch.Session. done must not be nil.
+func (s *session) AcquireFunc(req latch.LockRequest, done func(latch.Grant, error)) (latch.Grant, latch.WaitID, error) {
+	g, id, w, err := s.start(req, done)
+	if w == nil {
+		return g, 0, err
+	}
+	return latch.Grant{}, latch.WaitID(id), nil
+}
+
+// start runs req through the lock table. A request decided at once returns
+// its grant or error and a nil waiter; one that waits returns its id and its
+// waiter, parked with done (nil: the caller receives on the waiter's ch).
+func (s *session) start(req latch.LockRequest, done func(latch.Grant, error)) (latch.Grant, engine.WaiterID, *waiter, error) {
 	n := s.n
 	n.mu.Lock()
 	if s.ended != nil {
 		err := s.gone("acquire")
-		n.mu.Unlock()
-		return latch.Grant{}, err
+		n.unlock()
+		return latch.Grant{}, 0, nil, err
 	}
 	now := n.now()
 	res, evs, err := n.eng.Acquire(now, s.id, req)
@@ -100,28 +135,19 @@ func (s *session) Acquire(ctx context.Context, req latch.LockRequest) (latch.Gra
 		if err == nil && n.obs != nil {
 			n.obs.Granted(s.proto, len(req.Keys), 0)
 		}
-		n.mu.Unlock()
+		n.unlock()
 		if err != nil {
-			return latch.Grant{}, err
+			return latch.Grant{}, 0, nil, err
 		}
-		return latch.Grant{Token: res.Token, Expires: toTime(res.Expires)}, nil
+		return latch.Grant{Token: res.Token, Expires: toTime(res.Expires)}, 0, nil, nil
 	}
 	w := n.getWaiter()
 	w.since, w.nkeys, w.proto = now, len(req.Keys), s.proto
+	w.sess, w.done = s, done
 	n.waiters[res.Waiter] = w
 	n.rearm(now)
-	n.mu.Unlock()
-
-	done := ctx.Done()
-	if done == nil {
-		return n.woken(w, <-w.ch)
-	}
-	select {
-	case r := <-w.ch:
-		return n.woken(w, r)
-	case <-done:
-	}
-	return s.cancel(ctx, res.Waiter, w)
+	n.unlock()
+	return latch.Grant{}, res.Waiter, w, nil
 }
 
 // woken finishes a parked Acquire that received r: it reports the hand-off
@@ -134,47 +160,71 @@ func (n *Node) woken(w *waiter, r result) (latch.Grant, error) {
 	return r.grant, r.err
 }
 
-// cancel withdraws a parked request whose context is done.
+// cancel withdraws a parked Acquire whose context is done.
 func (s *session) cancel(ctx context.Context, id engine.WaiterID, w *waiter) (latch.Grant, error) {
 	n := s.n
 	n.mu.Lock()
-	if _, queued := n.waiters[id]; !queued {
+	if !n.withdraw(s, id) {
 		// Its end was dispatched first: the result is in w.ch.
-		n.mu.Unlock()
+		n.unlock()
 		return n.woken(w, <-w.ch)
+	}
+	n.unlock()
+	n.putWaiter(w)
+	return latch.Grant{}, fmt.Errorf("%w: %w", latch.ErrCanceled, ctx.Err())
+}
+
+// Cancel withdraws a waiting AcquireFunc request of the session; see
+// latch.Session.
+func (s *session) Cancel(id latch.WaitID) bool {
+	n := s.n
+	n.mu.Lock()
+	defer n.unlock()
+	wid := engine.WaiterID(id)
+	w := n.waiters[wid]
+	if w == nil || w.sess != s || w.done == nil {
+		return false
+	}
+	if !n.withdraw(s, wid) {
+		return false // granted or timed out as the engine caught up
+	}
+	n.deliver(w, result{err: fmt.Errorf("acquire: %w", latch.ErrCanceled)})
+	return true
+}
+
+// withdraw takes the queued request id of s out of the lock table and of
+// Node.waiters, and reports true, unless bringing the engine up to now
+// ended it first (granted, or timed out at an instant already past): then
+// its end has been dispatched, and it reports false. Called with mu held.
+func (n *Node) withdraw(s *session, id engine.WaiterID) bool {
+	if _, queued := n.waiters[id]; !queued {
+		return false
 	}
 	now := n.now()
 	evs, err := n.eng.Cancel(now, id)
-	// Bringing the engine up to now may itself have ended the request
-	// (granted or timed out at an instant already past); then the events
-	// report it and dispatch answers w.
 	n.dispatch(evs)
-	if _, queued := n.waiters[id]; queued {
-		delete(n.waiters, id)
-		if n.waitersPeak.Due(len(n.waiters)) {
-			n.waiters = peakmap.Rebuild(n.waiters, &n.waitersPeak)
-		}
-		if err != nil {
-			n.log.Error("node: cancel: engine lost a waiter", "waiter", id, "session", s.id, "err", err)
-		}
-		if n.obs != nil {
-			n.obs.Canceled(s.proto)
-		}
-		n.rearm(now)
-		n.mu.Unlock()
-		n.putWaiter(w)
-		return latch.Grant{}, fmt.Errorf("%w: %w", latch.ErrCanceled, ctx.Err())
+	defer n.rearm(now)
+	if _, queued := n.waiters[id]; !queued {
+		return false
 	}
-	n.rearm(now)
-	n.mu.Unlock()
-	return n.woken(w, <-w.ch)
+	delete(n.waiters, id)
+	if n.waitersPeak.Due(len(n.waiters)) {
+		n.waiters = peakmap.Rebuild(n.waiters, &n.waitersPeak)
+	}
+	if err != nil {
+		n.log.Error("node: cancel: engine lost a waiter", "waiter", id, "session", s.id, "err", err)
+	}
+	if n.obs != nil {
+		n.obs.Canceled(s.proto)
+	}
+	return true
 }
 
 // Release releases keys the session holds; see latch.Session.
 func (s *session) Release(keys ...string) error {
 	n := s.n
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if s.ended != nil {
 		return s.gone("release")
 	}
@@ -189,7 +239,7 @@ func (s *session) Release(keys ...string) error {
 func (s *session) ReleaseAll() (int, error) {
 	n := s.n
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if s.ended != nil {
 		return 0, s.gone("release all")
 	}
@@ -205,7 +255,7 @@ func (s *session) ReleaseAll() (int, error) {
 func (s *session) Renew(lease time.Duration, keys ...string) (latch.Grant, error) {
 	n := s.n
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if s.ended != nil {
 		return latch.Grant{}, s.gone("renew")
 	}
@@ -223,7 +273,7 @@ func (s *session) Renew(lease time.Duration, keys ...string) (latch.Grant, error
 func (s *session) KeepAlive() error {
 	n := s.n
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if s.ended != nil {
 		return s.gone("keepalive")
 	}
@@ -243,7 +293,7 @@ func (s *session) KeepAlive() error {
 func (s *session) Close() error {
 	n := s.n
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.unlock()
 	if s.ended != nil {
 		return nil
 	}

@@ -1,0 +1,228 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/latchd/latch"
+)
+
+// ends records the calls of an AcquireFunc request's done.
+type ends struct {
+	mu    sync.Mutex
+	calls []outcome
+}
+
+func (e *ends) done(g latch.Grant, err error) {
+	e.mu.Lock()
+	e.calls = append(e.calls, outcome{g, err})
+	e.mu.Unlock()
+}
+
+// got returns the calls so far, without waiting for any: done must have run
+// by the time the call that ended the request returned.
+func (e *ends) got() []outcome {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]outcome(nil), e.calls...)
+}
+
+// one fails the test unless done was called exactly once, and returns that
+// call.
+func (e *ends) one(t *testing.T) outcome {
+	t.Helper()
+	got := e.got()
+	if len(got) != 1 {
+		t.Fatalf("done called %d times (%+v), want once", len(got), got)
+	}
+	return got[0]
+}
+
+// queue starts req with AcquireFunc and fails the test unless it waits.
+func queue(t *testing.T, s latch.Session, req latch.LockRequest) (latch.WaitID, *ends) {
+	t.Helper()
+	e := new(ends)
+	g, id, err := s.AcquireFunc(req, e.done)
+	if id == 0 || err != nil || g != (latch.Grant{}) {
+		t.Fatalf("AcquireFunc(%v) = (%+v, %d, %v), want it to wait", req.Keys, g, id, err)
+	}
+	if got := e.got(); len(got) != 0 {
+		t.Fatalf("done called before the request ended: %+v", got)
+	}
+	return id, e
+}
+
+func TestAcquireFuncAtOnce(t *testing.T) {
+	n := newNode(t, Config{MaxWaitersPerKey: 1})
+	s1 := open(t, n, latch.SessionOptions{})
+	s2 := open(t, n, latch.SessionOptions{})
+	s3 := open(t, n, latch.SessionOptions{})
+	mustAcquire(t, s1, x(0, "held"))
+	queue(t, s2, x(latch.WaitForever, "held")) // fills held's one waiter slot
+	tests := []struct {
+		name    string
+		s       latch.Session
+		req     latch.LockRequest
+		wantTok latch.Token
+		wantErr error
+	}{
+		{"free key", s3, x(latch.WaitForever, "free"), 102, nil},
+		{"busy, try once", s3, x(latch.NoWait, "held"), 0, latch.ErrWouldBlock},
+		{"queue full", s3, x(latch.WaitForever, "held"), 0, latch.ErrTooManyWaiters},
+		{"no keys", s3, x(latch.WaitForever), 0, latch.ErrNoKeys},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := new(ends)
+			g, id, err := tt.s.AcquireFunc(tt.req, e.done)
+			if id != 0 || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) || g.Token != tt.wantTok {
+				t.Errorf("AcquireFunc = (%+v, %d, %v), want token %d, id 0, error %v", g, id, err, tt.wantTok, tt.wantErr)
+			}
+			if got := e.got(); len(got) != 0 {
+				t.Errorf("done called for a request decided at once: %+v", got)
+			}
+		})
+	}
+	s3.Close()
+	if _, _, err := s3.AcquireFunc(x(latch.WaitForever, "other"), new(ends).done); !errors.Is(err, latch.ErrNoSession) {
+		t.Errorf("AcquireFunc on a closed session: %v, want ErrNoSession", err)
+	}
+}
+
+// A release hands the lock to a waiting AcquireFunc request and calls its
+// done before the release returns, in the releasing goroutine.
+func TestAcquireFuncHandOff(t *testing.T) {
+	n := newNode(t, Config{})
+	s1 := open(t, n, latch.SessionOptions{})
+	s2 := open(t, n, latch.SessionOptions{})
+	s3 := open(t, n, latch.SessionOptions{})
+	mustAcquire(t, s1, x(0, "a"))
+	_, e2 := queue(t, s2, x(latch.WaitForever, "a"))
+	_, e3 := queue(t, s3, sh(latch.WaitForever, "a", "b"))
+	if err := s1.Release("a"); err != nil {
+		t.Fatal(err)
+	}
+	if o := e2.one(t); o.err != nil || o.g.Token != 102 {
+		t.Errorf("s2's done got (%+v, %v), want token 102", o.g, o.err)
+	}
+	if got := e3.got(); len(got) != 0 {
+		t.Errorf("s3's done called while s2 holds a: %+v", got)
+	}
+	if err := s2.Release("a"); err != nil {
+		t.Fatal(err)
+	}
+	if o := e3.one(t); o.err != nil || o.g.Token != 103 {
+		t.Errorf("s3's done got (%+v, %v), want token 103", o.g, o.err)
+	}
+	if got := holders(n, "b"); len(got) != 1 || got[0] != s3.ID() {
+		t.Errorf("holders of b = %v, want s3", got)
+	}
+}
+
+// done may call the node: it runs after the node's mutex is released.
+func TestAcquireFuncDoneCallsNode(t *testing.T) {
+	n := newNode(t, Config{})
+	s1 := open(t, n, latch.SessionOptions{})
+	s2 := open(t, n, latch.SessionOptions{})
+	mustAcquire(t, s1, x(0, "a"))
+	var released error = errors.New("done not called")
+	if _, _, err := s2.AcquireFunc(x(latch.WaitForever, "a"), func(_ latch.Grant, err error) {
+		if err != nil {
+			released = err
+			return
+		}
+		released = s2.Release("a") // deadlocks if done runs under the mutex
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Release("a"); err != nil {
+		t.Fatal(err)
+	}
+	if released != nil {
+		t.Fatalf("done's release: %v", released)
+	}
+	if _, ok := n.Lock("a"); ok {
+		t.Errorf("a still in the lock table after done released it")
+	}
+}
+
+// Every other end of a waiting request reaches done once: its deadline, its
+// session's end, the node's shutdown and Cancel.
+func TestAcquireFuncEnds(t *testing.T) {
+	tests := []struct {
+		name string
+		end  func(n *Node, s latch.Session, id latch.WaitID)
+		want error
+	}{
+		{"deadline", func(*Node, latch.Session, latch.WaitID) { time.Sleep(5 * time.Second) }, latch.ErrTimeout},
+		{"session closed", func(_ *Node, s latch.Session, _ latch.WaitID) { s.Close() }, latch.ErrSessionEnded},
+		{"ended by an operator", func(n *Node, s latch.Session, _ latch.WaitID) { n.EndSession(s.ID()) }, latch.ErrSessionEnded},
+		{"shutdown", func(n *Node, _ latch.Session, _ latch.WaitID) { n.Shutdown(context.Background()) }, latch.ErrShutdown},
+		{"cancelled", func(_ *Node, s latch.Session, id latch.WaitID) {
+			if !s.Cancel(id) {
+				panic("Cancel of a waiting request returned false")
+			}
+		}, latch.ErrCanceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newNode(t, Config{})
+				s1 := open(t, n, latch.SessionOptions{})
+				s2 := open(t, n, latch.SessionOptions{})
+				mustAcquire(t, s1, x(0, "a"))
+				id, e := queue(t, s2, x(5*time.Second, "a"))
+				tt.end(n, s2, id)
+				synctest.Wait() // the timer's goroutine, for the deadline
+				if o := e.one(t); !errors.Is(o.err, tt.want) {
+					t.Errorf("done got (%+v, %v), want an error wrapping %v", o.g, o.err, tt.want)
+				}
+				if got := waiters(n, "a"); len(got) != 0 {
+					t.Errorf("waiters of a = %v, want none", got)
+				}
+				if s2.Cancel(id) {
+					t.Errorf("Cancel of an ended request returned true")
+				}
+				if len(e.got()) != 1 {
+					t.Errorf("done called again after the request ended")
+				}
+			})
+		})
+	}
+}
+
+// Cancel withdraws only the session's own waiting requests; a cancelled
+// exclusive request lets the shared request behind it in.
+func TestAcquireFuncCancel(t *testing.T) {
+	n := newNode(t, Config{})
+	s1 := open(t, n, latch.SessionOptions{})
+	s2 := open(t, n, latch.SessionOptions{})
+	s3 := open(t, n, latch.SessionOptions{})
+	mustAcquire(t, s1, sh(0, "a"))
+	id2, e2 := queue(t, s2, x(latch.WaitForever, "a"))
+	_, e3 := queue(t, s3, sh(latch.WaitForever, "a"))
+	for _, bad := range []struct {
+		s  latch.Session
+		id latch.WaitID
+	}{{s3, id2}, {s2, id2 + 100}, {s2, 0}} {
+		if bad.s.Cancel(bad.id) {
+			t.Errorf("session %d: Cancel(%d) = true, want false", bad.s.ID(), bad.id)
+		}
+	}
+	if len(e2.got()) != 0 {
+		t.Fatalf("done called by a refused Cancel")
+	}
+	if !s2.Cancel(id2) {
+		t.Fatalf("Cancel(%d) = false, want true", id2)
+	}
+	if o := e2.one(t); !errors.Is(o.err, latch.ErrCanceled) {
+		t.Errorf("cancelled request's done got %v, want ErrCanceled", o.err)
+	}
+	if o := e3.one(t); o.err != nil || o.g.Token != 102 {
+		t.Errorf("shared waiter's done got (%+v, %v), want token 102", o.g, o.err)
+	}
+}
