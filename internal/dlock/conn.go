@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -43,9 +42,21 @@ type conn struct {
 	// are dropped unanswered.
 	aborted atomic.Bool
 
-	// wg counts the goroutines besides the reader: the version 2 queue's
-	// server and waiting version 3 Locks.
+	// wg counts the version 2 queue's server and the waiting version 3
+	// Locks, which finish waits for.
 	wg sync.WaitGroup
+
+	// drained is set when the connection ends in a shutdown (sessionErr).
+	drained atomic.Bool
+
+	// wmu guards the waiting version 3 Locks. It is never held across a
+	// call of the lock service, so that a Lock's end, reported from
+	// whichever goroutine ended it, can always take it.
+	wmu sync.Mutex
+	// pending maps the ids of waiting version 3 Locks to them; an id-0
+	// Lock is not in it.
+	pending map[uint64]*waitingLock
+	nwait   int // waiting version 3 Locks, id 0 included
 
 	mu sync.Mutex
 	// sess is the connection's session, opened by its first Lock or
@@ -56,10 +67,6 @@ type conn struct {
 	// closeErr says why, for the answers still to come.
 	closed   bool
 	closeErr error
-	// pending maps the ids of waiting version 3 Locks to their cancel
-	// functions; an id-0 Lock is not in it.
-	pending map[uint64]context.CancelFunc
-	nwait   int // waiting version 3 Locks, id 0 included
 
 	// The version 2 queue, guarded by mu: requests in order, served one at
 	// a time by serveV2. qcond is signalled when the queue changes or its
@@ -92,7 +99,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		peer:    nc.RemoteAddr().String(),
 		br:      bufio.NewReaderSize(nc, readBuffer),
 		out:     newWriter(nc, s.cfg.WriteTimeout),
-		pending: make(map[uint64]context.CancelFunc),
+		pending: make(map[uint64]*waitingLock),
 	}
 	c.fr = frame.NewReader(c.br, s.cfg.MaxFrame)
 	c.qcond.L = &c.mu
@@ -263,13 +270,15 @@ func (c *conn) finish(drain bool) {
 	c.closeErr = latch.ErrSessionEnded
 	if drain {
 		c.closeErr = latch.ErrShutdown
+		c.drained.Store(true)
 	}
 	sess := c.sess
 	c.qclosed = true
 	c.qcond.Broadcast()
 	c.mu.Unlock()
 	// Ending the session releases its locks without a lease and fails its
-	// waiting requests, which lets their goroutines end.
+	// waiting requests, which answers them and lets the version 2 queue's
+	// server end.
 	if sess != nil {
 		sess.Close()
 	}
@@ -415,10 +424,15 @@ func (c *conn) answerNow(req *pb.Request, at time.Time, err error) {
 // reply counts the answer to req (nil: a frame that could not be read) in
 // the metrics and queues it.
 func (c *conn) reply(req *pb.Request, resp *pb.Response) {
+	c.count(req, resp)
+	c.out.send(resp)
+}
+
+// count counts the answer to req in the metrics.
+func (c *conn) count(req *pb.Request, resp *pb.Response) {
 	cmd := c.srv.command(req.GetType())
 	cmd.Request()
 	if resp.GetStatus() != pb.ResponseStatus_Ok {
 		cmd.Error()
 	}
-	c.out.send(resp)
 }

@@ -205,9 +205,7 @@ func grantResponse(resp *pb.Response, g latch.Grant, keys []string, v3 bool) {
 // sessionErr is the error of a request on a connection whose session has
 // ended, or could not open.
 func (c *conn) sessionErr(err error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed && c.closeErr == latch.ErrShutdown && !errors.Is(err, latch.ErrShutdown) {
+	if err != nil && c.drained.Load() && !errors.Is(err, latch.ErrShutdown) {
 		return fmt.Errorf("%w (%w)", err, latch.ErrShutdown)
 	}
 	return err
@@ -326,8 +324,8 @@ func (c *conn) handleV3(req *pb.Request, at time.Time) {
 
 // lockV3 handles a version 3 Lock read at at. It fills resp and returns
 // false when the request was answered at once; it returns true when the
-// request waits in a goroutine, which sends its answer in a Response of its
-// own.
+// request waits in the lock table, whose end is answered in a Response of
+// its own (waitingLock.done).
 func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting bool) {
 	lr, err := c.lockRequest(req, true)
 	if err != nil {
@@ -335,64 +333,105 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 		return false
 	}
 	id := req.GetId()
-	if id != 0 {
-		c.mu.Lock()
-		_, dup := c.pending[id]
-		c.mu.Unlock()
-		if dup {
-			setError(resp, fmt.Errorf("lock: request id %d is already waiting: %w", id, latch.ErrInvalidRequest), true)
-			return false
-		}
+	c.wmu.Lock()
+	_, dup := c.pending[id]
+	full := c.nwait >= c.srv.cfg.MaxPending
+	c.wmu.Unlock()
+	if dup && id != 0 {
+		setError(resp, fmt.Errorf("lock: request id %d is already waiting: %w", id, latch.ErrInvalidRequest), true)
+		return false
 	}
 	sess, err := c.session(0, false)
 	if err != nil {
 		setError(resp, c.sessionErr(err), true)
 		return false
 	}
-	g, err, wait := acquire(context.Background(), sess, lr, true, nil)
-	if !wait {
-		if err != nil {
+	if full && lr.Wait != latch.NoWait {
+		// No room to wait: it may still be granted at once.
+		try := lr
+		try.Wait = latch.NoWait
+		g, err := sess.Acquire(context.Background(), try)
+		switch {
+		case errors.Is(err, latch.ErrWouldBlock):
+			setError(resp, fmt.Errorf("lock: %w (at most %d)", errTooManyPending, c.srv.cfg.MaxPending), true)
+		case err != nil:
 			setError(resp, c.sessionErr(err), true)
-		} else {
+		default:
 			grantResponse(resp, g, lr.Keys, true)
 		}
 		return false
 	}
 
-	c.mu.Lock()
-	if c.nwait >= c.srv.cfg.MaxPending {
-		c.mu.Unlock()
-		setError(resp, fmt.Errorf("lock: %w (at most %d)", errTooManyPending, c.srv.cfg.MaxPending), true)
-		return false
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if id != 0 {
-		c.pending[id] = cancel
-	}
+	// Count it as waiting before it can end, which may happen before
+	// AcquireFunc returns.
+	w := &waitingLock{c: c, req: req, at: at, keys: lr.Keys}
+	c.wmu.Lock()
 	c.nwait++
-	c.mu.Unlock()
+	if id != 0 {
+		c.pending[id] = w
+	}
+	c.wmu.Unlock()
 	c.busy.Add(1)
 	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		resp := newResponse(req, at, true)
-		g, err := sess.Acquire(ctx, lr)
-		c.mu.Lock()
-		if id != 0 {
-			delete(c.pending, id)
-		}
-		c.nwait--
-		c.mu.Unlock()
-		cancel()
-		if err != nil {
-			setError(resp, c.sessionErr(err), true)
-		} else {
-			grantResponse(resp, g, lr.Keys, true)
-		}
-		c.reply(req, resp)
-		c.answered()
-	}()
-	return true
+	g, wid, err := sess.AcquireFunc(lr, w.done)
+	if wid != 0 {
+		c.wmu.Lock()
+		w.sess, w.id = sess, wid
+		c.wmu.Unlock()
+		return true
+	}
+	// Decided at once.
+	w.forget()
+	c.busy.Add(-1)
+	c.wg.Done()
+	if err != nil {
+		setError(resp, c.sessionErr(err), true)
+	} else {
+		grantResponse(resp, g, lr.Keys, true)
+	}
+	return false
+}
+
+// waitingLock is a version 3 Lock that waits in the lock table.
+type waitingLock struct {
+	c    *conn
+	req  *pb.Request
+	at   time.Time
+	keys []string
+	// The session and the lock service's id of the request, for Cancel;
+	// guarded by c.wmu.
+	sess latch.Session
+	id   latch.WaitID
+}
+
+// done answers the Lock with its end. The lock service calls it from the
+// goroutine that ended the request (the releaser of a lock it waited for,
+// a timer, the connection's end): it must not block, so the answer is
+// posted to the writer, which writes it at once if the socket takes it.
+func (w *waitingLock) done(g latch.Grant, err error) {
+	c := w.c
+	w.forget()
+	resp := newResponse(w.req, w.at, true)
+	if err != nil {
+		setError(resp, c.sessionErr(err), true)
+	} else {
+		grantResponse(resp, g, w.keys, true)
+	}
+	c.count(w.req, resp)
+	c.out.post(resp)
+	c.answered()
+	c.wg.Done()
+}
+
+// forget removes the Lock from its connection's waiting ones.
+func (w *waitingLock) forget() {
+	c := w.c
+	c.wmu.Lock()
+	if id := w.req.GetId(); id != 0 && c.pending[id] == w {
+		delete(c.pending, id)
+	}
+	c.nwait--
+	c.wmu.Unlock()
 }
 
 // renew handles a version 3 Renew.
@@ -419,12 +458,20 @@ func (c *conn) renew(req *pb.Request, resp *pb.Response) error {
 // cancel handles a version 3 Cancel.
 func (c *conn) cancel(req *pb.Request) error {
 	id := req.GetCancelId()
-	c.mu.Lock()
-	cancel, ok := c.pending[id]
-	c.mu.Unlock()
+	c.wmu.Lock()
+	w, ok := c.pending[id]
+	var (
+		sess latch.Session
+		wid  latch.WaitID
+	)
+	if ok {
+		sess, wid = w.sess, w.id
+	}
+	c.wmu.Unlock()
 	if !ok || id == 0 {
 		return fmt.Errorf("cancel %d: %w", id, errNotWaiting)
 	}
-	cancel()
+	// False when the Lock's end won the race: its answer is on its way.
+	sess.Cancel(wid)
 	return nil
 }

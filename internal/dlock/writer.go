@@ -38,6 +38,9 @@ const holdLimit = 32 << 10
 type writer struct {
 	nc      net.Conn
 	timeout time.Duration
+	// try writes without blocking (post); nil when the connection cannot
+	// (TLS): post then leaves the write to a goroutine.
+	try func([]byte) (int, error)
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled when a write took buf, or when writing stopped
@@ -50,7 +53,7 @@ type writer struct {
 }
 
 func newWriter(nc net.Conn, timeout time.Duration) *writer {
-	w := &writer{nc: nc, timeout: timeout}
+	w := &writer{nc: nc, timeout: timeout, try: nonblockingWrite(nc)}
 	w.room.L = &w.mu
 	return w
 }
@@ -72,6 +75,82 @@ func (w *writer) send(resp *pb.Response) {
 		w.mu.Unlock()
 		return
 	}
+	w.encode(resp)
+	if !w.writing && (!w.held || len(w.buf) >= holdLimit) {
+		w.write()
+	}
+	w.mu.Unlock()
+}
+
+// post queues resp as send does, but never blocks: it is for answers made
+// outside the connection's goroutines (a grant, from the goroutine that
+// released the lock). Unless a write is in progress or the writer is held,
+// it writes what has gathered without blocking, and leaves what the socket
+// did not take to a goroutine of its own. Its answers are not held back by
+// maxBuffered: there are at most as many as the connection has waiting
+// Locks.
+func (w *writer) post(resp *pb.Response) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed || w.closing {
+		return
+	}
+	w.encode(resp)
+	if w.writing || (w.held && len(w.buf) < holdLimit) {
+		return
+	}
+	w.writing = true
+	if w.try != nil && w.tryWrite() {
+		w.writing = false
+		w.room.Broadcast()
+		return
+	}
+	go func() {
+		w.mu.Lock()
+		w.writeOn()
+		w.mu.Unlock()
+	}()
+}
+
+// tryWrite writes buf until it stays empty, without blocking, and reports
+// whether it did (or a write failed); false when the socket would block,
+// with what it did not take back at the start of buf. It is called with mu
+// held and writing set, and releases mu while it writes.
+func (w *writer) tryWrite() bool {
+	for len(w.buf) > 0 && !w.failed {
+		out := w.buf
+		w.buf = w.spare[:0]
+		w.spare = nil
+		w.mu.Unlock()
+		n, err := w.try(out)
+		w.mu.Lock()
+		if err != nil {
+			w.fail()
+			return true
+		}
+		if n < len(out) {
+			// The rest goes first, then whatever came meanwhile.
+			rest := copy(out, out[n:])
+			w.buf = append(out[:rest], w.buf...)
+			return false
+		}
+		if cap(out) <= keepWriteBuffer {
+			w.spare = out
+		}
+	}
+	return true
+}
+
+// fail records a failed write: answers are dropped from now on, and the
+// connection is closed, which ends its reader too. Called with mu held.
+func (w *writer) fail() {
+	w.failed = true
+	w.buf = nil
+	w.nc.Close()
+}
+
+// encode appends resp's frame to buf. Called with mu held.
+func (w *writer) encode(resp *pb.Response) {
 	buf, off := frame.Start(w.buf)
 	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, resp)
 	if err == nil {
@@ -82,10 +161,6 @@ func (w *writer) send(resp *pb.Response) {
 		buf = buf[:off]
 	}
 	w.buf = buf
-	if !w.writing && (!w.held || len(buf) >= holdLimit) {
-		w.write()
-	}
-	w.mu.Unlock()
 }
 
 // hold keeps send from writing (less than holdLimit bytes) until flush.
@@ -127,6 +202,11 @@ func (w *writer) close() {
 // closes the connection, which ends the connection's reader too.
 func (w *writer) write() {
 	w.writing = true
+	w.writeOn()
+}
+
+// writeOn is write for a caller that has set writing already; it clears it.
+func (w *writer) writeOn() {
 	defer func() {
 		w.writing = false
 		w.room.Broadcast()
@@ -143,9 +223,7 @@ func (w *writer) write() {
 		_, err := w.nc.Write(out)
 		w.mu.Lock()
 		if err != nil {
-			w.failed = true
-			w.buf = nil
-			w.nc.Close()
+			w.fail()
 			return
 		}
 		if cap(out) <= keepWriteBuffer {

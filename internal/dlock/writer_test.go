@@ -1,0 +1,136 @@
+package dlock
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/frame"
+)
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+// pipePair returns the two ends of a net.Pipe, which has no socket to write
+// to without blocking.
+func pipePair(t *testing.T) (server, client net.Conn) {
+	server, client = net.Pipe()
+	t.Cleanup(func() { server.Close(); client.Close() })
+	return server, client
+}
+
+// post must never block, whether the socket takes the answers at once or
+// the client reads none of them for a while: what the socket does not take
+// is written by a goroutine of its own, in order, once the client reads.
+func TestWriterPostNeverBlocks(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		pair func(*testing.T) (net.Conn, net.Conn)
+	}{{"tcp", tcpPair}, {"pipe", pipePair}} {
+		t.Run(tt.name, func(t *testing.T) {
+			server, client := tt.pair(t)
+			w := newWriter(server, 0)
+			if (w.try != nil) != (tt.name == "tcp") {
+				t.Fatalf("nonblocking write available: %v, want it for TCP only", w.try != nil)
+			}
+			// Far more than the socket buffers hold, so that posting
+			// while nobody reads must leave most of it to a goroutine.
+			const n = 2000
+			key := strings.Repeat("k", 4000)
+			posted := make(chan struct{})
+			go func() {
+				defer close(posted)
+				for i := range n {
+					w.post(&pb.Response{Version: 3, RequestId: uint64(i + 1), Keys: []string{key}})
+				}
+			}()
+			select {
+			case <-posted:
+			case <-time.After(20 * time.Second): // a deadlock, not a speed
+				t.Fatal("post blocked on a client that does not read")
+			}
+			fr := frame.NewReader(bufio.NewReader(client), 1<<20)
+			for i := range n {
+				body, err := fr.Read()
+				if err != nil {
+					t.Fatalf("answer %d: %v", i+1, err)
+				}
+				var resp pb.Response
+				if err := proto.Unmarshal(body, &resp); err != nil {
+					t.Fatalf("answer %d: %v", i+1, err)
+				}
+				if resp.GetRequestId() != uint64(i+1) || len(resp.GetKeys()) != 1 || resp.GetKeys()[0] != key {
+					t.Fatalf("answer %d has request id %d and %d keys, want them in order", i+1, resp.GetRequestId(), len(resp.GetKeys()))
+				}
+			}
+			w.close()
+		})
+	}
+}
+
+// While the connection's reader holds the writer, a posted answer waits for
+// its flush, like the reader's own answers.
+func TestWriterPostHeld(t *testing.T) {
+	server, client := tcpPair(t)
+	w := newWriter(server, 0)
+	w.hold()
+	w.post(&pb.Response{Version: 3, RequestId: 7})
+	client.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if n, err := client.Read(make([]byte, 64)); err == nil {
+		t.Fatalf("read %d bytes of an answer posted while held", n)
+	}
+	w.flush()
+	client.SetReadDeadline(time.Time{})
+	body, err := frame.NewReader(bufio.NewReader(client), 1<<10).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp pb.Response
+	if err := proto.Unmarshal(body, &resp); err != nil || resp.GetRequestId() != 7 {
+		t.Fatalf("after flush: %v, %v; want the answer to request 7", &resp, err)
+	}
+}
+
+// A failed write drops later answers and closes the connection.
+func TestWriterPostAfterFailure(t *testing.T) {
+	server, client := tcpPair(t)
+	w := newWriter(server, 0)
+	client.Close()
+	for range 100 { // the first writes may still succeed before the reset
+		w.post(&pb.Response{Version: 3, RequestId: 1, Keys: []string{strings.Repeat("k", 1000)}})
+	}
+	w.close()
+	w.mu.Lock()
+	failed, queued := w.failed, len(w.buf)
+	w.mu.Unlock()
+	if !failed || queued != 0 {
+		t.Fatalf("after writing to a closed peer: failed %v, %d bytes queued; want failed and none", failed, queued)
+	}
+}
