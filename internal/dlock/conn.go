@@ -188,9 +188,13 @@ func (c *conn) waitForFrame() error {
 		c.setReadDeadline(wait)
 		_, err := c.br.Peek(1)
 		if err == nil {
-			// The rest of the frame gets the read timeout, unless it has
-			// all arrived.
-			if !c.frameBuffered() {
+			// The answers to what arrived go together, at the next
+			// flush: hold the writer, as for the frames after the
+			// first. The rest of a frame that has not all arrived gets
+			// the read timeout; its answer is not held.
+			if c.frameBuffered() {
+				c.out.hold()
+			} else {
 				c.setReadDeadline(rest)
 			}
 			return nil
