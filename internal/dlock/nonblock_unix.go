@@ -13,12 +13,12 @@ import (
 // took, 0 when it would block. nil when nc is no plain TCP or Unix
 // connection.
 func nonblockingWrite(nc net.Conn) func([]byte) (int, error) {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	switch nc.(type) {
-	case *net.TCPConn, *net.UnixConn:
+	var sc syscall.Conn
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		sc = c
+	case *net.UnixConn:
+		sc = c
 	default:
 		return nil
 	}

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"strings"
 	"testing"
@@ -132,5 +133,40 @@ func TestWriterPostAfterFailure(t *testing.T) {
 	w.mu.Unlock()
 	if !failed || queued != 0 {
 		t.Fatalf("after writing to a closed peer: failed %v, %d bytes queued; want failed and none", failed, queued)
+	}
+}
+
+// The answers to a batch of frames that arrived together leave in one
+// write, the first frame's included. Over a pipe, each of the server's
+// writes reaches the client in reads of its own.
+func TestBatchAnsweredInOneWrite(t *testing.T) {
+	e := newPipeEnv(t, nil)
+	c := e.dial(t)
+	const n = 16
+	var batch []byte
+	for i := range n {
+		b, err := proto.Marshal(v3(uint64(i+1), pb.RequestType_Ping))
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = frame.Append(batch, b)
+	}
+	c.send(batch)
+	c.nc.SetReadDeadline(time.Now().Add(testTimeout))
+	buf := make([]byte, 64<<10)
+	got, err := c.nc.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := frame.NewReader(bufio.NewReader(bytes.NewReader(buf[:got])), 0)
+	frames := 0
+	for {
+		if _, err := fr.Read(); err != nil {
+			break
+		}
+		frames++
+	}
+	if frames != n {
+		t.Errorf("the server's first write held %d answers, want all %d", frames, n)
 	}
 }
