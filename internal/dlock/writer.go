@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	pb "github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
 )
@@ -152,7 +150,7 @@ func (w *writer) fail() {
 // encode appends resp's frame to buf. Called with mu held.
 func (w *writer) encode(resp *pb.Response) {
 	buf, off := frame.Start(w.buf)
-	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, resp)
+	buf, err := appendResponse(buf, resp)
 	if err == nil {
 		err = frame.Finish(buf, off)
 	}
