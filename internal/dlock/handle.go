@@ -365,6 +365,7 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 	// Count it as waiting before it can end, which may happen before
 	// AcquireFunc returns.
 	w := &waitingLock{c: c, req: req, at: at, keys: lr.Keys}
+	w.resp.Tokens = w.tokens[:0]
 	c.wmu.Lock()
 	c.nwait++
 	if id != 0 {
@@ -402,6 +403,10 @@ type waitingLock struct {
 	// guarded by c.wmu.
 	sess latch.Session
 	id   latch.WaitID
+	// The answer, and room for the token of a one-key grant: one
+	// allocation for the common waiting Lock.
+	resp   pb.Response
+	tokens [1]uint64
 }
 
 // done answers the Lock with its end. The lock service calls it from the
@@ -411,7 +416,8 @@ type waitingLock struct {
 func (w *waitingLock) done(g latch.Grant, err error) {
 	c := w.c
 	w.forget()
-	resp := newResponse(w.req, w.at, true)
+	resp := &w.resp
+	initResponse(resp, w.req, w.at, true)
 	if err != nil {
 		setError(resp, c.sessionErr(err), true)
 	} else {
