@@ -83,6 +83,9 @@ type conn struct {
 	// Lock that waits gets a Response of its own.
 	rresp pb.Response
 	qresp pb.Response
+
+	// dec holds the request the reader decoded last (decodedRequest.decode).
+	dec decodedRequest
 }
 
 // queued is a request of the version 2 queue.
@@ -143,9 +146,9 @@ func (c *conn) readLoop() (drain bool) {
 			}
 			return false
 		}
-		req, err := decodeRequest(body)
+		req, err := c.dec.decode(body)
 		if err != nil {
-			c.dispatchV2(queued{at: at, err: fmt.Errorf("%w: %w", errMalformed, err)})
+			c.dispatchV2(queued{at: at, err: fmt.Errorf("%w: %w", errMalformed, err)}, nil)
 			continue
 		}
 		switch req.GetVersion() {
@@ -154,7 +157,7 @@ func (c *conn) readLoop() (drain bool) {
 		default:
 			// Versions 0 and 2, and the answer Version to any other, in
 			// the order of the version 2 requests.
-			c.dispatchV2(queued{req: req, at: at})
+			c.dispatchV2(queued{req: req, at: at}, body)
 		}
 		if c.aborted.Load() {
 			return false
@@ -330,7 +333,10 @@ func (c *conn) openSession() (latch.Session, time.Duration) {
 // version 2 queue is pending, it is answered right here, unless it is a
 // Lock that must wait: that one, and every request behind it, goes to the
 // queue.
-func (c *conn) dispatchV2(q queued) {
+//
+// body is the frame q.req was decoded from: a request decoded into the
+// reader's record (c.dec) is decoded again into one of its own to be queued.
+func (c *conn) dispatchV2(q queued, body []byte) {
 	c.mu.Lock()
 	idle := !c.qrunning && len(c.queue) == 0
 	c.mu.Unlock()
@@ -341,6 +347,9 @@ func (c *conn) dispatchV2(q queued) {
 			c.reply(q.req, &c.rresp)
 			return
 		}
+	}
+	if q.req == &c.dec.req {
+		q.req, _ = decodeRequest(body) // it decoded once
 	}
 	c.enqueue(q)
 }
@@ -420,7 +429,7 @@ func (c *conn) setParked(p bool) {
 func (c *conn) answerNow(req *pb.Request, at time.Time, err error) {
 	v3 := req.GetVersion() == 3
 	resp := &c.rresp
-	initResponse(resp, req, at, v3)
+	initResponse(resp, req.GetId(), at, v3)
 	setError(resp, err, v3)
 	c.reply(req, resp)
 }
@@ -428,13 +437,13 @@ func (c *conn) answerNow(req *pb.Request, at time.Time, err error) {
 // reply counts the answer to req (nil: a frame that could not be read) in
 // the metrics and queues it.
 func (c *conn) reply(req *pb.Request, resp *pb.Response) {
-	c.count(req, resp)
+	c.count(req.GetType(), resp)
 	c.out.send(resp)
 }
 
-// count counts the answer to req in the metrics.
-func (c *conn) count(req *pb.Request, resp *pb.Response) {
-	cmd := c.srv.command(req.GetType())
+// count counts the answer to a request of type typ in the metrics.
+func (c *conn) count(typ pb.RequestType, resp *pb.Response) {
+	cmd := c.srv.command(typ)
 	cmd.Request()
 	if resp.GetStatus() != pb.ResponseStatus_Ok {
 		cmd.Error()

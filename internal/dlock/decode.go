@@ -42,8 +42,18 @@ type decodedRequest struct {
 // same fields, and the same error for the same input (unwrapped: its text
 // is part of the answer). body is not retained.
 func decodeRequest(body []byte) (*pb.Request, error) {
-	if req, ok := decodeFast(body); ok {
-		return req, nil
+	return new(decodedRequest).decode(body)
+}
+
+// decode decodes a Request from body as decodeRequest does, into d when it
+// can: what it returns is valid until d's next decode, unless it is not
+// d.req (a Request that proto.Unmarshal decoded). A connection's reader
+// decodes into its own d, so that a request handled at once costs no
+// allocation but its key strings.
+func (d *decodedRequest) decode(body []byte) (*pb.Request, error) {
+	*d = decodedRequest{}
+	if decodeFast(d, body) {
+		return &d.req, nil
 	}
 	req := new(pb.Request)
 	if err := proto.Unmarshal(body, req); err != nil {
@@ -56,53 +66,52 @@ func decodeRequest(body []byte) (*pb.Request, error) {
 // proto/dlock.proto with their declared wire types, each message field at
 // most once, and valid UTF-8 strings. It returns false for anything else
 // (unknown fields, wrong wire types, a repeated message field, a decoding
-// error), which decodeRequest leaves to proto.Unmarshal. What it returns
-// equals what proto.Unmarshal decodes.
-func decodeFast(b []byte) (*pb.Request, bool) {
-	d := new(decodedRequest)
+// error), which decodeRequest leaves to proto.Unmarshal. What it decodes
+// into d.req, which must be empty, equals what proto.Unmarshal decodes.
+func decodeFast(d *decodedRequest, b []byte) bool {
 	req := &d.req
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, false
+			return false
 		}
 		b = b[n:]
 		switch {
 		case typ == protowire.VarintType && num <= fieldCancelID:
 			var v uint64
 			if v, n = protowire.ConsumeVarint(b); n < 0 {
-				return nil, false
+				return false
 			}
 			if !setRequestVarint(req, num, v) {
-				return nil, false
+				return false
 			}
 		case typ == protowire.BytesType && num == fieldAccessToken:
 			var s string
 			if s, n = consumeString(b); n < 0 {
-				return nil, false
+				return false
 			}
 			req.AccessToken = s
 		case typ == protowire.BytesType && num == fieldLock && req.Lock == nil:
 			var v []byte
 			if v, n = protowire.ConsumeBytes(b); n < 0 || !decodeLock(d, v) {
-				return nil, false
+				return false
 			}
 			req.Lock = &d.lock
 		case typ == protowire.BytesType && num == fieldSession && req.Session == nil:
 			var v []byte
 			var ok bool
 			if v, n = protowire.ConsumeBytes(b); n < 0 {
-				return nil, false
+				return false
 			}
 			if req.Session, ok = decodeSession(v); !ok {
-				return nil, false
+				return false
 			}
 		default:
-			return nil, false
+			return false
 		}
 		b = b[n:]
 	}
-	return req, true
+	return true
 }
 
 // setRequestVarint sets the varint field num of req to v, converted as

@@ -74,16 +74,40 @@ func checkDecode(t *testing.T, b []byte) {
 	if (got.Lock == nil) != (want.Lock == nil) || (got.Session == nil) != (want.Session == nil) {
 		t.Fatalf("decodeRequest(%x) = %v, proto.Unmarshal = %v: presence differs", b, got, want)
 	}
-	if fast, ok := decodeFast(b); ok && len(fast.ProtoReflect().GetUnknown()) > 0 {
+	var fast decodedRequest
+	if decodeFast(&fast, b) && len(fast.req.ProtoReflect().GetUnknown()) > 0 {
 		t.Fatalf("decodeFast(%x) kept unknown fields", b)
 	}
+	// Decoding into a record that held another request leaves nothing of
+	// that one behind.
+	var d decodedRequest
+	if _, err := d.decode(dirtyRequest); err != nil {
+		t.Fatal(err)
+	}
+	again, err := d.decode(b)
+	if err != nil || !proto.Equal(again, want) || (again.Lock == nil) != (want.Lock == nil) || (again.Session == nil) != (want.Session == nil) {
+		t.Fatalf("decode(%x) into a used record = %v, %v; proto.Unmarshal = %v", b, again, err, want)
+	}
 }
+
+// dirtyRequest sets every field decodeFast knows.
+var dirtyRequest = func() []byte {
+	b, err := proto.Marshal(&pb.Request{
+		Version: 3, Id: 9, Type: pb.RequestType_Lock, CancelId: 4, AccessToken: "tok",
+		Lock:    &pb.RequestLock{Keys: []string{"x", "y"}, WaitMicro: 1, ReleaseMicro: 2, Mode: pb.LockMode_Shared, Limit: 3, TryOnce: true},
+		Session: &pb.RequestSession{TtlMicro: 5},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 func TestDecodeRequest(t *testing.T) {
 	for _, b := range decodeSeeds(t) {
 		checkDecode(t, b)
 	}
-	if _, ok := decodeFast(v2Lock(1, 0, 0, "q")); !ok {
+	if !decodeFast(new(decodedRequest), v2Lock(1, 0, 0, "q")) {
 		t.Error("decodeFast refused a version 2 Lock")
 	}
 }

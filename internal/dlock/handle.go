@@ -12,25 +12,25 @@ import (
 	pb "github.com/latchd/latch/dlockpb"
 )
 
-// newResponse starts the answer to req (nil: a frame that did not decode),
-// read at at.
-func newResponse(req *pb.Request, at time.Time, v3 bool) *pb.Response {
+// newResponse starts the answer to the request id (0 for a frame that did
+// not decode), read at at.
+func newResponse(id uint64, at time.Time, v3 bool) *pb.Response {
 	resp := new(pb.Response)
-	initResponse(resp, req, at, v3)
+	initResponse(resp, id, at, v3)
 	return resp
 }
 
 // initResponse makes resp, which may hold an earlier answer, the start of
-// the answer to req, as newResponse does. It keeps the memory of resp's
-// tokens for grantResponse.
-func initResponse(resp *pb.Response, req *pb.Request, at time.Time, v3 bool) {
+// the answer to the request id, as newResponse does. It keeps the memory of
+// resp's tokens for grantResponse.
+func initResponse(resp *pb.Response, id uint64, at time.Time, v3 bool) {
 	var version uint32 = 2
 	if v3 {
 		version = 3
 	}
 	*resp = pb.Response{
 		Version:        version,
-		RequestId:      req.GetId(),
+		RequestId:      id,
 		ServerUnixTime: at.UnixNano(),
 		Tokens:         resp.Tokens[:0], // empty: encodes as none
 	}
@@ -217,7 +217,7 @@ func (c *conn) sessionErr(err error) error {
 // true and leaves resp unfinished, to be queued.
 func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
 	req := q.req
-	initResponse(resp, req, q.at, false)
+	initResponse(resp, req.GetId(), q.at, false)
 	if req == nil {
 		setError(resp, q.err, false)
 		return false
@@ -283,7 +283,7 @@ func (c *conn) unlock(req *pb.Request) error {
 // it.
 func (c *conn) handleV3(req *pb.Request, at time.Time) {
 	resp := &c.rresp
-	initResponse(resp, req, at, true)
+	initResponse(resp, req.GetId(), at, true)
 	var err error
 	if err = c.srv.authorize(req); err != nil {
 		setError(resp, err, true)
@@ -364,7 +364,10 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 
 	// Count it as waiting before it can end, which may happen before
 	// AcquireFunc returns.
-	w := &waitingLock{c: c, req: req, at: at, keys: lr.Keys}
+	// The request is the reader's, reused for the next one: keep what the
+	// answer needs.
+	w := &waitingLock{c: c, reqID: id, at: at}
+	w.keys = append(w.keyBuf[:0], lr.Keys...)
 	w.resp.Tokens = w.tokens[:0]
 	c.wmu.Lock()
 	c.nwait++
@@ -377,7 +380,7 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 	g, wid, err := sess.AcquireFunc(lr, w.done)
 	if wid != 0 {
 		c.wmu.Lock()
-		w.sess, w.id = sess, wid
+		w.sess, w.wid = sess, wid
 		c.wmu.Unlock()
 		return true
 	}
@@ -395,17 +398,18 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 
 // waitingLock is a version 3 Lock that waits in the lock table.
 type waitingLock struct {
-	c    *conn
-	req  *pb.Request
-	at   time.Time
-	keys []string
+	c     *conn
+	reqID uint64 // Request.id
+	at    time.Time
+	keys  []string
 	// The session and the lock service's id of the request, for Cancel;
 	// guarded by c.wmu.
 	sess latch.Session
-	id   latch.WaitID
-	// The answer, and room for the token of a one-key grant: one
-	// allocation for the common waiting Lock.
+	wid  latch.WaitID
+	// The answer, and room for the key and the token of a one-key grant:
+	// one allocation for the common waiting Lock.
 	resp   pb.Response
+	keyBuf [1]string
 	tokens [1]uint64
 }
 
@@ -417,13 +421,13 @@ func (w *waitingLock) done(g latch.Grant, err error) {
 	c := w.c
 	w.forget()
 	resp := &w.resp
-	initResponse(resp, w.req, w.at, true)
+	initResponse(resp, w.reqID, w.at, true)
 	if err != nil {
 		setError(resp, c.sessionErr(err), true)
 	} else {
 		grantResponse(resp, g, w.keys, true)
 	}
-	c.count(w.req, resp)
+	c.count(pb.RequestType_Lock, resp)
 	c.out.post(resp)
 	c.answered()
 	c.wg.Done()
@@ -433,8 +437,8 @@ func (w *waitingLock) done(g latch.Grant, err error) {
 func (w *waitingLock) forget() {
 	c := w.c
 	c.wmu.Lock()
-	if id := w.req.GetId(); id != 0 && c.pending[id] == w {
-		delete(c.pending, id)
+	if w.reqID != 0 && c.pending[w.reqID] == w {
+		delete(c.pending, w.reqID)
 	}
 	c.nwait--
 	c.wmu.Unlock()
@@ -471,7 +475,7 @@ func (c *conn) cancel(req *pb.Request) error {
 		wid  latch.WaitID
 	)
 	if ok {
-		sess, wid = w.sess, w.id
+		sess, wid = w.sess, w.wid
 	}
 	c.wmu.Unlock()
 	if !ok || id == 0 {

@@ -166,7 +166,7 @@ func (s *Server) accept(ln net.Listener) {
 // and closes it, in the background (package refuse).
 func (s *Server) refuse(nc net.Conn) {
 	s.log.Warn("dlock: too many connections; refusing one", "peer", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
-	resp := newResponse(nil, time.Now(), false)
+	resp := newResponse(0, time.Now(), false)
 	setError(resp, fmt.Errorf("%w (at most %d)", errTooManyConns, s.cfg.MaxConns), false)
 	buf, off := frame.Start(nil)
 	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, resp)
