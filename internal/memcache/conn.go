@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/idleread"
 	"github.com/latchd/latch/internal/metrics"
 )
 
@@ -36,10 +37,10 @@ type conn struct {
 	data []byte   // a data block too long for r's buffer
 	num  []byte   // scratch for formatting numbers
 
-	idle *idleWaiter // waits for input without buffers; nil when it cannot
+	idle *idleread.Waiter // waits for input without buffers; nil when it cannot
 	// pending is input waitIdle read, not yet taken by r, in pendBuf.
 	pending []byte
-	pendBuf *[bufSize]byte
+	pendBuf *idleread.Buffer
 
 	bodyPeeked int              // bytes of the current binary body still in r's buffer
 	cmd        *metrics.Command // the current text command's, nil when unknown
@@ -61,13 +62,13 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
 	c := &conn{srv: s, nc: nc, sess: sess, gap: 1 << 62}
-	c.idle = newIdleWaiter(nc)
+	c.idle = idleread.New(nc)
 	c.takeBuffers()
 	return c
 }
 
 // Buffers of connections between requests. A connection that can wait for
-// input without a buffer (idleWaiter) gives its buffers back while it
+// input without a buffer (idleread.Waiter) gives its buffers back while it
 // waits, so that an idle connection costs neither.
 var (
 	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
@@ -111,7 +112,7 @@ func (c *conn) waitIdle() (bool, error) {
 	defer c.takeBuffers()
 	for {
 		c.armRead()
-		p, n, err := c.idle.read(&pending)
+		p, n, err := c.idle.Read()
 		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			if c.srv.store.holdsLocks(c.sess) {
 				continue // idle, but holding a lock: keep it
@@ -140,10 +141,6 @@ func (c *conn) tick() {
 	c.gap, c.now = now-c.now, now
 }
 
-// pending holds the *[bufSize]byte buffers that idle connections read
-// their next input into.
-var pending = sync.Pool{New: func() any { return new([bufSize]byte) }}
-
 // flushingReader is the connection's input. It flushes the buffered
 // replies before every read from the socket, that is whenever the server
 // is about to wait for input: a pipelined batch gets its replies in one
@@ -158,7 +155,7 @@ func (f flushingReader) Read(p []byte) (int, error) {
 		n := copy(p, c.pending)
 		c.pending = c.pending[n:]
 		if len(c.pending) == 0 {
-			pending.Put(c.pendBuf)
+			idleread.Put(c.pendBuf)
 			c.pendBuf, c.pending = nil, nil
 		}
 		return n, nil

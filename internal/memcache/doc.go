@@ -15,6 +15,6 @@
 // buffers the reply, and flushes the replies only when it must wait for
 // more input, so a pipelined batch costs one write. A plain TCP connection
 // that has been idle gives its 4 KiB read and write buffers back while it
-// waits for its next request (idleWaiter), so that thousands of idle
+// waits for its next request (idleread.Waiter), so that thousands of idle
 // connections cost little more than their goroutines.
 package memcache
