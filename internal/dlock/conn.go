@@ -15,6 +15,7 @@ import (
 	"github.com/latchd/latch"
 	pb "github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
+	"github.com/latchd/latch/internal/idleread"
 )
 
 // readBuffer is the size of a connection's read buffer: a batch of small
@@ -86,7 +87,26 @@ type conn struct {
 
 	// dec holds the request the reader decoded last (decodedRequest.decode).
 	dec decodedRequest
+
+	// idle waits for input without the read buffer; nil when it cannot.
+	// gap is how long the last wait for input took: a connection whose
+	// last wait took idleAfter or more gives its buffers back for the
+	// next (waitInput). input is what such a wait read, not yet taken by
+	// br, in inputBuf.
+	idle     *idleread.Waiter
+	gap      time.Duration
+	input    []byte
+	inputBuf *idleread.Buffer
 }
+
+// idleAfter is how long a connection must have waited for its last input
+// for waitInput to give its buffers back during the next wait. A busy
+// connection keeps them: dropping and taking them costs a little CPU on
+// every wait.
+const idleAfter = 10 * time.Millisecond
+
+// readers holds the read buffers of connections that wait without one.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBuffer) }}
 
 // queued is a request of the version 2 queue.
 type queued struct {
@@ -100,11 +120,13 @@ func newConn(s *Server, nc net.Conn) *conn {
 		srv:     s,
 		nc:      nc,
 		peer:    nc.RemoteAddr().String(),
-		br:      bufio.NewReaderSize(nc, readBuffer),
 		out:     newWriter(nc, s.cfg.WriteTimeout),
 		pending: make(map[uint64]*waitingLock),
+		idle:    idleread.New(nc),
+		gap:     idleAfter, // a new connection waits for its first request without buffers
 	}
-	c.fr = frame.NewReader(c.br, s.cfg.MaxFrame)
+	c.takeReader()
+	c.fr = frame.NewReader(buffered{c}, s.cfg.MaxFrame)
 	c.qcond.L = &c.mu
 	return c
 }
@@ -189,8 +211,10 @@ func (c *conn) waitForFrame() error {
 			return nil
 		}
 		c.setReadDeadline(wait)
-		_, err := c.br.Peek(1)
+		start := time.Now()
+		err := c.waitInput()
 		if err == nil {
+			c.gap = time.Since(start)
 			// The answers to what arrived go together, at the next
 			// flush: hold the writer, as for the frames after the
 			// first. The rest of a frame that has not all arrived gets
@@ -217,6 +241,59 @@ func (c *conn) waitForFrame() error {
 		return err
 	}
 }
+
+// waitInput waits until input is in the read buffer. A connection whose
+// last wait took idleAfter or more waits without its read buffer and the
+// writer's spare buffers (idleread), so that an idle connection holds
+// neither; its input then goes through the read buffer it takes back.
+func (c *conn) waitInput() error {
+	if c.idle == nil || c.gap < idleAfter {
+		_, err := c.br.Peek(1)
+		return err
+	}
+	c.br.Reset(nil)
+	readers.Put(c.br)
+	c.br = nil
+	c.out.dropBuffers()
+	p, n, err := c.idle.Read()
+	c.takeReader()
+	if err != nil {
+		return err
+	}
+	c.inputBuf, c.input = p, p[:n]
+	_, err = c.br.Peek(1) // takes the input: reads nothing from the socket
+	return err
+}
+
+// takeReader gives the connection a read buffer.
+func (c *conn) takeReader() {
+	c.br = readers.Get().(*bufio.Reader)
+	c.br.Reset(connInput{c})
+}
+
+// connInput is what the read buffer reads: the input a wait without the
+// buffer read (waitInput), then the socket.
+type connInput struct{ c *conn }
+
+func (in connInput) Read(p []byte) (int, error) {
+	c := in.c
+	if len(c.input) == 0 {
+		return c.nc.Read(p)
+	}
+	n := copy(p, c.input)
+	c.input = c.input[n:]
+	if len(c.input) == 0 {
+		idleread.Put(c.inputBuf)
+		c.inputBuf, c.input = nil, nil
+	}
+	return n, nil
+}
+
+// buffered is what the frame reader reads: the read buffer the connection
+// has at the time.
+type buffered struct{ c *conn }
+
+func (b buffered) Read(p []byte) (int, error) { return b.c.br.Read(p) }
 
 // frameBuffered reports whether the next frame is in the read buffer whole,
 // so that reading it makes no read from the connection (nor does a frame

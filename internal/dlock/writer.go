@@ -161,6 +161,17 @@ func (w *writer) encode(resp *pb.Response) {
 	w.buf = buf
 }
 
+// dropBuffers lets go of the buffers kept from the last write, for a
+// connection that waits idle. What is queued stays.
+func (w *writer) dropBuffers() {
+	w.mu.Lock()
+	w.spare = nil
+	if len(w.buf) == 0 {
+		w.buf = nil
+	}
+	w.mu.Unlock()
+}
+
 // hold keeps send from writing (less than holdLimit bytes) until flush.
 func (w *writer) hold() {
 	w.mu.Lock()

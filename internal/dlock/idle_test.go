@@ -1,0 +1,69 @@
+package dlock
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/frame"
+)
+
+// TestIdleConnectionDropsBuffers checks that a TCP connection serves on
+// after waiting without its buffers (waitInput: a connection's first wait,
+// and each wait after one of idleAfter or more): whole requests, a frame
+// split across an idle pause, a batch larger than the read buffer, and a
+// grant that comes while the connection waits so. That the buffers are
+// gone meanwhile shows in the memory per idle connection (latch bench
+// --workload idle), not here.
+func TestIdleConnectionDropsBuffers(t *testing.T) {
+	e := newEnv(t, nil)
+	a, b := e.dial(t), e.dial(t)
+	pause := func() { time.Sleep(3 * idleAfter) }
+
+	a.mustV3(v3Lock(1, []string{"k"}), pb.ResponseStatus_Ok)
+	pause()
+	a.mustV3(v3Keys(pb.RequestType_Unlock, 2, "k"), pb.ResponseStatus_Ok)
+
+	pause()
+	body, err := proto.Marshal(v3(3, pb.RequestType_Ping))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := frame.Append(nil, body)
+	a.send(f[:3])
+	pause()
+	a.send(f[3:])
+	if r := a.recvPB(); r.GetRequestId() != 3 || r.GetStatus() != pb.ResponseStatus_Ok {
+		t.Fatalf("a frame split across an idle pause: answer %v", r)
+	}
+
+	pause()
+	var batch []byte
+	const n = 400 // about 10 KiB of frames
+	for i := range n {
+		body, err := proto.Marshal(v3Keys(pb.RequestType_Ping, uint64(100+i), "padding-to-make-the-frame-longer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = frame.Append(batch, body)
+	}
+	a.send(batch)
+	for i := range n {
+		if r := a.recvPB(); r.GetRequestId() != uint64(100+i) {
+			t.Fatalf("batch answer %d: %v, want request %d", i, r, 100+i)
+		}
+	}
+
+	// b waits for k while a holds it; both connections then wait idle,
+	// and a's Unlock hands k to b.
+	a.mustV3(v3Lock(4, []string{"k"}), pb.ResponseStatus_Ok)
+	b.sendPB(v3Lock(1, []string{"k"}))
+	e.waitFor(t, "k", "b to wait", waiters(1))
+	pause()
+	a.mustV3(v3Keys(pb.RequestType_Unlock, 5, "k"), pb.ResponseStatus_Ok)
+	if r := b.recvPB(); r.GetRequestId() != 1 || r.GetStatus() != pb.ResponseStatus_Ok || len(r.GetTokens()) != 1 {
+		t.Fatalf("b's grant after an idle wait: %v", r)
+	}
+}
