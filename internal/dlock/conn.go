@@ -92,11 +92,10 @@ type conn struct {
 	// gap is how long the last wait for input took: a connection whose
 	// last wait took idleAfter or more gives its buffers back for the
 	// next (waitInput). input is what such a wait read, not yet taken by
-	// br, in inputBuf.
-	idle     *idleread.Waiter
-	gap      time.Duration
-	input    []byte
-	inputBuf *idleread.Buffer
+	// br.
+	idle  *idleread.Waiter
+	gap   time.Duration
+	input idleread.Input
 }
 
 // idleAfter is how long a connection must have waited for its last input
@@ -255,12 +254,11 @@ func (c *conn) waitInput() error {
 	readers.Put(c.br)
 	c.br = nil
 	c.out.dropBuffers()
-	p, n, err := c.idle.Read()
+	err := c.idle.Read(&c.input)
 	c.takeReader()
 	if err != nil {
 		return err
 	}
-	c.inputBuf, c.input = p, p[:n]
 	_, err = c.br.Peek(1) // takes the input: reads nothing from the socket
 	return err
 }
@@ -276,17 +274,10 @@ func (c *conn) takeReader() {
 type connInput struct{ c *conn }
 
 func (in connInput) Read(p []byte) (int, error) {
-	c := in.c
-	if len(c.input) == 0 {
-		return c.nc.Read(p)
+	if in.c.input.Len() == 0 {
+		return in.c.nc.Read(p)
 	}
-	n := copy(p, c.input)
-	c.input = c.input[n:]
-	if len(c.input) == 0 {
-		idleread.Put(c.inputBuf)
-		c.inputBuf, c.input = nil, nil
-	}
-	return n, nil
+	return in.c.input.Read(p), nil
 }
 
 // buffered is what the frame reader reads: the read buffer the connection

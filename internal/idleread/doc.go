@@ -12,11 +12,29 @@ import "sync"
 // Size is the size of a Buffer.
 const Size = 4 << 10
 
-// Buffer holds what Waiter.Read read. Give it back with Put once its bytes
-// are used.
+// Buffer holds what Waiter.Read read, in an Input.
 type Buffer [Size]byte
 
 var pool = sync.Pool{New: func() any { return new(Buffer) }}
 
-// Put gives b back to the pool.
-func Put(b *Buffer) { pool.Put(b) }
+// Input is what Waiter.Read read, taken from it by Read as the front end's
+// buffered reader asks; its Buffer goes back to the pool once all is taken.
+// The zero Input is empty.
+type Input struct {
+	buf  *Buffer
+	rest []byte
+}
+
+// Len returns how many bytes are left to take.
+func (in *Input) Len() int { return len(in.rest) }
+
+// Read takes up to len(p) bytes into p and returns how many it took.
+func (in *Input) Read(p []byte) int {
+	n := copy(p, in.rest)
+	in.rest = in.rest[n:]
+	if len(in.rest) == 0 && in.buf != nil {
+		pool.Put(in.buf)
+		in.buf, in.rest = nil, nil
+	}
+	return n
+}

@@ -25,12 +25,13 @@ func New(nc net.Conn) *Waiter {
 	return &Waiter{raw: raw}
 }
 
-// Read reads the connection's next input into a Buffer and returns it and
-// how much it read, or the error that ended the wait: io.EOF, the read
-// deadline (os.ErrDeadlineExceeded), a closed connection. It makes the
-// system calls net.Conn's Read would (a read that finds nothing, a sleep in
-// the netpoller, a read) but holds a Buffer only for the reads.
-func (w *Waiter) Read() (*Buffer, int, error) {
+// Read reads the connection's next input into in, which must be empty,
+// or returns the error that ended the wait: io.EOF, the read deadline
+// (os.ErrDeadlineExceeded), a closed connection. It makes the system calls
+// net.Conn's Read would (a read that finds nothing, a sleep in the
+// netpoller, a read) but holds a Buffer only for the reads and for what
+// they read.
+func (w *Waiter) Read(in *Input) error {
 	var (
 		p    *Buffer
 		n    int
@@ -61,7 +62,8 @@ func (w *Waiter) Read() (*Buffer, int, error) {
 		if p != nil {
 			pool.Put(p)
 		}
-		return nil, 0, err
+		return err
 	}
-	return p, n, nil
+	in.buf, in.rest = p, p[:n]
+	return nil
 }

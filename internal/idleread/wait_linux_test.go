@@ -75,20 +75,29 @@ func TestRead(t *testing.T) {
 			server.SetReadDeadline(time.Now().Add(deadline))
 			go tt.client(client)
 			time.Sleep(5 * time.Millisecond) // the more-than-a-buffer case: let it all arrive
-			p, n, err := w.Read()
+			var in Input
+			err := w.Read(&in)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("Read error = %v, want %v", err, tt.wantErr)
 			}
 			if err != nil {
-				if p != nil || n != 0 {
-					t.Errorf("Read = (%p, %d) with an error, want no buffer", p, n)
+				if in.Len() != 0 || in.buf != nil {
+					t.Errorf("Read left %d bytes in its input with an error, want none", in.Len())
 				}
 				return
 			}
-			if got := string(p[:n]); got != tt.want {
-				t.Errorf("Read = %d bytes %q, want %q", n, got[:min(len(got), 16)], tt.want[:min(len(tt.want), 16)])
+			// Taken in pieces, as a buffered reader may.
+			var got []byte
+			for in.Len() > 0 {
+				p := make([]byte, 1000)
+				got = append(got, p[:in.Read(p)]...)
 			}
-			Put(p)
+			if string(got) != tt.want {
+				t.Errorf("Read = %d bytes %q, want %d bytes %q", len(got), got[:min(len(got), 16)], len(tt.want), tt.want[:min(len(tt.want), 16)])
+			}
+			if in.buf != nil {
+				t.Errorf("the input keeps its buffer once taken")
+			}
 		})
 	}
 }

@@ -38,9 +38,8 @@ type conn struct {
 	num  []byte   // scratch for formatting numbers
 
 	idle *idleread.Waiter // waits for input without buffers; nil when it cannot
-	// pending is input waitIdle read, not yet taken by r, in pendBuf.
-	pending []byte
-	pendBuf *idleread.Buffer
+	// input is what waitIdle read, not yet taken by r.
+	input idleread.Input
 
 	bodyPeeked int              // bytes of the current binary body still in r's buffer
 	cmd        *metrics.Command // the current text command's, nil when unknown
@@ -99,7 +98,7 @@ func (c *conn) dropBuffers() error {
 
 // waitIdle waits, without buffers, for the next request to start
 // arriving, under the idle timeout, as flushingReader.Read does between
-// requests, and keeps what arrived in c.pending for flushingReader. It
+// requests, and keeps what arrived in c.input for flushingReader. It
 // reports false when c.idle cannot wait so (the caller reads as usual),
 // and the error that ends the connection, if any.
 func (c *conn) waitIdle() (bool, error) {
@@ -112,7 +111,7 @@ func (c *conn) waitIdle() (bool, error) {
 	defer c.takeBuffers()
 	for {
 		c.armRead()
-		p, n, err := c.idle.Read()
+		err := c.idle.Read(&c.input)
 		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			if c.srv.store.holdsLocks(c.sess) {
 				continue // idle, but holding a lock: keep it
@@ -123,7 +122,6 @@ func (c *conn) waitIdle() (bool, error) {
 			return true, err
 		}
 		c.tick()
-		c.pendBuf, c.pending = p, p[:n]
 		return true, nil
 	}
 }
@@ -150,15 +148,9 @@ type flushingReader struct{ c *conn }
 
 func (f flushingReader) Read(p []byte) (int, error) {
 	c := f.c
-	if len(c.pending) > 0 {
+	if c.input.Len() > 0 {
 		// What waitIdle read; the replies were flushed before.
-		n := copy(p, c.pending)
-		c.pending = c.pending[n:]
-		if len(c.pending) == 0 {
-			idleread.Put(c.pendBuf)
-			c.pendBuf, c.pending = nil, nil
-		}
-		return n, nil
+		return c.input.Read(p), nil
 	}
 	// Flush also reports an earlier failed write (a client that did not
 	// read its replies within the write timeout) when nothing is buffered:
