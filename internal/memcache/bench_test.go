@@ -242,7 +242,7 @@ func BenchmarkStoreLockUnlock(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				k := keys[i]
-				if _, err := st.lock(now, sess, k, lockOnly, 0); err != nil {
+				if _, err := st.lock(now, sess, k, cache.LockOnly, 0); err != nil {
 					b.Fatal(err)
 				}
 				if err := st.unlock(now, sess, k); err != nil {

@@ -568,7 +568,7 @@ func (c *conn) textLock() error {
 		c.textError(rError)
 		return nil
 	}
-	_, err := c.srv.store.lock(c.now, c.sess, c.toks[1], lockOnly, 0)
+	_, err := c.srv.store.lock(c.now, c.sess, c.toks[1], cache.LockOnly, 0)
 	switch {
 	case err == nil:
 		c.w.WriteString(rOK)
