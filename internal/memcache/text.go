@@ -137,7 +137,7 @@ func (c *conn) textError(reply string) {
 func (c *conn) textCommand() error {
 	t := c.toks
 	c.cmd = nil
-	if i, ok := textCommandIndex[string(t[0])]; ok {
+	if i := textCommandIndex(t[0]); i >= 0 {
 		c.srv.counters.textOps[i].Add(1)
 		c.cmd = c.srv.textCmds[i]
 		c.cmd.Request()
