@@ -174,6 +174,20 @@ func (c *Cache) find(now int64, key []byte) (*entry, miss) {
 	return e, 0
 }
 
+// lookup is find that also returns the key of the item it met, live or
+// dead: the cache's own copy of key, or "" if there was no item.
+func (c *Cache) lookup(now int64, key []byte) (*entry, string) {
+	e := c.items[string(key)]
+	if e == nil {
+		return nil, ""
+	}
+	if c.dead(e, now) {
+		c.reclaim(e)
+		return nil, e.key
+	}
+	return e, e.key
+}
+
 // lockedByOther reports whether e is locked by someone other than owner.
 func lockedByOther(e *entry, owner latch.SessionID) bool {
 	return e.owner != 0 && e.owner != owner

@@ -62,6 +62,13 @@
 //     Its exptime is checked once it is unlocked: an item whose exptime passed
 //     while it was locked is removed at its unlock.
 //
+// A caller that keeps a lock table beside the cache (the memcached front
+// end, whose locks also exclude other protocols' lockers) uses LockFunc,
+// UnlockKey, DeleteKey and ReplaceAndUnlockKey, which look the key up once
+// for the cache and the table: LockFunc calls back to take the key in the
+// table, naming it with the item's own key string, before it looks at the
+// item's lock mark; the others return that string for the caller to release.
+//
 // Locked items leave the LRU list for a list per owner, so eviction and Sweep
 // never even see them, and UnlockAll costs O(items the owner holds).
 //

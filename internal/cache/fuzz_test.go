@@ -22,17 +22,23 @@ const maxFuzzOps = 256
 
 // FuzzCache decodes its input into a sequence of operations, 4 bytes each:
 //
-//	op, key (low 3 bits) | owner (next 2 bits), value length or number, time+exptime
+//	op, key (low 3 bits) | owner (next 2 bits) | lock-table variant (bit 5) |
+//	table refuses (bit 6) | cas (bit 7), value length or number, time+exptime
 //
 // and runs the first maxFuzzOps of them on a small cache (a few items fill it, so eviction is
-// frequent). It checks after every step that nothing panics, that the
+// frequent). Bit 5 of the second byte makes lock, unlock, delete and RaU use
+// their lock-table variants (LockFunc, UnlockKey, DeleteKey,
+// ReplaceAndUnlockKey), whose take refuses the key when bit 6 is set too. It checks after every step that nothing panics, that the
 // cache's bookkeeping is consistent (checkInvariants: lists, byte and item
 // counts, unique CAS values below the counter, the memory limit), that every
 // CAS a write returns is larger than all before it, that every lock the
 // operations took is still held by its owner (locked items are never
 // evicted, expired or flushed, and only unlock, unlock_all, RaU and the
 // holder's delete release them), and that no write by another owner changed
-// a locked item.
+// a locked item. For the lock-table variants it checks that take is
+// called exactly once for a valid key and a real owner, with the key, that a
+// refusal changes nothing, and that the key is returned exactly when the
+// caller must release it.
 func FuzzCache(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const limit = 3 * (250 + 200 + ItemOverhead)
@@ -49,6 +55,7 @@ func FuzzCache(f *testing.F) {
 			data = data[4:]
 			key := fuzzKeys[kb&7]
 			owner := latch.SessionID(kb >> 3 & 3)
+			variant, refuse := kb&0x20 != 0, kb&0x60 == 0x60
 			now += int64(tb>>3) * int64(sec) / 4
 			exptime := fuzzExps[tb&7]
 			// The value: digits for small numbers, else a pattern of
@@ -73,6 +80,17 @@ func FuzzCache(f *testing.F) {
 			before := snapshot(c, key)
 			holder := locked[string(key)]
 			wrote := false // a write that changes the item succeeded
+			// The lock-table variants: how often take was called and
+			// with what, the key they returned.
+			takes, taken, name := 0, "", ""
+			take := func(n string) error {
+				takes++
+				taken = n
+				if refuse {
+					return errTable
+				}
+				return nil
+			}
 			var newCAS uint64
 			var err error
 			switch opb % 20 {
@@ -108,7 +126,12 @@ func FuzzCache(f *testing.F) {
 				wrote = true
 			case 12:
 				var unlocked bool
-				unlocked, err = c.Delete(now, owner, key, casArg)
+				if variant {
+					name, err = c.DeleteKey(now, owner, key, casArg)
+					unlocked = name != ""
+				} else {
+					unlocked, err = c.Delete(now, owner, key, casArg)
+				}
 				if err == nil {
 					if unlocked != (holder != 0) || (holder != 0 && holder != owner) {
 						t.Fatalf("step %d: delete by %d of an item held by %d reported unlocked=%v", i, owner, holder, unlocked)
@@ -117,22 +140,39 @@ func FuzzCache(f *testing.F) {
 				}
 			case 13:
 				c.FlushAll(now, []int64{0, 1, 3, t0Sec + 2}[vb&3])
-			case 14:
-				err = c.Lock(now, owner, key)
-				if err == nil {
-					locked[string(key)] = owner
+			case 14, 15:
+				mode := LockOnly
+				if opb%20 == 15 {
+					mode = []LockMode{LockGet, LockTouch}[vb&1]
 				}
-			case 15:
-				if vb&1 == 0 {
+				switch {
+				case variant:
+					_, err = c.LockFunc(now, owner, key, mode, exptime, take)
+					checkTake(t, i, key, owner, takes, taken)
+				case mode == LockOnly:
+					err = c.Lock(now, owner, key)
+				case mode == LockGet:
 					_, err = c.LockAndGet(now, owner, key)
-				} else {
+				default:
 					_, err = c.LockAndTouch(now, owner, key, exptime)
+				}
+				if refuse && takes > 0 {
+					if err != errTable {
+						t.Fatalf("step %d: LockFunc refused by the table: %v", i, err)
+					}
+					if after := snapshot(c, key); after.exists && !after.equal(before) {
+						t.Fatalf("step %d: a refused lock changed the item: %+v -> %+v", i, before, after)
+					}
 				}
 				if err == nil {
 					locked[string(key)] = owner
 				}
 			case 16:
-				err = c.Unlock(now, owner, key)
+				if variant {
+					name, err = c.UnlockKey(now, owner, key)
+				} else {
+					err = c.Unlock(now, owner, key)
+				}
 				if err == nil {
 					delete(locked, string(key))
 				}
@@ -149,7 +189,11 @@ func FuzzCache(f *testing.F) {
 					t.Fatalf("step %d: UnlockAll(%d) = %d, want %d", i, owner, n, want)
 				}
 			case 18:
-				newCAS, err = c.ReplaceAndUnlock(now, owner, key, value, 0, exptime, casArg)
+				if variant {
+					newCAS, name, err = c.ReplaceAndUnlockKey(now, owner, key, value, 0, exptime, casArg)
+				} else {
+					newCAS, err = c.ReplaceAndUnlock(now, owner, key, value, 0, exptime, casArg)
+				}
 				if err == nil {
 					delete(locked, string(key))
 					if newCAS <= lastCAS {
@@ -160,6 +204,16 @@ func FuzzCache(f *testing.F) {
 			case 19:
 				c.Sweep(now, int(vb))
 				_ = c.AppendKeys(nil, now, key[:1])
+			}
+			if variant && (opb%20 == 12 || opb%20 == 16 || opb%20 == 18) {
+				// The key comes back exactly when a lock was dropped:
+				// the holder's delete, an unlock, a RaU.
+				switch release := err == nil && (opb%20 != 12 || holder != 0); {
+				case release && name != string(key):
+					t.Fatalf("step %d: op %d returned key %q, want %q", i, opb%20, name, key)
+				case !release && name != "":
+					t.Fatalf("step %d: op %d returned key %q, want none", i, opb%20, name)
+				}
 			}
 			if wrote && err == nil {
 				if holder != 0 && holder != owner {
@@ -214,4 +268,20 @@ func snapshot(c *Cache, key []byte) itemState {
 func (a itemState) equal(b itemState) bool {
 	return a.exists == b.exists && bytes.Equal(a.value, b.value) && a.flags == b.flags &&
 		a.cas == b.cas && a.exp == b.exp && a.owner == b.owner
+}
+
+// checkTake checks LockFunc's calls of take: once, with the key, for a
+// valid key and a real owner; never otherwise.
+func checkTake(t *testing.T, step int, key []byte, owner latch.SessionID, takes int, taken string) {
+	t.Helper()
+	want := 1
+	if checkKey(key) != nil || owner == 0 {
+		want = 0
+	}
+	if takes != want {
+		t.Fatalf("step %d: take called %d times, want %d", step, takes, want)
+	}
+	if takes == 1 && taken != string(key) {
+		t.Fatalf("step %d: take(%q), want take(%q)", step, taken, key)
+	}
 }

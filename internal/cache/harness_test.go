@@ -26,6 +26,7 @@ type res struct {
 	N     uint64 // incr/decr value, counts
 	B     bool   // Delete's unlocked
 	Keys  []string
+	Name  string // the lock-table variants: take's argument, or the key returned
 	Err   error
 }
 
@@ -194,6 +195,50 @@ func lat(o latch.SessionID, key string, exptime int64) op {
 func rau(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
 	return func(c *Cache, now int64) res {
 		return casRes(c.ReplaceAndUnlock(now, o, []byte(key), []byte(val), flags, exptime, cas))
+	}
+}
+
+// lockFunc is LockFunc with a take that refuses the key if refuse. N is
+// how many times take was called, Name its argument. LockOnly's item is
+// left out, as Lock's.
+func lockFunc(o latch.SessionID, key string, mode LockMode, exptime int64, refuse bool) op {
+	return func(c *Cache, now int64) res {
+		calls, name := 0, ""
+		it, err := c.LockFunc(now, o, []byte(key), mode, exptime, func(n string) error {
+			calls++
+			name = n
+			if refuse {
+				return errTable
+			}
+			return nil
+		})
+		if mode == LockOnly {
+			it = Item{}
+		}
+		r := itemRes(it, err)
+		r.N, r.Name = uint64(calls), name
+		return r
+	}
+}
+
+func unlockKey(o latch.SessionID, key string) op {
+	return func(c *Cache, now int64) res {
+		name, err := c.UnlockKey(now, o, []byte(key))
+		return res{Name: name, Err: err}
+	}
+}
+
+func deleteKey(o latch.SessionID, key string, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		name, err := c.DeleteKey(now, o, []byte(key), cas)
+		return res{B: name != "", Name: name, Err: err}
+	}
+}
+
+func rauKey(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		newCAS, name, err := c.ReplaceAndUnlockKey(now, o, []byte(key), []byte(val), flags, exptime, cas)
+		return res{CAS: newCAS, Name: name, Err: err}
 	}
 }
 

@@ -250,6 +250,32 @@ func (m *model) unlock(now int64, o latch.SessionID, k string) res {
 	return res{}
 }
 
+// lockFunc is lock behind a lock table that refuses the key if refuse:
+// take is called once, with the key, unless the owner is 0.
+func (m *model) lockFunc(now int64, o latch.SessionID, k string, mode LockMode, exptime int64, refuse bool) res {
+	if o == 0 {
+		return m.lock(now, o, k, false, false, 0)
+	}
+	var r res
+	if refuse {
+		m.advance(now)
+		r = res{Err: errTable}
+	} else {
+		r = m.lock(now, o, k, mode != LockOnly, mode == LockTouch, exptime)
+	}
+	r.N, r.Name = 1, k
+	return r
+}
+
+// named adds the key to r, as the lock-table variants return it when the
+// caller must release it: if ok.
+func named(r res, k string, ok bool) res {
+	if ok {
+		r.Name = k
+	}
+	return r
+}
+
 func (m *model) unlockAll(now int64, o latch.SessionID) res {
 	m.advance(now)
 	n := 0
@@ -329,6 +355,7 @@ func randomTwin(r *rand.Rand, m *model) twin {
 		casv = uint64(r.IntN(int(m.cas) + 2))
 	}
 	delta := []uint64{0, 1, 5, math.MaxUint64}[r.IntN(4)]
+	alt := r.IntN(2) == 0 // the lock-table variant of an operation that has one
 	name := func(op string) string {
 		return fmt.Sprintf("%s(owner=%d key=%q val=%q flags=%d exp=%d cas=%d delta=%d)", op, o, k, v, flags, exp, casv, delta)
 	}
@@ -364,6 +391,12 @@ func randomTwin(r *rand.Rand, m *model) twin {
 	case 12:
 		return twin{name("decr"), decr(o, k, delta, casv), func(m *model, now int64) res { return m.arith(now, o, k, delta, casv, false) }}
 	case 13:
+		if alt {
+			return twin{name("delete_key"), deleteKey(o, k, casv), func(m *model, now int64) res {
+				r := m.del(now, o, k, casv)
+				return named(r, k, r.B)
+			}}
+		}
 		return twin{name("delete"), del(o, k, casv), func(m *model, now int64) res { return m.del(now, o, k, casv) }}
 	case 14:
 		if r.IntN(4) != 0 {
@@ -371,17 +404,37 @@ func randomTwin(r *rand.Rand, m *model) twin {
 		}
 		d := []int64{0, 0, 1, 3, t0Sec + 2}[r.IntN(5)]
 		return twin{fmt.Sprintf("flush_all(%d)", d), flush(d), func(m *model, now int64) res { return m.flush(now, d) }}
-	case 15, 16:
+	case 15, 16, 17, 18:
+		mode := []LockMode{LockOnly, LockOnly, LockGet, LockTouch}[r.IntN(4)]
+		if alt {
+			refuse := r.IntN(4) == 0
+			return twin{name(fmt.Sprintf("lock_func(mode=%d refuse=%v)", mode, refuse)), lockFunc(o, k, mode, exp, refuse),
+				func(m *model, now int64) res { return m.lockFunc(now, o, k, mode, exp, refuse) }}
+		}
+		switch mode {
+		case LockGet:
+			return twin{name("lag"), lag(o, k), func(m *model, now int64) res { return m.lock(now, o, k, true, false, 0) }}
+		case LockTouch:
+			return twin{name("lat"), lat(o, k, exp), func(m *model, now int64) res { return m.lock(now, o, k, true, true, exp) }}
+		}
 		return twin{name("lock"), lock(o, k), func(m *model, now int64) res { return m.lock(now, o, k, false, false, 0) }}
-	case 17:
-		return twin{name("lag"), lag(o, k), func(m *model, now int64) res { return m.lock(now, o, k, true, false, 0) }}
-	case 18:
-		return twin{name("lat"), lat(o, k, exp), func(m *model, now int64) res { return m.lock(now, o, k, true, true, exp) }}
 	case 19:
+		if alt {
+			return twin{name("unlock_key"), unlockKey(o, k), func(m *model, now int64) res {
+				r := m.unlock(now, o, k)
+				return named(r, k, r.Err == nil)
+			}}
+		}
 		return twin{name("unlock"), unlock(o, k), func(m *model, now int64) res { return m.unlock(now, o, k) }}
 	case 20:
 		if r.IntN(3) == 0 {
 			return twin{name("unlock_all"), unlockAll(o), func(m *model, now int64) res { return m.unlockAll(now, o) }}
+		}
+		if alt {
+			return twin{name("rau_key"), rauKey(o, k, v, flags, exp, casv), func(m *model, now int64) res {
+				r := m.rau(now, o, k, v, flags, exp, casv)
+				return named(r, k, r.Err == nil)
+			}}
 		}
 		return twin{name("rau"), rau(o, k, v, flags, exp, casv), func(m *model, now int64) res {
 			return m.rau(now, o, k, v, flags, exp, casv)

@@ -261,22 +261,36 @@ func parseUint(b []byte) (uint64, bool) {
 //
 // Errors: ErrInvalidKey, ErrNotFound, ErrLocked, ErrExists (cas given).
 func (c *Cache) Delete(now int64, owner latch.SessionID, key []byte, cas uint64) (unlocked bool, err error) {
+	name, err := c.DeleteKey(now, owner, key, cas)
+	return name != "", err
+}
+
+// DeleteKey is Delete for a caller that keeps a lock table beside the cache
+// (see LockFunc). When the holder's delete drops the item's lock, unlocked
+// is the key as the item's own string (never empty: keys are not), so that
+// the caller can release the key in its table without allocating or
+// looking the key up again; otherwise it is "".
+//
+// Errors: as Delete.
+func (c *Cache) DeleteKey(now int64, owner latch.SessionID, key []byte, cas uint64) (unlocked string, err error) {
 	now = c.advance(now)
 	if err := checkKey(key); err != nil {
-		return false, err
+		return "", err
 	}
 	e, _ := c.find(now, key)
 	if e == nil {
 		c.stats.DeleteMisses++
-		return false, ErrNotFound
+		return "", ErrNotFound
 	}
 	if lockedByOther(e, owner) {
-		return false, ErrLocked
+		return "", ErrLocked
 	}
 	if cas != 0 && e.cas != cas {
-		return false, ErrExists
+		return "", ErrExists
 	}
-	unlocked = e.owner != 0
+	if e.owner != 0 {
+		unlocked = e.key
+	}
 	c.remove(e)
 	c.stats.DeleteHits++
 	return unlocked, nil

@@ -456,7 +456,7 @@ func (c *conn) binCommand(r *request) error {
 		return errClose
 
 	case opLock, opLockQ:
-		_, err := st.lock(c.now, c.sess, r.key, lockOnly, 0)
+		_, err := st.lock(c.now, c.sess, r.key, cache.LockOnly, 0)
 		if err != nil {
 			c.binCacheError(r, err)
 			return nil
@@ -485,10 +485,10 @@ func (c *conn) binCommand(r *request) error {
 		}
 
 	case opLaG, opLaGQ, opLaGK, opLaGKQ:
-		mode := lockGet
+		mode := cache.LockGet
 		exp, touch := exptimeExtra(r.extras)
 		if touch {
-			mode = lockTouch
+			mode = cache.LockTouch
 		}
 		it, err := st.lock(c.now, c.sess, r.key, mode, exp)
 		if err != nil {

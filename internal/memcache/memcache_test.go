@@ -53,6 +53,64 @@ func TestOneLockTable(t *testing.T) {
 	}
 }
 
+// TestLockTableAnswersFirst checks the order in which a lock consults the
+// lock table and the item: the table first, so a key held over another
+// protocol is LOCKED even without an item; and that a lock the item then
+// refuses gives the key back to the table: no item, or an item still marked
+// by a holder whose key an operator force-released.
+func TestLockTableAnswersFirst(t *testing.T) {
+	ts := newTestServer(t)
+	tableEmpty := func(when string) {
+		t.Helper()
+		if locks := ts.svc.Locks("", "", 0); len(locks) != 0 {
+			t.Fatalf("%s: the lock table kept %+v", when, locks)
+		}
+	}
+	a := ts.dialInteractive()
+	defer a.finish()
+	b := ts.dialInteractive()
+	defer b.finish()
+
+	other, err := ts.svc.OpenSession(latch.SessionOptions{Protocol: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Acquire(context.Background(), latch.LockRequest{Keys: []string{"held"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.exchange([]byte("lock held\r\n")); string(got) != "LOCKED\r\n" {
+		t.Fatalf("lock of a key held elsewhere, without an item: %q", got)
+	}
+	other.Close()
+
+	if got := a.exchange([]byte("lock missing\r\n")); string(got) != "NOT_FOUND\r\n" {
+		t.Fatalf("lock without an item: %q", got)
+	}
+	tableEmpty("after a lock without an item")
+
+	if got := a.exchange([]byte("set k 0 0 1\r\nx\r\nlock k\r\n")); string(got) != "STORED\r\nOK\r\n" {
+		t.Fatalf("set and lock: %q", got)
+	}
+	if n, err := ts.svc.ForceRelease("k"); n != 1 || err != nil {
+		t.Fatalf("ForceRelease = %d, %v", n, err)
+	}
+	// The item is still marked by a: b's lock is refused, and gives the
+	// key back.
+	if got := b.exchange([]byte("lock k\r\n")); string(got) != "LOCKED\r\n" {
+		t.Fatalf("lock of an item still marked: %q", got)
+	}
+	tableEmpty("after a lock of an item still marked")
+	// a's unlock drops the mark (the table no longer has the key), then b
+	// takes the lock; b's delete drops both.
+	if got := a.exchange([]byte("unlock k\r\n")); string(got) != "OK\r\n" {
+		t.Fatalf("unlock after a force-release: %q", got)
+	}
+	if got := b.exchange([]byte("lock k\r\ndelete k\r\n")); string(got) != "OK\r\nDELETED\r\n" {
+		t.Fatalf("lock and delete: %q", got)
+	}
+	ts.noLocksLeft()
+}
+
 // TestHolderDeleteReleasesTheKey checks that the holder's delete drops the
 // lock in the lock table too.
 func TestHolderDeleteReleasesTheKey(t *testing.T) {

@@ -36,13 +36,59 @@ var textCommands = [...]string{
 	"slabs", "stats", "flush_all", "version", "verbosity", "quit", "keys",
 }
 
-var textCommandIndex = func() map[string]int {
-	m := make(map[string]int, len(textCommands))
-	for i, c := range textCommands {
-		m[c] = i
+// textCommandIndex returns the index of the command name in textCommands,
+// or -1. It runs for every text request: a switch costs a few comparisons,
+// where a map lookup cost a hash and a probe (TestTextCommandIndex keeps it
+// in step with textCommands).
+func textCommandIndex(name []byte) int {
+	switch string(name) {
+	case "set":
+		return 0
+	case "add":
+		return 1
+	case "replace":
+		return 2
+	case "append":
+		return 3
+	case "prepend":
+		return 4
+	case "cas":
+		return 5
+	case "get":
+		return 6
+	case "gets":
+		return 7
+	case "delete":
+		return 8
+	case "incr":
+		return 9
+	case "decr":
+		return 10
+	case "touch":
+		return 11
+	case "lock":
+		return 12
+	case "unlock":
+		return 13
+	case "unlock_all":
+		return 14
+	case "slabs":
+		return 15
+	case "stats":
+		return 16
+	case "flush_all":
+		return 17
+	case "version":
+		return 18
+	case "verbosity":
+		return 19
+	case "quit":
+		return 20
+	case "keys":
+		return 21
 	}
-	return m
-}()
+	return -1
+}
 
 // binaryNames names the opcodes counted in "stats ops", in yrmcds's order.
 var binaryNames = []struct {

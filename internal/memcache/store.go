@@ -24,7 +24,7 @@ type Store struct {
 	mu    sync.Mutex
 	cache *cache.Cache
 	now   func() int64
-	keys  [1]string // scratch: the key of a lock or unlock, under mu
+	keys  [1]string // scratch: the key of a lock or release, under mu
 }
 
 // NewStore returns an empty store. now is the clock, in nanoseconds since
@@ -53,78 +53,56 @@ func (st *Store) do(now int64, f func(c *cache.Cache, now int64)) {
 	st.mu.Unlock()
 }
 
-// lockMode says how lock treats the item.
-type lockMode uint8
-
-const (
-	lockOnly  lockMode = iota // Lock
-	lockGet                   // LaG: return the item
-	lockTouch                 // LaG with an exptime: return it and set its exptime
-)
-
-// lock takes key's lock for sess and marks the item. The key must be free
-// in the lock table (cache.ErrLocked otherwise, even when sess holds it:
-// yrmcds locks are not re-entrant) and the item live (cache.ErrNotFound).
-func (st *Store) lock(now int64, sess latch.Session, key []byte, mode lockMode, exptime int64) (cache.Item, error) {
+// lock takes key's lock for sess and marks the item, as mode says. The key
+// must be free in the lock table (cache.ErrLocked otherwise, even when sess
+// holds it: yrmcds locks are not re-entrant; the lock table answers before
+// the item is looked at, so a key held over another protocol is LOCKED
+// even without an item) and the item live (cache.ErrNotFound).
+func (st *Store) lock(now int64, sess latch.Session, key []byte, mode cache.LockMode, exptime int64) (cache.Item, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	k := st.name(key)
-	_, err := sess.Acquire(context.Background(), latch.LockRequest{Keys: k, Wait: latch.NoWait})
-	switch {
-	case errors.Is(err, latch.ErrWouldBlock), errors.Is(err, latch.ErrAlreadyHeld):
-		return cache.Item{}, cache.ErrLocked
-	case err != nil:
-		return cache.Item{}, err
-	}
-	var it cache.Item
-	switch mode {
-	case lockOnly:
-		err = st.cache.Lock(now, sess.ID(), key)
-	case lockGet:
-		it, err = st.cache.LockAndGet(now, sess.ID(), key)
-	case lockTouch:
-		it, err = st.cache.LockAndTouch(now, sess.ID(), key, exptime)
-	}
-	if err != nil {
+	taken := false
+	it, err := st.cache.LockFunc(now, sess.ID(), key, mode, exptime, func(name string) error {
+		st.keys[0] = name
+		_, err := sess.Acquire(context.Background(), latch.LockRequest{Keys: st.keys[:], Wait: latch.NoWait})
+		switch {
+		case errors.Is(err, latch.ErrWouldBlock), errors.Is(err, latch.ErrAlreadyHeld):
+			return cache.ErrLocked
+		case err != nil:
+			return err
+		}
+		taken = true
+		return nil
+	})
+	if err != nil && taken {
 		// No live item (or, after an operator force-released the key in
 		// the lock table, an item still marked by its old holder): give
 		// the key back.
-		_ = sess.Release(k...)
-		return cache.Item{}, err
+		_ = sess.Release(st.keys[:]...)
 	}
-	return it, nil
+	st.keys[0] = ""
+	return it, err
 }
 
 // unlock drops sess's lock on key (cache.ErrNotFound, cache.ErrNotLocked).
 func (st *Store) unlock(now int64, sess latch.Session, key []byte) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	k := st.name(key)
-	if err := st.cache.Unlock(now, sess.ID(), key); err != nil {
+	name, err := st.cache.UnlockKey(now, sess.ID(), key)
+	if err != nil {
 		return err
 	}
-	st.release(sess, k)
+	st.release(sess, name)
 	return nil
 }
 
-// name returns key as the one-key list that the lock table takes, in the
-// store's scratch space (valid until the mutex is released). The key is
-// the cache's own copy when the cache has the item, so that naming it
-// costs no allocation; otherwise a new string. Called with mu held.
-func (st *Store) name(key []byte) []string {
-	k, ok := st.cache.Key(key)
-	if !ok {
-		k = string(key)
-	}
-	st.keys[0] = k
-	return st.keys[:]
-}
-
-// release gives key back to the lock table after the cache dropped sess's
-// mark on it (unlock, a holder's delete, RaU). Called with mu held.
-func (st *Store) release(sess latch.Session, key []string) {
+// release gives key (the cache's own string for it, so that naming it
+// costs no allocation) back to the lock table after the cache dropped
+// sess's mark on it: unlock, a holder's delete, RaU. Called with mu held.
+func (st *Store) release(sess latch.Session, key string) {
+	st.keys[0] = key
 	// ErrNotHeld means an operator force-released the key: nothing to do.
-	_ = sess.Release(key...)
+	_ = sess.Release(st.keys[:]...)
 	st.keys[0] = ""
 }
 
@@ -133,10 +111,9 @@ func (st *Store) release(sess latch.Session, key []string) {
 func (st *Store) delete(now int64, sess latch.Session, key []byte, cas uint64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	k := st.name(key) // before the item, and its copy of the key, goes
-	unlocked, err := st.cache.Delete(now, sess.ID(), key, cas)
-	if unlocked {
-		st.release(sess, k)
+	unlocked, err := st.cache.DeleteKey(now, sess.ID(), key, cas)
+	if unlocked != "" {
+		st.release(sess, unlocked)
 	}
 	return err
 }
@@ -146,10 +123,9 @@ func (st *Store) delete(now int64, sess latch.Session, key []byte, cas uint64) e
 func (st *Store) replaceAndUnlock(now int64, sess latch.Session, key, value []byte, flags uint32, exptime int64, cas uint64) (uint64, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	k := st.name(key)
-	newCAS, err := st.cache.ReplaceAndUnlock(now, sess.ID(), key, value, flags, exptime, cas)
+	newCAS, name, err := st.cache.ReplaceAndUnlockKey(now, sess.ID(), key, value, flags, exptime, cas)
 	if err == nil {
-		st.release(sess, k)
+		st.release(sess, name)
 	}
 	return newCAS, err
 }

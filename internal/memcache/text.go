@@ -137,7 +137,7 @@ func (c *conn) textError(reply string) {
 func (c *conn) textCommand() error {
 	t := c.toks
 	c.cmd = nil
-	if i, ok := textCommandIndex[string(t[0])]; ok {
+	if i := textCommandIndex(t[0]); i >= 0 {
 		c.srv.counters.textOps[i].Add(1)
 		c.cmd = c.srv.textCmds[i]
 		c.cmd.Request()
@@ -568,7 +568,7 @@ func (c *conn) textLock() error {
 		c.textError(rError)
 		return nil
 	}
-	_, err := c.srv.store.lock(c.now, c.sess, c.toks[1], lockOnly, 0)
+	_, err := c.srv.store.lock(c.now, c.sess, c.toks[1], cache.LockOnly, 0)
 	switch {
 	case err == nil:
 		c.w.WriteString(rOK)
