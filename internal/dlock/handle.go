@@ -346,26 +346,26 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 		setError(resp, c.sessionErr(err), true)
 		return false
 	}
-	if full && lr.Wait != latch.NoWait {
-		// No room to wait: it may still be granted at once.
-		try := lr
-		try.Wait = latch.NoWait
-		g, err := sess.Acquire(context.Background(), try)
-		switch {
-		case errors.Is(err, latch.ErrWouldBlock):
-			setError(resp, fmt.Errorf("lock: %w (at most %d)", errTooManyPending, c.srv.cfg.MaxPending), true)
-		case err != nil:
+	// Try first: a Lock granted or refused at once needs no record.
+	try := lr
+	try.Wait = latch.NoWait
+	g, err := sess.Acquire(context.Background(), try)
+	if lr.Wait == latch.NoWait || !errors.Is(err, latch.ErrWouldBlock) {
+		if err != nil {
 			setError(resp, c.sessionErr(err), true)
-		default:
+		} else {
 			grantResponse(resp, g, lr.Keys, true)
 		}
 		return false
 	}
+	if full {
+		setError(resp, fmt.Errorf("lock: %w (at most %d)", errTooManyPending, c.srv.cfg.MaxPending), true)
+		return false
+	}
 
-	// Count it as waiting before it can end, which may happen before
-	// AcquireFunc returns.
-	// The request is the reader's, reused for the next one: keep what the
-	// answer needs.
+	// It waits. The request is the reader's, reused for the next one:
+	// keep what the answer needs. Count it as waiting before it can end,
+	// which may happen before AcquireFunc returns.
 	w := &waitingLock{c: c, reqID: id, at: at}
 	w.keys = append(w.keyBuf[:0], lr.Keys...)
 	w.resp.Tokens = w.tokens[:0]
@@ -384,7 +384,7 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 		c.wmu.Unlock()
 		return true
 	}
-	// Decided at once.
+	// Decided at once after all (released since the try).
 	w.forget()
 	c.busy.Add(-1)
 	c.wg.Done()
