@@ -18,7 +18,8 @@
 #
 # Usage: scripts/bench-peers.sh            (about 8 minutes on 2 cores)
 # Knobs (environment): ROUNDS=3 DURATION=3s WARMUP=1s CONNS=16 LOCKS=1000000
-#   IDLE_CONNS=10000 OUT=<dir> BASE_PORT=42200 SKIP_MEMORY=1 ONLY=<regexp
+#   IDLE_CONNS=10000 OUT=<dir> BASE_PORT=42200 SKIP_MEMORY=1 FROM="<dir>..."
+#   (report over earlier runs' OUT dirs, run nothing) ONLY=<regexp
 #   of case names>
 set -euo pipefail
 
@@ -33,12 +34,83 @@ SKIP_MEMORY=${SKIP_MEMORY:-}
 ONLY=${ONLY:-.}
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+
+# report_tables FILE...: the Markdown tables of the results in FILEs (one
+# JSON object a line, as results.jsonl holds), medians over every round.
+report_tables() {
+	cat "$@" | jq -rs "$REPORT_JQ"
+}
+REPORT_JQ=$(cat <<'JQ'
+def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+def rate: if .handoff then .handoff.handoffs_per_sec else .ops_per_sec end;
+def p99: if .handoff then .handoff.handoff_latency.p99_us else .latency.p99_us end;
+def k: if . == null then "-" elif . >= 1000000 then ((. / 10000 | round) / 100 | tostring) + "M" elif . >= 1000 then ((. / 100 | round) / 10 | tostring) + "k" else (round | tostring) end;
+def us: if . == null then "-" elif . >= 10000 then ((. / 100 | round) / 10 | tostring) + " ms" else (round | tostring) + " µs" end;
+def x: if . == null then "-" else ((. * 100 | round) / 100 | tostring) + "×" end;
+def bytes: if . == null or . < 0 then "-" else (round | tostring) + " B" end;
+def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
+def row: "| " + join(" | ") + " |";
+def order: if startswith("cycle-dlock") then 1 elif startswith("cycle") then 0 elif startswith("getset") then 2 elif startswith("handoff-dlock") then 4 else 3 end;
+
+(map(select(.memory | not)) | group_by(.case) | map({key: .[0].case, value: (group_by(.server) | map({key: .[0].server, value: {
+	rate: (map(rate) | median), p99: (map(p99) | median), errors: (map(.errors) | add), recipe: .[0].recipe,
+	wait99: (map(.handoff.wait.p99_us // empty) | median), fair: (map(.handoff.fairness // empty) | median),
+	polls: (map(.handoff.wasted_polls_per_sec // empty) | median)}}) | from_entries)}) | from_entries) as $m
+| ([$m["handoff-text"], $m["handoff-binary"]] | map(select(. != null) | .yrmcds.rate, .memcached.rate) | max) as $bestpoll
+| "### Throughput and p99 latency (medians)",
+  "",
+  "Ops/s: lock+unlock cycles for cycle, requests for getset, hand-offs for handoff. The recipe is the memcached lock recipe: yrmcds's lock/unlock (lock) or add+delete (add).",
+  "",
+  "| case | latch | yrmcds | memcached | latch/yrmcds | latch/memcached | p99 latch / yrmcds / memcached | errors |",
+  "|---|---|---|---|---|---|---|---|",
+  ($m | to_entries | sort_by((.key | order), .key)[]
+   | .key as $c | .value as $v
+   | if ($c | test("dlock")) then
+       (if ($c | startswith("handoff")) then $bestpoll else $m[$c | sub("dlock"; "binary")].memcached.rate end) as $ref
+       | (if ($c | startswith("handoff")) then "best polling recipe: " else "memcached binary add+delete: " end) as $lbl
+       | [$c, ($v.latch.rate | k), "-", $lbl + ($ref | k), "-", (ratio($v.latch.rate; $ref) | x), ($v.latch.p99 | us), ($v.latch.errors | tostring)] | row
+     else
+       [$c, ($v.latch.rate | k), ($v.yrmcds.rate | k), ($v.memcached.rate | k) + (if $v.memcached.recipe then " (" + $v.memcached.recipe + ")" else "" end),
+        (ratio($v.latch.rate; $v.yrmcds.rate) | x), (ratio($v.latch.rate; $v.memcached.rate) | x),
+        ([$v.latch.p99, $v.yrmcds.p99, $v.memcached.p99] | map(us) | join(" / ")), ([$v[].errors] | add | tostring)] | row
+     end),
+  "",
+  "### Contention: every connection on one key",
+  "",
+  "| case | server | hand-offs/s | hand-off p99 | wait p99 | fairness max/min | wasted polls/s |",
+  "|---|---|---|---|---|---|---|",
+  ($m | to_entries | map(select(.key | startswith("handoff"))) | sort_by(.key | order)[] | .key as $c | .value | to_entries[]
+   | [$c, .key, (.value.rate | k), (.value.p99 | us), (.value.wait99 | us), (.value.fair | if . == null then "-" else (. * 1000 | round) / 1000 | tostring end), (.value.polls | k)] | row),
+  "",
+  (map(select(.memory)) as $mem | if ($mem | length) == 0 then empty else
+  ("### Memory",
+  "",
+  "| case | server | held | RSS per unit | Go heap per unit | per lock, item excluded: RSS / Go heap |",
+  "|---|---|---|---|---|---|",
+  ($mem[] | [.case, .server + (if .recipe then " (" + .recipe + ")" else "" end),
+     (if .workload == "hold" then (.memory.locks | tostring) + " locks" else (.memory.conns | tostring) + " conns" end),
+     (.memory.per_unit_rss_bytes | bytes), (.memory.per_unit_heap_bytes | bytes),
+     (if .memory.items then (.memory.per_lock_only_rss_bytes | bytes) + " / " + (.memory.per_lock_only_heap_bytes | bytes) else "-" end)] | row))
+  end)
+JQ
+)
+
+# FROM: report over earlier runs' results and run nothing.
+if [ -n "${FROM:-}" ]; then
+	files=()
+	for d in $FROM; do files+=("$d/results.jsonl"); done
+	echo "Medians over the rounds of: $FROM."
+	echo
+	report_tables "${files[@]}"
+	exit 0
+fi
+
 WORK=$(mktemp -d /tmp/latch-bench.XXXXXX)
 OUT=${OUT:-$WORK/results}
 mkdir -p "$OUT"
 : >"$OUT/results.jsonl"
-
-log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
 # --- peers and tools -------------------------------------------------------
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
@@ -203,56 +275,4 @@ echo "Machine: $(cat "$OUT/cpu"), $(nproc) cores; $(uname -sr); $(go version | c
 echo "$CONNS connections, $DURATION per run after $WARMUP of warm-up; medians of $ROUNDS rounds; raw results in $OUT."
 echo "Load average (1, 5, 15 min) at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
-jq -rs -f /dev/stdin "$OUT/results.jsonl" <<'JQ'
-def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-def rate: if .handoff then .handoff.handoffs_per_sec else .ops_per_sec end;
-def p99: if .handoff then .handoff.handoff_latency.p99_us else .latency.p99_us end;
-def k: if . == null then "-" elif . >= 1000000 then ((. / 10000 | round) / 100 | tostring) + "M" elif . >= 1000 then ((. / 100 | round) / 10 | tostring) + "k" else (round | tostring) end;
-def us: if . == null then "-" elif . >= 10000 then ((. / 100 | round) / 10 | tostring) + " ms" else (round | tostring) + " µs" end;
-def x: if . == null then "-" else ((. * 100 | round) / 100 | tostring) + "×" end;
-def bytes: if . == null or . < 0 then "-" else (round | tostring) + " B" end;
-def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
-def row: "| " + join(" | ") + " |";
-def order: if startswith("cycle-dlock") then 1 elif startswith("cycle") then 0 elif startswith("getset") then 2 elif startswith("handoff-dlock") then 4 else 3 end;
-
-(map(select(.memory | not)) | group_by(.case) | map({key: .[0].case, value: (group_by(.server) | map({key: .[0].server, value: {
-	rate: (map(rate) | median), p99: (map(p99) | median), errors: (map(.errors) | add), recipe: .[0].recipe,
-	wait99: (map(.handoff.wait.p99_us // empty) | median), fair: (map(.handoff.fairness // empty) | median),
-	polls: (map(.handoff.wasted_polls_per_sec // empty) | median)}}) | from_entries)}) | from_entries) as $m
-| ([$m["handoff-text"], $m["handoff-binary"]] | map(select(. != null) | .yrmcds.rate, .memcached.rate) | max) as $bestpoll
-| "### Throughput and p99 latency (medians)",
-  "",
-  "Ops/s: lock+unlock cycles for cycle, requests for getset, hand-offs for handoff. The recipe is the memcached lock recipe: yrmcds's lock/unlock (lock) or add+delete (add).",
-  "",
-  "| case | latch | yrmcds | memcached | latch/yrmcds | latch/memcached | p99 latch / yrmcds / memcached | errors |",
-  "|---|---|---|---|---|---|---|---|",
-  ($m | to_entries | sort_by((.key | order), .key)[]
-   | .key as $c | .value as $v
-   | if ($c | test("dlock")) then
-       (if ($c | startswith("handoff")) then $bestpoll else $m[$c | sub("dlock"; "binary")].memcached.rate end) as $ref
-       | (if ($c | startswith("handoff")) then "best polling recipe: " else "memcached binary add+delete: " end) as $lbl
-       | [$c, ($v.latch.rate | k), "-", $lbl + ($ref | k), "-", (ratio($v.latch.rate; $ref) | x), ($v.latch.p99 | us), ($v.latch.errors | tostring)] | row
-     else
-       [$c, ($v.latch.rate | k), ($v.yrmcds.rate | k), ($v.memcached.rate | k) + (if $v.memcached.recipe then " (" + $v.memcached.recipe + ")" else "" end),
-        (ratio($v.latch.rate; $v.yrmcds.rate) | x), (ratio($v.latch.rate; $v.memcached.rate) | x),
-        ([$v.latch.p99, $v.yrmcds.p99, $v.memcached.p99] | map(us) | join(" / ")), ([$v[].errors] | add | tostring)] | row
-     end),
-  "",
-  "### Contention: every connection on one key",
-  "",
-  "| case | server | hand-offs/s | hand-off p99 | wait p99 | fairness max/min | wasted polls/s |",
-  "|---|---|---|---|---|---|---|",
-  ($m | to_entries | map(select(.key | startswith("handoff"))) | sort_by(.key | order)[] | .key as $c | .value | to_entries[]
-   | [$c, .key, (.value.rate | k), (.value.p99 | us), (.value.wait99 | us), (.value.fair // "-" | tostring), (.value.polls | k)] | row),
-  "",
-  (map(select(.memory)) as $mem | if ($mem | length) == 0 then empty else
-  ("### Memory",
-  "",
-  "| case | server | held | RSS per unit | Go heap per unit | per lock, item excluded: RSS / Go heap |",
-  "|---|---|---|---|---|---|",
-  ($mem[] | [.case, .server + (if .recipe then " (" + .recipe + ")" else "" end),
-     (if .workload == "hold" then (.memory.locks | tostring) + " locks" else (.memory.conns | tostring) + " conns" end),
-     (.memory.per_unit_rss_bytes | bytes), (.memory.per_unit_heap_bytes | bytes),
-     (if .memory.items then (.memory.per_lock_only_rss_bytes | bytes) + " / " + (.memory.per_lock_only_heap_bytes | bytes) else "-" end)] | row))
-  end)
-JQ
+report_tables "$OUT/results.jsonl"
