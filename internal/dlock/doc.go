@@ -7,9 +7,12 @@
 // A Server owns a listener and its connections. Each connection is a client
 // and owns
 //
-//   - one reader goroutine, which reads frames whole, decodes requests and
+//   - one reader goroutine, which reads frames whole, decodes requests
+//     (into a record of its own, reused from one request to the next) and
 //     dispatches them, and which closes silent connections after the idle
-//     timeout (a connection with a request waiting is never idle);
+//     timeout (a connection with a request waiting is never idle); a
+//     connection that has been silent a while waits for its next frame
+//     without its buffers (internal/idleread);
 //   - a session of the lock service (latch.Session, protocol "dlock", peer
 //     = the remote address), opened by the connection's first Lock or
 //     Session request and closed when the connection ends for any reason,
@@ -17,9 +20,11 @@
 //   - for version 2 requests, an in-order queue served by one goroutine:
 //     version 2 answers strictly in request order, so a waiting Lock holds
 //     back the answers to every later version 2 request of the connection;
-//   - for version 3 requests, no order: a Lock that must wait waits in a
-//     goroutine of its own, cancellable by id, and is answered whenever it
-//     ends; the rest are handled as they are read;
+//   - for version 3 requests, no order: a Lock that must wait waits in the
+//     lock table (latch.Session.AcquireFunc), cancellable by id, and is
+//     answered from the goroutine that ends its wait (a grant from the
+//     goroutine that released the lock, without blocking it); the rest
+//     are handled as they are read;
 //   - one writer, and no goroutine of its own: handlers append encoded
 //     answers to a buffer, and the goroutine that finds no write in
 //     progress writes what has gathered with one call (answers coalesce

@@ -26,8 +26,9 @@ const holdLimit = 32 << 10
 // writes whatever has gathered with one Write call and comes back for more
 // until nothing is left, so answers coalesce while a write is in progress,
 // each is written as soon as the connection is idle, and no goroutine is
-// woken just to write (a grant's answer leaves from the goroutine that
-// waited for it; an answer the reader makes, from the reader).
+// woken just to write (an answer the reader makes leaves from the reader;
+// a grant is posted, without blocking, by the goroutine that released the
+// lock).
 //
 // The connection's reader holds the writer while it handles requests it
 // has already read (hold), and lets it go before it waits for more input
