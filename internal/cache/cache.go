@@ -55,8 +55,18 @@ type entry struct {
 	owner      latch.SessionID
 	epoch      uint64
 	flags      uint32
-	fetched    bool // read by a get since stored (for the *_unfetched stats)
+	// bumped is when the entry last went to the head of the LRU list, in
+	// whole seconds modulo 2^16 (fetchBump).
+	bumped  uint16
+	fetched bool // read by a get since stored (for the *_unfetched stats)
 }
+
+// bumpInterval is how long, in seconds, a fetched item stays where it is in
+// the LRU list after it last went to its head, as memcached's
+// ITEM_UPDATE_INTERVAL: a hot item is not moved on every get, which would
+// touch its two neighbours (cold, in a large cache) each time. Eviction
+// order is then least recently used to within the interval.
+const bumpInterval = 60
 
 // never is the expiry instant of an item without an exptime.
 const never = math.MaxInt64
@@ -311,6 +321,7 @@ func (c *Cache) room(now int64, grow int64, keep *entry) error {
 // LRU list.
 
 func (c *Cache) pushFront(e *entry) {
+	e.bumped = c.second()
 	e.prev = nil
 	e.next = c.head
 	if c.head != nil {
@@ -339,6 +350,19 @@ func (c *Cache) unlink(e *entry) {
 }
 
 // bump marks e as just used: an unlocked item moves to the LRU head.
+// second is c.now in whole seconds, modulo 2^16 (entry.bumped).
+func (c *Cache) second() uint16 { return uint16(c.now / int64(time.Second)) }
+
+// fetchBump marks e, which a get read, most recently used, unless it went to
+// the head of the LRU list less than bumpInterval ago. (A wrong answer of
+// the 16-bit clock, every 18 hours, only skips one bump.)
+func (c *Cache) fetchBump(e *entry) {
+	if c.second()-e.bumped < bumpInterval {
+		return
+	}
+	c.bump(e)
+}
+
 func (c *Cache) bump(e *entry) {
 	if e.owner != 0 || c.head == e {
 		return

@@ -873,34 +873,49 @@ func TestEviction(t *testing.T) {
 	const size = 1 + 10 + ItemOverhead
 	cfg := Config{MemoryLimit: 4 * size, MaxItemSize: 4*size - 250 - ItemOverhead}
 	v := "0123456789"
+	t1 := t0 + bumpInterval*int64(sec) // a get bumps what was bumped at t0
 	t.Run("least recently used first", func(t *testing.T) {
 		c := newCache(t, cfg)
 		for _, k := range []string{"a", "b", "c", "d"} {
 			c.Set(t0, 0, []byte(k), []byte(v), 0, 0, 0)
 		}
-		c.Get(t0, []byte("a"))                        // a is now the most recent
-		c.Touch(t0, []byte("b"), 0)                   // then b
-		c.Set(t0, 0, []byte("e"), []byte(v), 0, 0, 0) // evicts c
-		c.Set(t0, 0, []byte("f"), []byte(v), 0, 0, 0) // evicts d
+		c.Get(t1, []byte("a"))                        // a is now the most recent
+		c.Touch(t1, []byte("b"), 0)                   // then b
+		c.Set(t1, 0, []byte("e"), []byte(v), 0, 0, 0) // evicts c
+		c.Set(t1, 0, []byte("f"), []byte(v), 0, 0, 0) // evicts d
 		assertKeys(t, c, "a", "b", "e", "f")
 		s := c.Stats()
 		if s.Evictions != 2 || s.EvictedUnfetched != 2 || s.Bytes != 4*size {
 			t.Errorf("evictions %d evicted_unfetched %d bytes %d; want 2 2 %d", s.Evictions, s.EvictedUnfetched, s.Bytes, 4*size)
 		}
-		c.Set(t0, 0, []byte("g"), []byte(v), 0, 0, 0) // evicts a, which was fetched
+		c.Set(t1, 0, []byte("g"), []byte(v), 0, 0, 0) // evicts a, which was fetched
 		if s := c.Stats(); s.Evictions != 3 || s.EvictedUnfetched != 2 {
 			t.Errorf("evictions %d evicted_unfetched %d; want 3 2", s.Evictions, s.EvictedUnfetched)
 		}
 		checkInvariants(t, c)
 	})
+	t.Run("a get within the bump interval leaves the item in place", func(t *testing.T) {
+		c := newCache(t, cfg)
+		for _, k := range []string{"a", "b", "c", "d"} {
+			c.Set(t0, 0, []byte(k), []byte(v), 0, 0, 0)
+		}
+		c.Get(t1-1, []byte("a"))                        // not bumped: a is still the least recent
+		c.GetAndTouch(t1-1, []byte("b"), 0)             // nor b
+		c.Set(t1-1, 0, []byte("e"), []byte(v), 0, 0, 0) // evicts a
+		assertKeys(t, c, "b", "c", "d", "e")
+		c.Get(t1, []byte("b"))                        // bumped: b was last moved at t0
+		c.Set(t1, 0, []byte("f"), []byte(v), 0, 0, 0) // evicts c
+		assertKeys(t, c, "b", "d", "e", "f")
+		checkInvariants(t, c)
+	})
 	t.Run("expired items are reclaimed, not evicted", func(t *testing.T) {
 		c := newCache(t, cfg)
 		c.Set(t0, 0, []byte("a"), []byte(v), 0, 0, 0)
-		c.Set(t0, 0, []byte("b"), []byte(v), 0, 1, 0)
-		c.Set(t0, 0, []byte("c"), []byte(v), 0, 0, 0)
-		c.Set(t0, 0, []byte("d"), []byte(v), 0, 0, 0)
-		c.Get(t0, []byte("a"))
-		c.Set(t0+int64(sec), 0, []byte("e"), []byte(v), 0, 0, 0)
+		c.Set(t1, 0, []byte("b"), []byte(v), 0, 1, 0)
+		c.Set(t1, 0, []byte("c"), []byte(v), 0, 0, 0)
+		c.Set(t1, 0, []byte("d"), []byte(v), 0, 0, 0)
+		c.Get(t1, []byte("a"))
+		c.Set(t1+int64(sec), 0, []byte("e"), []byte(v), 0, 0, 0)
 		assertKeys(t, c, "a", "c", "d", "e")
 		if s := c.Stats(); s.Evictions != 0 || s.Reclaimed != 1 {
 			t.Errorf("evictions %d reclaimed %d; want 0 1", s.Evictions, s.Reclaimed)

@@ -31,7 +31,7 @@ func (c *Cache) Get(now int64, key []byte) (Item, error) {
 	}
 	c.stats.GetHits++
 	e.fetched = true
-	c.bump(e)
+	c.fetchBump(e)
 	return e.item(), nil
 }
 
@@ -56,7 +56,7 @@ func (c *Cache) GetAndTouch(now int64, key []byte, exptime int64) (Item, error) 
 	c.stats.TouchHits++
 	e.exp = deadline(now, exptime)
 	e.fetched = true
-	c.bump(e)
+	c.fetchBump(e)
 	return e.item(), nil
 }
 
