@@ -70,7 +70,11 @@
 // item's lock mark; the others return that string for the caller to release.
 //
 // Locked items leave the LRU list for a list per owner, so eviction and Sweep
-// never even see them, and UnlockAll costs O(items the owner holds).
+// never even see them, and UnlockAll costs O(items the owner holds). A write
+// or a touch moves an item to the head of the LRU list; a get does so at
+// most once a minute (bumpInterval, memcached's ITEM_UPDATE_INTERVAL), so
+// that reading a hot item does not rewrite the list each time: eviction
+// takes the least recently used item to within that minute.
 //
 // # Errors and memcached replies
 //
