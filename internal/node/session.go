@@ -188,7 +188,7 @@ func (s *session) Cancel(id latch.WaitID) bool {
 	if !n.withdraw(s, wid) {
 		return false // granted or timed out as the engine caught up
 	}
-	n.deliver(w, result{err: fmt.Errorf("acquire: %w", latch.ErrCanceled)})
+	n.deliver(w, result{err: fmt.Errorf("acquire: %w by the caller", latch.ErrCanceled)})
 	return true
 }
 
