@@ -96,6 +96,9 @@ type conn struct {
 	idle  *idleread.Waiter
 	gap   time.Duration
 	input idleread.Input
+	// readAt is when the last read from the socket that brought the start
+	// of a frame returned: the time of the frames it brought whole.
+	readAt time.Time
 }
 
 // idleAfter is how long a connection must have waited for its last input
@@ -144,7 +147,8 @@ func (c *conn) serve() {
 func (c *conn) readLoop() (drain bool) {
 	log := c.srv.log
 	for {
-		if err := c.waitForFrame(); err != nil {
+		whole, err := c.waitForFrame()
+		if err != nil {
 			if c.srv.draining.Load() {
 				return true
 			}
@@ -154,7 +158,10 @@ func (c *conn) readLoop() (drain bool) {
 			return false
 		}
 		body, err := c.fr.Read()
-		at := time.Now()
+		at := c.readAt // the frames of one read share its time
+		if !whole {
+			at = time.Now()
+		}
 		if err != nil {
 			if c.srv.draining.Load() {
 				return true
@@ -189,7 +196,10 @@ func (c *conn) readLoop() (drain bool) {
 // waitForFrame waits until the next frame starts. It returns an error when
 // the input ends or fails, and when the connection stays silent for the
 // idle timeout while nothing of it is waiting.
-func (c *conn) waitForFrame() error {
+//
+// It reports whether the frame is in the read buffer whole: then it was
+// read at c.readAt, when the read that brought its first byte returned.
+func (c *conn) waitForFrame() (whole bool, err error) {
 	idle := c.srv.cfg.IdleTimeout
 	wait := idle
 	rest := c.srv.cfg.ReadTimeout // for the rest of the frame
@@ -200,30 +210,31 @@ func (c *conn) waitForFrame() error {
 		// Reading it reads nothing from the connection: no deadline to
 		// set, and its answer may wait for the next ones.
 		c.out.hold()
-		return nil
+		return true, nil
 	}
 	// Answer what was read before waiting for more.
 	c.out.flush()
 	for {
 		if c.br.Buffered() > 0 {
-			c.setReadDeadline(rest)
-			return nil
+			c.setReadDeadline(time.Now(), rest)
+			return false, nil
 		}
-		c.setReadDeadline(wait)
 		start := time.Now()
+		c.setReadDeadline(start, wait)
 		err := c.waitInput()
 		if err == nil {
-			c.gap = time.Since(start)
+			now := time.Now()
+			c.gap, c.readAt = now.Sub(start), now
 			// The answers to what arrived go together, at the next
 			// flush: hold the writer, as for the frames after the
 			// first. The rest of a frame that has not all arrived gets
 			// the read timeout; its answer is not held.
 			if c.frameBuffered() {
 				c.out.hold()
-			} else {
-				c.setReadDeadline(rest)
+				return true, nil
 			}
-			return nil
+			c.setReadDeadline(now, rest)
+			return false, nil
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.draining.Load() {
 			if c.busy.Load() > 0 {
@@ -237,7 +248,7 @@ func (c *conn) waitForFrame() error {
 			}
 			c.srv.log.Debug("dlock: closing an idle connection", "peer", c.peer, "idle", idle)
 		}
-		return err
+		return false, err
 	}
 }
 
@@ -312,10 +323,10 @@ func (c *conn) answered() {
 // setReadDeadline sets the read deadline d from now (none for d = 0), or in
 // the past once the server is draining, so that a shutdown that set its
 // deadline first is not undone.
-func (c *conn) setReadDeadline(d time.Duration) {
+func (c *conn) setReadDeadline(now time.Time, d time.Duration) {
 	var t time.Time
 	if d > 0 {
-		t = time.Now().Add(d)
+		t = now.Add(d)
 	}
 	c.nc.SetReadDeadline(t)
 	if c.srv.draining.Load() {

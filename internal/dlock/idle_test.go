@@ -67,3 +67,31 @@ func TestIdleConnectionDropsBuffers(t *testing.T) {
 		t.Fatalf("b's grant after an idle wait: %v", r)
 	}
 }
+
+// server_unix_time is when the server read the request: the frames of one
+// read share the time of that read, and a frame split across reads gets the
+// time its last part was read.
+func TestServerUnixTime(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial(t)
+	within := func(r *pb.Response, from, to time.Time) {
+		t.Helper()
+		if at := time.Unix(0, r.GetServerUnixTime()); at.Before(from) || at.After(to) {
+			t.Errorf("request %d: server_unix_time %v, want within [%v, %v]", r.GetRequestId(), at, from, to)
+		}
+	}
+	before := time.Now()
+	r := c.do(v3(1, pb.RequestType_Ping))
+	within(r, before, time.Now())
+
+	body, err := proto.Marshal(v3(2, pb.RequestType_Ping))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := frame.Append(nil, body)
+	c.send(f[:3])
+	time.Sleep(30 * time.Millisecond)
+	rest := time.Now()
+	c.send(f[3:])
+	within(c.recvPB(), rest, time.Now())
+}
