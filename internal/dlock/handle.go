@@ -347,10 +347,8 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 		return false
 	}
 	// Try first: a Lock granted or refused at once needs no record.
-	try := lr
-	try.Wait = latch.NoWait
-	g, err := sess.Acquire(context.Background(), try)
-	if lr.Wait == latch.NoWait || !errors.Is(err, latch.ErrWouldBlock) {
+	g, err, wait := acquire(context.Background(), sess, lr, true, nil)
+	if !wait {
 		if err != nil {
 			setError(resp, c.sessionErr(err), true)
 		} else {
@@ -377,11 +375,8 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 	c.wmu.Unlock()
 	c.busy.Add(1)
 	c.wg.Add(1)
-	g, wid, err := sess.AcquireFunc(lr, w.done)
-	if wid != 0 {
-		c.wmu.Lock()
-		w.sess, w.wid = sess, wid
-		c.wmu.Unlock()
+	g, w.wid, err = sess.AcquireFunc(lr, w.done)
+	if w.wid != 0 {
 		return true
 	}
 	// Decided at once after all (released since the try).
@@ -402,10 +397,9 @@ type waitingLock struct {
 	reqID uint64 // Request.id
 	at    time.Time
 	keys  []string
-	// The session and the lock service's id of the request, for Cancel;
-	// guarded by c.wmu.
-	sess latch.Session
-	wid  latch.WaitID
+	// wid is the lock service's id of the request, for Cancel. Only the
+	// reader sets and reads it.
+	wid latch.WaitID
 	// The answer, and room for the key and the token of a one-key grant:
 	// one allocation for the common waiting Lock.
 	resp   pb.Response
@@ -470,18 +464,12 @@ func (c *conn) cancel(req *pb.Request) error {
 	id := req.GetCancelId()
 	c.wmu.Lock()
 	w, ok := c.pending[id]
-	var (
-		sess latch.Session
-		wid  latch.WaitID
-	)
-	if ok {
-		sess, wid = w.sess, w.wid
-	}
 	c.wmu.Unlock()
-	if !ok || id == 0 {
+	sess, _ := c.openSession()
+	if !ok || id == 0 || sess == nil {
 		return fmt.Errorf("cancel %d: %w", id, errNotWaiting)
 	}
 	// False when the Lock's end won the race: its answer is on its way.
-	sess.Cancel(wid)
+	sess.Cancel(w.wid)
 	return nil
 }
