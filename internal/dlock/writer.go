@@ -99,7 +99,7 @@ func (w *writer) post(resp *pb.Response) {
 		return
 	}
 	w.writing = true
-	if w.try != nil && w.tryWrite() {
+	if w.try != nil && w.drain(false) {
 		w.writing = false
 		w.room.Broadcast()
 		return
@@ -111,23 +111,36 @@ func (w *writer) post(resp *pb.Response) {
 	}()
 }
 
-// tryWrite writes buf until it stays empty, without blocking, and reports
-// whether it did (or a write failed); false when the socket would block,
-// with what it did not take back at the start of buf. It is called with mu
-// held and writing set, and releases mu while it writes.
-func (w *writer) tryWrite() bool {
+// drain writes buf until it stays empty or a write fails, and reports
+// true then. With block false it never waits: it makes non-blocking writes
+// (try) and reports false as soon as the socket takes less than it was
+// given, with the rest back at the start of buf. It is called with mu held
+// and writing set, and releases mu while it writes.
+func (w *writer) drain(block bool) bool {
 	for len(w.buf) > 0 && !w.failed {
 		out := w.buf
 		w.buf = w.spare[:0]
 		w.spare = nil
+		w.room.Broadcast()
 		w.mu.Unlock()
-		n, err := w.try(out)
+		var (
+			n   int
+			err error
+		)
+		if block {
+			if w.timeout > 0 {
+				w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+			}
+			n, err = w.nc.Write(out)
+		} else {
+			n, err = w.try(out)
+		}
 		w.mu.Lock()
 		if err != nil {
 			w.fail()
 			return true
 		}
-		if n < len(out) {
+		if n < len(out) { // only without blocking
 			// The rest goes first, then whatever came meanwhile.
 			rest := copy(out, out[n:])
 			w.buf = append(out[:rest], w.buf...)
@@ -217,27 +230,7 @@ func (w *writer) write() {
 
 // writeOn is write for a caller that has set writing already; it clears it.
 func (w *writer) writeOn() {
-	defer func() {
-		w.writing = false
-		w.room.Broadcast()
-	}()
-	for len(w.buf) > 0 && !w.failed {
-		out := w.buf
-		w.buf = w.spare[:0]
-		w.spare = nil
-		w.room.Broadcast()
-		w.mu.Unlock()
-		if w.timeout > 0 {
-			w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
-		}
-		_, err := w.nc.Write(out)
-		w.mu.Lock()
-		if err != nil {
-			w.fail()
-			return
-		}
-		if cap(out) <= keepWriteBuffer {
-			w.spare = out
-		}
-	}
+	w.drain(true)
+	w.writing = false
+	w.room.Broadcast()
 }
