@@ -90,7 +90,7 @@ type conn struct {
 
 	// idle waits for input without the read buffer; nil when it cannot.
 	// gap is how long the last wait for input took: a connection whose
-	// last wait took idleAfter or more gives its buffers back for the
+	// last wait took idleread.After or more gives its buffers back for the
 	// next (waitInput). input is what such a wait read, not yet taken by
 	// br.
 	idle  *idleread.Waiter
@@ -100,12 +100,6 @@ type conn struct {
 	// of a frame returned: the time of the frames it brought whole.
 	readAt time.Time
 }
-
-// idleAfter is how long a connection must have waited for its last input
-// for waitInput to give its buffers back during the next wait. A busy
-// connection keeps them: dropping and taking them costs a little CPU on
-// every wait.
-const idleAfter = 10 * time.Millisecond
 
 // readers holds the read buffers of connections that wait without one.
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBuffer) }}
@@ -125,7 +119,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		out:     newWriter(nc, s.cfg.WriteTimeout),
 		pending: make(map[uint64]*waitingLock),
 		idle:    idleread.New(nc),
-		gap:     idleAfter, // a new connection waits for its first request without buffers
+		gap:     idleread.After, // a new connection waits for its first request without buffers
 	}
 	c.takeReader()
 	c.fr = frame.NewReader(buffered{c}, s.cfg.MaxFrame)
@@ -253,11 +247,11 @@ func (c *conn) waitForFrame() (whole bool, err error) {
 }
 
 // waitInput waits until input is in the read buffer. A connection whose
-// last wait took idleAfter or more waits without its read buffer and the
+// last wait took idleread.After or more waits without its read buffer and the
 // writer's spare buffers (idleread), so that an idle connection holds
 // neither; its input then goes through the read buffer it takes back.
 func (c *conn) waitInput() error {
-	if c.idle == nil || c.gap < idleAfter {
+	if c.idle == nil || c.gap < idleread.After {
 		_, err := c.br.Peek(1)
 		return err
 	}

@@ -8,11 +8,12 @@ import (
 
 	pb "github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
+	"github.com/latchd/latch/internal/idleread"
 )
 
 // TestIdleConnectionDropsBuffers checks that a TCP connection serves on
 // after waiting without its buffers (waitInput: a connection's first wait,
-// and each wait after one of idleAfter or more): whole requests, a frame
+// and each wait after one of idleread.After or more): whole requests, a frame
 // split across an idle pause, a batch larger than the read buffer, and a
 // grant that comes while the connection waits so. That the buffers are
 // gone meanwhile shows in the memory per idle connection (latch bench
@@ -20,7 +21,7 @@ import (
 func TestIdleConnectionDropsBuffers(t *testing.T) {
 	e := newEnv(t, nil)
 	a, b := e.dial(t), e.dial(t)
-	pause := func() { time.Sleep(3 * idleAfter) }
+	pause := func() { time.Sleep(3 * idleread.After) }
 
 	a.mustV3(v3Lock(1, []string{"k"}), pb.ResponseStatus_Ok)
 	pause()

@@ -2,26 +2,35 @@
 // buffer while it waits for it. A front end whose connection has been
 // silent a while lets go of its read and write buffers, waits in the
 // netpoller through the connection's syscall.RawConn, and reads what comes
-// into a pooled Buffer: an idle connection then costs its goroutine and
+// into a pooled buffer: an idle connection then costs its goroutine and
 // little else. It owns the wait and the pool; what a front end does with
 // the bytes is its own.
 package idleread
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
-// Size is the size of a Buffer.
-const Size = 4 << 10
+// After is how long a connection must have waited for its last input for
+// its front end to give its buffers back during the next wait. A busy
+// connection keeps them: dropping and taking them costs a little CPU on
+// every wait.
+const After = 10 * time.Millisecond
 
-// Buffer holds what Waiter.Read read, in an Input.
-type Buffer [Size]byte
+// size is the size of a buffer.
+const size = 4 << 10
 
-var pool = sync.Pool{New: func() any { return new(Buffer) }}
+// buffer holds what Waiter.Read read, in an Input.
+type buffer [size]byte
+
+var pool = sync.Pool{New: func() any { return new(buffer) }}
 
 // Input is what Waiter.Read read, taken from it by Read as the front end's
-// buffered reader asks; its Buffer goes back to the pool once all is taken.
+// buffered reader asks; its buffer goes back to the pool once all is taken.
 // The zero Input is empty.
 type Input struct {
-	buf  *Buffer
+	buf  *buffer
 	rest []byte
 }
 

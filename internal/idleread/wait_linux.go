@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-// Waiter reads a TCP connection's next input into a pooled Buffer, waiting
+// Waiter reads a TCP connection's next input into a pooled buffer, waiting
 // for it without holding one.
 type Waiter struct{ raw syscall.RawConn }
 
@@ -29,16 +29,16 @@ func New(nc net.Conn) *Waiter {
 // or returns the error that ended the wait: io.EOF, the read deadline
 // (os.ErrDeadlineExceeded), a closed connection. It makes the system calls
 // net.Conn's Read would (a read that finds nothing, a sleep in the
-// netpoller, a read) but holds a Buffer only for the reads and for what
+// netpoller, a read) but holds a buffer only for the reads and for what
 // they read.
 func (w *Waiter) Read(in *Input) error {
 	var (
-		p    *Buffer
+		p    *buffer
 		n    int
 		rerr error
 	)
 	err := w.raw.Read(func(fd uintptr) bool {
-		p = pool.Get().(*Buffer)
+		p = pool.Get().(*buffer)
 		for {
 			n, rerr = syscall.Read(int(fd), p[:])
 			if rerr != syscall.EINTR {

@@ -59,8 +59,8 @@ func TestRead(t *testing.T) {
 			c.Write([]byte("get k\r\n"))
 		}, "get k\r\n", nil},
 		{"more than a buffer", func(c net.Conn) {
-			c.Write(make([]byte, 3*Size))
-		}, string(make([]byte, Size)), nil},
+			c.Write(make([]byte, 3*size))
+		}, string(make([]byte, size)), nil},
 		{"end of input", func(c net.Conn) { c.Close() }, "", io.EOF},
 		{"deadline", func(net.Conn) {}, "", os.ErrDeadlineExceeded},
 	}

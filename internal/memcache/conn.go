@@ -102,7 +102,7 @@ func (c *conn) dropBuffers() error {
 // reports false when c.idle cannot wait so (the caller reads as usual),
 // and the error that ends the connection, if any.
 func (c *conn) waitIdle() (bool, error) {
-	if c.idle == nil || c.gap < idleAfter {
+	if c.idle == nil || c.gap < int64(idleread.After) {
 		return false, nil
 	}
 	if err := c.dropBuffers(); err != nil {
@@ -125,12 +125,6 @@ func (c *conn) waitIdle() (bool, error) {
 		return true, nil
 	}
 }
-
-// idleAfter is how long a connection must have waited for its last input
-// for waitIdle to give its buffers back during the next wait. A busy
-// connection keeps them: dropping and taking them costs a little CPU on
-// every wait.
-const idleAfter = int64(10 * time.Millisecond)
 
 // tick reads the store's clock after a read from the socket: c.now, and
 // c.gap since the read before.

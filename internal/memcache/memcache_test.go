@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/idleread"
 )
 
 // TestOneLockTable shows that a memcached lock is the lock every protocol
@@ -265,7 +266,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // TestIdleConnectionDropsBuffers checks that a TCP connection serves on
 // after waiting without its buffers (waitIdle: every TCP connection's first
-// wait, and each wait after one of idleAfter or more): whole requests, a
+// wait, and each wait after one of idleread.After or more): whole requests, a
 // request split across an idle pause, and a pipelined batch larger than one
 // buffer. That the buffers are gone meanwhile shows in the memory per idle
 // connection (latch bench --workload idle), not here.
@@ -284,18 +285,18 @@ func TestIdleConnectionDropsBuffers(t *testing.T) {
 		return sc != nil && sc.idle != nil
 	})
 	a.do(t, "set k 0 0 1\r\nx\r\n", "STORED\r\n")
-	// Idle for longer than idleAfter: the next wait drops the buffers.
-	time.Sleep(3 * time.Duration(idleAfter))
+	// Idle for longer than idleread.After: the next wait drops the buffers.
+	time.Sleep(3 * idleread.After)
 	a.do(t, "get k\r\n", "VALUE k 0 1\r\nx\r\nEND\r\n")
-	time.Sleep(3 * time.Duration(idleAfter))
+	time.Sleep(3 * idleread.After)
 	fmt.Fprint(a.c, "set k2 0 0 5\r\nhel")
-	time.Sleep(3 * time.Duration(idleAfter))
+	time.Sleep(3 * idleread.After)
 	a.do(t, "lo\r\n", "STORED\r\n")
 	var batch, want strings.Builder
 	for i := range 400 { // about 9 KiB of requests, 3 KiB of replies
 		fmt.Fprintf(&batch, "set key-%03d 0 0 5\r\nvalue\r\n", i)
 		want.WriteString("STORED\r\n")
 	}
-	time.Sleep(3 * time.Duration(idleAfter))
+	time.Sleep(3 * idleread.After)
 	a.do(t, batch.String(), want.String())
 }
