@@ -349,7 +349,6 @@ func (c *Cache) unlink(e *entry) {
 	e.prev, e.next = nil, nil
 }
 
-// bump marks e as just used: an unlocked item moves to the LRU head.
 // second is c.now in whole seconds, modulo 2^16 (entry.bumped).
 func (c *Cache) second() uint16 { return uint16(c.now / int64(time.Second)) }
 
@@ -363,6 +362,7 @@ func (c *Cache) fetchBump(e *entry) {
 	c.bump(e)
 }
 
+// bump marks e as just used: an unlocked item moves to the LRU head.
 func (c *Cache) bump(e *entry) {
 	if e.owner != 0 || c.head == e {
 		return
