@@ -7,6 +7,7 @@ import (
 
 	pb "github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
+	"github.com/latchd/latch/internal/timedwrite"
 )
 
 // maxBuffered is how many bytes of answers may wait for the writer before
@@ -35,11 +36,12 @@ const holdLimit = 32 << 10
 // (flush): the answers to a batch of requests that arrived together leave
 // together, in one write.
 type writer struct {
-	nc      net.Conn
-	timeout time.Duration
-	// try writes without blocking (post); nil when the connection cannot
-	// (TLS): post then leaves the write to a goroutine.
-	try func([]byte) (int, error)
+	nc net.Conn
+	// out writes to nc: without blocking for post (unless it cannot, on a
+	// TLS connection: post then leaves the write to a goroutine), and
+	// under the write timeout for the rest. Only the goroutine that set
+	// writing uses it.
+	out *timedwrite.Writer
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled when a write took buf, or when writing stopped
@@ -52,7 +54,7 @@ type writer struct {
 }
 
 func newWriter(nc net.Conn, timeout time.Duration) *writer {
-	w := &writer{nc: nc, timeout: timeout, try: nonblockingWrite(nc)}
+	w := &writer{nc: nc, out: timedwrite.New(nc, timeout)}
 	w.room.L = &w.mu
 	return w
 }
@@ -99,7 +101,7 @@ func (w *writer) post(resp *pb.Response) {
 		return
 	}
 	w.writing = true
-	if w.try != nil && w.drain(false) {
+	if w.out.CanTry() && w.drain(false) {
 		w.writing = false
 		w.room.Broadcast()
 		return
@@ -113,7 +115,7 @@ func (w *writer) post(resp *pb.Response) {
 
 // drain writes buf until it stays empty or a write fails, and reports
 // true then. With block false it never waits: it makes non-blocking writes
-// (try) and reports false as soon as the socket takes less than it was
+// (Try) and reports false as soon as the socket takes less than it was
 // given, with the rest back at the start of buf. It is called with mu held
 // and writing set, and releases mu while it writes.
 func (w *writer) drain(block bool) bool {
@@ -128,12 +130,9 @@ func (w *writer) drain(block bool) bool {
 			err error
 		)
 		if block {
-			if w.timeout > 0 {
-				w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
-			}
-			n, err = w.nc.Write(out)
+			n, err = w.out.Write(out)
 		} else {
-			n, err = w.try(out)
+			n, err = w.out.Try(out)
 		}
 		w.mu.Lock()
 		if err != nil {

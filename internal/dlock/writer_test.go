@@ -12,32 +12,8 @@ import (
 
 	pb "github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
+	"github.com/latchd/latch/internal/tcptest"
 )
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { server.Close(); client.Close() })
-	return server, client
-}
 
 // pipePair returns the two ends of a net.Pipe, which has no socket to write
 // to without blocking.
@@ -54,12 +30,12 @@ func TestWriterPostNeverBlocks(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		pair func(*testing.T) (net.Conn, net.Conn)
-	}{{"tcp", tcpPair}, {"pipe", pipePair}} {
+	}{{"tcp", func(t *testing.T) (net.Conn, net.Conn) { return tcptest.Pair(t) }}, {"pipe", pipePair}} {
 		t.Run(tt.name, func(t *testing.T) {
 			server, client := tt.pair(t)
 			w := newWriter(server, 0)
-			if (w.try != nil) != (tt.name == "tcp") {
-				t.Fatalf("nonblocking write available: %v, want it for TCP only", w.try != nil)
+			if w.out.CanTry() != (tt.name == "tcp") {
+				t.Fatalf("nonblocking write available: %v, want it for TCP only", w.out.CanTry())
 			}
 			// Far more than the socket buffers hold, so that posting
 			// while nobody reads must leave most of it to a goroutine.
@@ -99,7 +75,7 @@ func TestWriterPostNeverBlocks(t *testing.T) {
 // While the connection's reader holds the writer, a posted answer waits for
 // its flush, like the reader's own answers.
 func TestWriterPostHeld(t *testing.T) {
-	server, client := tcpPair(t)
+	server, client := tcptest.Pair(t)
 	w := newWriter(server, 0)
 	w.hold()
 	w.post(&pb.Response{Version: 3, RequestId: 7})
@@ -121,7 +97,7 @@ func TestWriterPostHeld(t *testing.T) {
 
 // A failed write drops later answers and closes the connection.
 func TestWriterPostAfterFailure(t *testing.T) {
-	server, client := tcpPair(t)
+	server, client := tcptest.Pair(t)
 	w := newWriter(server, 0)
 	client.Close()
 	for range 100 { // the first writes may still succeed before the reset

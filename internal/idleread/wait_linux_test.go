@@ -7,35 +7,12 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/internal/tcptest"
 )
 
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { server.Close(); client.Close() })
-	return server, client
-}
-
 func TestNew(t *testing.T) {
-	server, _ := tcpPair(t)
+	server, _ := tcptest.Pair(t)
 	if New(server) == nil {
 		t.Error("New(a TCP connection) = nil")
 	}
@@ -66,7 +43,7 @@ func TestRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			server, client := tcpPair(t)
+			server, client := tcptest.Pair(t)
 			w := New(server)
 			deadline := 20 * time.Second // a bound on a hang, not a speed
 			if tt.wantErr == os.ErrDeadlineExceeded {

@@ -11,6 +11,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/idleread"
 	"github.com/latchd/latch/internal/metrics"
+	"github.com/latchd/latch/internal/timedwrite"
 )
 
 // errClose ends a connection after its pending replies are flushed (quit).
@@ -38,6 +39,12 @@ type conn struct {
 	num  []byte   // scratch for formatting numbers
 
 	idle *idleread.Waiter // waits for input without buffers; nil when it cannot
+	// out is w's output: each write to the socket must complete within the
+	// write timeout, or the connection fails. A client that does not read
+	// its replies therefore blocks its own connection's goroutine for at
+	// most that long (it never holds the store's mutex while writing), and
+	// its replies are bounded by the write buffer.
+	out *timedwrite.Writer
 	// input is what waitIdle read, not yet taken by r.
 	input idleread.Input
 
@@ -62,6 +69,7 @@ type conn struct {
 func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
 	c := &conn{srv: s, nc: nc, sess: sess, gap: 1 << 62}
 	c.idle = idleread.New(nc)
+	c.out = timedwrite.New(nc, s.cfg.WriteTimeout)
 	c.takeBuffers()
 	return c
 }
@@ -79,7 +87,7 @@ func (c *conn) takeBuffers() {
 	c.r = readers.Get().(*bufio.Reader)
 	c.r.Reset(flushingReader{c})
 	c.w = writers.Get().(*bufio.Writer)
-	c.w.Reset(deadlineWriter{c.nc, c.srv.cfg.WriteTimeout})
+	c.w.Reset(c.out)
 }
 
 // dropBuffers flushes c's replies and gives its buffers back, for the
@@ -191,23 +199,6 @@ func (c *conn) armRead() {
 		c.nc.SetReadDeadline(dl)
 		c.readDeadline = dl
 	}
-}
-
-// deadlineWriter is the connection's output: each write to the socket must
-// complete within timeout (0: no bound), or the connection fails. A client
-// that does not read its replies therefore blocks its own connection's
-// goroutine for at most timeout (it never holds the store's mutex while
-// writing), and its replies are bounded by the write buffer.
-type deadlineWriter struct {
-	nc      net.Conn
-	timeout time.Duration
-}
-
-func (w deadlineWriter) Write(p []byte) (int, error) {
-	if w.timeout > 0 {
-		w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
-	}
-	return w.nc.Write(p)
 }
 
 // serve runs the connection until the client leaves, a write fails, or the
