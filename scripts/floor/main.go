@@ -15,6 +15,9 @@
 //     read per readiness event and the replies written at once, as
 //     memcached's worker threads serve.
 //
+// It is a measuring instrument for loopback runs, not a server: it has no
+// limits (a request's body length is believed) and no timeouts.
+//
 // Usage: go run ./scripts/floor [-mode goroutine|epoll] [-loops N] host:port
 package main
 

@@ -78,3 +78,23 @@ func TestServe(t *testing.T) {
 		})
 	}
 }
+
+// FuzzAnswer: answer never panics, answers only whole requests, and leaves
+// exactly the start of one that has not all arrived.
+func FuzzAnswer(f *testing.F) {
+	f.Add(request(0x01, 1, 10))
+	f.Add(append(request(0x0b, 2, 0), request(0x40, 3, 4)[:7]...))
+	f.Add([]byte{0x80, 0x01, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, rest := answer(nil, in)
+		if len(rest) > len(in) || !bytes.Equal(rest, in[len(in)-len(rest):]) {
+			t.Fatalf("rest %x is not the end of the input", rest)
+		}
+		if len(rest) >= headerLen && headerLen+int(binary.BigEndian.Uint32(rest[8:12])) <= len(rest) {
+			t.Fatalf("a whole request left unanswered: %x", rest)
+		}
+		if len(out)%headerLen != 0 && !bytes.Contains(out, []byte("1.6.18")) {
+			t.Fatalf("replies of %d bytes are not whole headers", len(out))
+		}
+	})
+}
