@@ -173,29 +173,22 @@ func (c *Cache) dead(e *entry, now int64) bool {
 // find returns the live item of key, or nil and why there is none. A dead
 // item found on the way is removed (lazy expiry).
 func (c *Cache) find(now int64, key []byte) (*entry, miss) {
-	e := c.items[string(key)]
-	if e == nil {
-		return nil, missAbsent
-	}
-	if live, why := c.state(e, now); !live {
-		c.reclaim(e)
-		return nil, why
-	}
-	return e, 0
+	e, _, why := c.lookup(now, key)
+	return e, why
 }
 
 // lookup is find that also returns the key of the item it met, live or
 // dead: the cache's own copy of key, or "" if there was no item.
-func (c *Cache) lookup(now int64, key []byte) (*entry, string) {
-	e := c.items[string(key)]
+func (c *Cache) lookup(now int64, key []byte) (e *entry, name string, why miss) {
+	e = c.items[string(key)]
 	if e == nil {
-		return nil, ""
+		return nil, "", missAbsent
 	}
-	if c.dead(e, now) {
+	if live, why := c.state(e, now); !live {
 		c.reclaim(e)
-		return nil, e.key
+		return nil, e.key, why
 	}
-	return e, e.key
+	return e, e.key, 0
 }
 
 // lockedByOther reports whether e is locked by someone other than owner.

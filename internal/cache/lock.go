@@ -79,7 +79,7 @@ func (c *Cache) LockFunc(now int64, owner latch.SessionID, key []byte, mode Lock
 	if owner == 0 {
 		return Item{}, fmt.Errorf("%w: lock owner 0", latch.ErrNoSession)
 	}
-	e, name := c.lookup(now, key)
+	e, name, _ := c.lookup(now, key)
 	if take != nil {
 		if name == "" {
 			name = string(key)

@@ -56,8 +56,8 @@ func (st *Store) do(now int64, f func(c *cache.Cache, now int64)) {
 // lock takes key's lock for sess and marks the item, as mode says. The key
 // must be free in the lock table (cache.ErrLocked otherwise, even when sess
 // holds it: yrmcds locks are not re-entrant; the lock table answers before
-// the item is looked at, so a key held over another protocol is LOCKED
-// even without an item) and the item live (cache.ErrNotFound).
+// the item's presence or mark counts, so a key held over another protocol
+// is LOCKED even without an item) and the item live (cache.ErrNotFound).
 func (st *Store) lock(now int64, sess latch.Session, key []byte, mode cache.LockMode, exptime int64) (cache.Item, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
