@@ -201,7 +201,10 @@ func newTestAdmin(t *testing.T, ready func() error) *env {
 func newTestAdminWith(t *testing.T, set func(*admin.Config)) *env {
 	t.Helper()
 	m := metrics.New()
-	n := node.New(node.Config{Observer: m.Observer()})
+	n, err := node.New(node.Config{Observer: m.Observer()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m.Watch(n)
 	cfg := admin.Config{Addr: "127.0.0.1:0", Service: n, Metrics: m}
 	set(&cfg)

@@ -70,19 +70,73 @@ func BenchmarkSet(b *testing.B) {
 }
 
 // BenchmarkSetNew stores new keys in a cache at its memory limit, so that
-// every store also evicts.
+// every store also evicts, as the proposer of a replicated cache makes room:
+// Grow, PlanRoom, an Evict per victim, then the write.
 func BenchmarkSetNew(b *testing.B) {
 	const n = 1 << 16
 	c := newCache(b, Config{MemoryLimit: n * (32 + 100 + ItemOverhead), MaxItemSize: 1 << 10})
 	keys := benchKeys(4 * n)
 	value := make([]byte, 100)
+	var victims []Victim
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if _, err := c.Set(t0, 0, keys[i&(4*n-1)], value, 0, 0, 0); err != nil {
+		k := keys[i&(4*n-1)]
+		var err error
+		victims, err = c.PlanRoom(victims[:0], t0, k, c.Grow(t0, k, len(value), false))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, v := range victims {
+			c.Evict(t0, []byte(v.Key), v.CAS)
+		}
+		if _, err := c.Set(t0, 0, k, value, 0, 0, 0); err != nil {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// BenchmarkPlanRoom is what the proposer adds to every write that fits:
+// Grow and PlanRoom's early return.
+func BenchmarkPlanRoom(b *testing.B) {
+	const n = 1 << 16
+	c, keys := filledCache(b, n, 100)
+	var victims []Victim
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := keys[i&(n-1)]
+		var err error
+		victims, err = c.PlanRoom(victims[:0], t0, k, c.Grow(t0, k, 100, false))
+		if err != nil || len(victims) != 0 {
+			b.Fatal(err, victims)
+		}
+		i++
+	}
+}
+
+// BenchmarkSnapshot encodes a cache of 2^16 items of 100 bytes.
+func BenchmarkSnapshot(b *testing.B) {
+	c, _ := filledCache(b, 1<<16, 100)
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = c.AppendSnapshot(buf[:0])
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkRestore decodes BenchmarkSnapshot's snapshot.
+func BenchmarkRestore(b *testing.B) {
+	c, _ := filledCache(b, 1<<16, 100)
+	snap := c.AppendSnapshot(nil)
+	b.SetBytes(int64(len(snap)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Restore(c.Config(), snap); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -93,10 +147,10 @@ func BenchmarkLockUnlock(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		k := keys[i&(n-1)]
-		if err := c.Lock(t0, A, k); err != nil {
+		if _, _, err := c.Lock(t0, A, k, LockOnly, 0); err != nil {
 			b.Fatal(err)
 		}
-		if err := c.Unlock(t0, A, k); err != nil {
+		if _, err := c.Unlock(t0, A, k); err != nil {
 			b.Fatal(err)
 		}
 		i++

@@ -20,8 +20,9 @@ type Cache struct {
 	// Locked items are in their owner's list instead (owners), so eviction
 	// and sweeping never meet them.
 	head, tail *entry
-	// cursor is the next LRU item Sweep examines, walking from tail to head;
-	// nil starts a new pass at the tail.
+	// cursor is the next LRU item Expired examines, walking from tail to
+	// head; nil starts a new pass at the tail. A process-local hint, not
+	// replicated state: it is not in a snapshot.
 	cursor *entry
 	// owners maps a lock owner to the first item of its list of locked
 	// items. An owner with no locked item has no entry.
@@ -56,7 +57,8 @@ type entry struct {
 	epoch      uint64
 	flags      uint32
 	// bumped is when the entry last went to the head of the LRU list, in
-	// whole seconds modulo 2^16 (fetchBump).
+	// whole seconds modulo 2^16 (fetchBump). Process-local, like fetched:
+	// not in a snapshot.
 	bumped  uint16
 	fetched bool // read by a get since stored (for the *_unfetched stats)
 }
@@ -97,17 +99,25 @@ func New(cfg Config) (*Cache, error) {
 // Config returns the configuration the cache was made with.
 func (c *Cache) Config() Config { return c.cfg }
 
+// at returns the instant a read judges liveness at: now, or the latest
+// instant a write brought if now is earlier. It changes nothing: reads do not
+// move the cache's time (see "What a read may change" in the package
+// documentation).
+func (c *Cache) at(now int64) int64 {
+	return max(now, c.now)
+}
+
 // advance brings the cache up to now and returns the instant to use: time
 // never runs backwards, an earlier now counts as the latest instant seen. A
 // pending flush whose instant has come takes effect here, before the
-// operation that brought the time.
+// operation that brought the time. Only writes call it.
 func (c *Cache) advance(now int64) int64 {
 	if now < c.now {
 		now = c.now
 	}
 	c.now = now
 	if c.flushPending && now >= c.flushAt {
-		c.flushPending = false
+		c.flushPending, c.flushAt = false, 0
 		c.epoch++
 		// Locked items survive the flush.
 		for _, e := range c.owners {
@@ -151,13 +161,17 @@ const (
 	missFlushed
 )
 
-// state tells whether e is live at now, or why it is not. A locked item is
-// always live.
+// state tells whether e is live at now, or why it is not, without changing
+// anything. A locked item is always live. An unlocked item is flushed if it
+// is from an older epoch (a flush took effect since it was stored) or if a
+// pending flush's instant is not after now (the flush would take effect at
+// the next write at now: every item stored so far was stored before its
+// instant, since advance applies a flush as soon as a write reaches it).
 func (c *Cache) state(e *entry, now int64) (live bool, why miss) {
 	switch {
 	case e.owner != 0:
 		return true, 0
-	case e.epoch != c.epoch:
+	case e.epoch != c.epoch || c.flushPending && c.flushAt <= now:
 		return false, missFlushed
 	case e.exp <= now:
 		return false, missExpired
@@ -171,14 +185,15 @@ func (c *Cache) dead(e *entry, now int64) bool {
 }
 
 // find returns the live item of key, or nil and why there is none. A dead
-// item found on the way is removed (lazy expiry).
+// item found on the way is removed (lazy expiry): only writes call it.
 func (c *Cache) find(now int64, key []byte) (*entry, miss) {
 	e, _, why := c.lookup(now, key)
 	return e, why
 }
 
 // lookup is find that also returns the key of the item it met, live or
-// dead: the cache's own copy of key, or "" if there was no item.
+// dead: the cache's own copy of key, or "" if there was no item. Only
+// writes call it.
 func (c *Cache) lookup(now int64, key []byte) (e *entry, name string, why miss) {
 	e = c.items[string(key)]
 	if e == nil {
@@ -207,7 +222,7 @@ func (c *Cache) nextCAS() uint64 {
 }
 
 // insert adds a new unlocked entry for key at the head of the LRU list.
-// The caller has made room for it.
+// The caller has checked that it fits.
 func (c *Cache) insert(key []byte, value []byte, flags uint32, exp int64) *entry {
 	e := &entry{
 		key:   string(key),
@@ -221,7 +236,7 @@ func (c *Cache) insert(key []byte, value []byte, flags uint32, exp int64) *entry
 	c.bytes += e.size()
 	c.stats.CurrItems++
 	c.stats.TotalItems++
-	c.pushFront(e)
+	c.pushFront(e, c.second())
 	return e
 }
 
@@ -233,7 +248,7 @@ func clone(b []byte) []byte {
 }
 
 // setValue replaces e's value with v, which the cache owns from now on, and
-// gives e a new CAS. The caller has made room for the growth.
+// gives e a new CAS. The caller has checked that the growth fits.
 func (c *Cache) setValue(e *entry, v []byte) {
 	d := int64(len(v) - len(e.value))
 	c.bytes += d
@@ -272,7 +287,7 @@ func (c *Cache) reclaim(e *entry) {
 	c.remove(e)
 }
 
-// evict removes a live item to make room.
+// evict removes a live item to make room (Evict).
 func (c *Cache) evict(e *entry) {
 	c.stats.Evictions++
 	if !e.fetched {
@@ -281,40 +296,20 @@ func (c *Cache) evict(e *entry) {
 	c.remove(e)
 }
 
-// room makes room for grow more bytes by removing unlocked items from the
-// LRU tail (expired ones are reclaimed, live ones evicted), never keep. It
-// changes nothing and returns ErrNoMemory if evicting every unlocked item but
-// keep could not make enough room.
-func (c *Cache) room(now int64, grow int64, keep *entry) error {
-	over := c.bytes + grow - c.cfg.MemoryLimit
-	if grow <= 0 || over <= 0 {
-		return nil
-	}
-	free := c.bytes - c.lockedBytes
-	if keep != nil && keep.owner == 0 {
-		free -= keep.size()
-	}
-	if over > free {
-		return ErrNoMemory
-	}
-	for e := c.tail; c.bytes+grow > c.cfg.MemoryLimit; {
-		prev := e.prev
-		if e != keep {
-			if c.dead(e, now) {
-				c.reclaim(e)
-			} else {
-				c.evict(e)
-			}
-		}
-		e = prev
-	}
-	return nil
+// fits reports whether the cache can grow by grow bytes without going over
+// Config.MemoryLimit. A write that does not grow always fits, also in a
+// restored cache that is over a smaller limit. Writes never make room
+// themselves: the proposer plans evictions (PlanRoom) and applies them
+// (Evict) before the write.
+func (c *Cache) fits(grow int64) bool {
+	return grow <= 0 || c.bytes+grow <= c.cfg.MemoryLimit
 }
 
 // LRU list.
 
-func (c *Cache) pushFront(e *entry) {
-	e.bumped = c.second()
+// pushFront puts e at the head of the LRU list, bumped at second s.
+func (c *Cache) pushFront(e *entry, s uint16) {
+	e.bumped = s
 	e.prev = nil
 	e.next = c.head
 	if c.head != nil {
@@ -343,25 +338,32 @@ func (c *Cache) unlink(e *entry) {
 }
 
 // second is c.now in whole seconds, modulo 2^16 (entry.bumped).
-func (c *Cache) second() uint16 { return uint16(c.now / int64(time.Second)) }
+func (c *Cache) second() uint16 { return secondOf(c.now) }
 
-// fetchBump marks e, which a get read, most recently used, unless it went to
-// the head of the LRU list less than bumpInterval ago. (A wrong answer of
-// the 16-bit clock, every 18 hours, only skips one bump.)
-func (c *Cache) fetchBump(e *entry) {
-	if c.second()-e.bumped < bumpInterval {
+// secondOf is now in whole seconds, modulo 2^16.
+func secondOf(now int64) uint16 { return uint16(now / int64(time.Second)) }
+
+// fetchBump marks e, which a get read at now, most recently used, unless it
+// went to the head of the LRU list less than bumpInterval ago. (A wrong
+// answer of the 16-bit clock, every 18 hours, only skips one bump.) It
+// changes only the LRU order, a process-local hint (see the package
+// documentation): a get may call it.
+func (c *Cache) fetchBump(e *entry, now int64) {
+	s := secondOf(now)
+	if s-e.bumped < bumpInterval || e.owner != 0 || c.head == e {
 		return
 	}
-	c.bump(e)
+	c.unlink(e)
+	c.pushFront(e, s)
 }
 
-// bump marks e as just used: an unlocked item moves to the LRU head.
+// bump marks e as just written: an unlocked item moves to the LRU head.
 func (c *Cache) bump(e *entry) {
 	if e.owner != 0 || c.head == e {
 		return
 	}
 	c.unlink(e)
-	c.pushFront(e)
+	c.pushFront(e, c.second())
 }
 
 // Owner lists.
@@ -388,7 +390,7 @@ func (c *Cache) unlock(now int64, e *entry) {
 	c.lockedBytes -= e.size()
 	c.locked--
 	e.owner = 0
-	c.pushFront(e)
+	c.pushFront(e, c.second())
 	if c.dead(e, now) {
 		c.reclaim(e)
 	}

@@ -582,7 +582,7 @@ func TestWritesOnLockedItem(t *testing.T) {
 			for _, writer := range []latch.SessionID{0, B} {
 				c := newCache(t, testConfig())
 				c.Set(t0, 0, []byte("k"), []byte("1"), 0, 0, 0)
-				if err := c.Lock(t0, A, []byte("k")); err != nil {
+				if _, _, err := c.Lock(t0, A, []byte("k"), LockOnly, 0); err != nil {
 					t.Fatal(err)
 				}
 				if err := w.do(c, writer); err != ErrLocked {
@@ -595,17 +595,17 @@ func TestWritesOnLockedItem(t *testing.T) {
 			}
 			c := newCache(t, testConfig())
 			c.Set(t0, 0, []byte("k"), []byte("1"), 0, 0, 0)
-			c.Lock(t0, A, []byte("k"))
+			c.Lock(t0, A, []byte("k"), LockOnly, 0)
 			if err := w.do(c, A); err != nil {
 				t.Errorf("by the holder: %v", err)
 			}
 			if it, _ := c.Get(t0, []byte("k")); it.CAS != 2 {
 				t.Errorf("by the holder: cas %d, want 2", it.CAS)
 			}
-			if err := c.Lock(t0, B, []byte("k")); err != ErrLocked {
+			if _, _, err := c.Lock(t0, B, []byte("k"), LockOnly, 0); err != ErrLocked {
 				t.Errorf("the holder's write dropped the lock: Lock by B = %v", err)
 			}
-			if err := c.Unlock(t0, A, []byte("k")); err != nil {
+			if _, err := c.Unlock(t0, A, []byte("k")); err != nil {
 				t.Errorf("Unlock by the holder after its write: %v", err)
 			}
 			checkInvariants(t, c)
@@ -792,7 +792,10 @@ func TestKeys(t *testing.T) {
 	})
 }
 
-func TestSweep(t *testing.T) {
+// TestExpired checks Expired and Evict, the proposer's sweep: Expired names
+// dead unlocked items, limit at a time, and changes nothing; Evict removes
+// them.
+func TestExpired(t *testing.T) {
 	c := newCache(t, testConfig())
 	for i := range 10 {
 		exptime := int64(0)
@@ -802,110 +805,187 @@ func TestSweep(t *testing.T) {
 		c.Set(t0, 0, fmt.Appendf(nil, "k%d", i), []byte("v"), 0, exptime, 0)
 	}
 	c.Set(t0, 0, []byte("locked"), nil, 0, 1, 0)
-	c.Lock(t0, A, []byte("locked"))
-	if n := c.Sweep(t0, 100); n != 0 {
-		t.Fatalf("Sweep before expiry removed %d", n)
+	c.Lock(t0, A, []byte("locked"), LockOnly, 0)
+	if v := c.Expired(nil, t0, 100); len(v) != 0 {
+		t.Fatalf("Expired before expiry named %v", v)
 	}
 	now := t0 + int64(sec)
-	total := 0
+	var victims []Victim
 	for range 10 {
-		n := c.Sweep(now, 3)
-		if n > 3 {
-			t.Fatalf("Sweep(3) removed %d", n)
+		before := c.AppendSnapshot(nil)
+		n := len(victims)
+		victims = c.Expired(victims, now, 3)
+		if len(victims)-n > 3 {
+			t.Fatalf("Expired(3) named %d", len(victims)-n)
 		}
-		total += n
+		if after := c.AppendSnapshot(nil); string(after) != string(before) {
+			t.Fatalf("Expired changed the state")
+		}
 		checkInvariants(t, c)
 	}
-	if total != 5 {
-		t.Errorf("sweeps removed %d, want 5", total)
+	// A pass over the ten unlocked items takes four calls of three (the
+	// last one ends the pass early): ten calls make two passes and a half.
+	want := map[string]int{"k0": 3, "k2": 3, "k4": 3, "k6": 2, "k8": 2}
+	got := map[string]int{}
+	for _, v := range victims {
+		got[v.Key]++
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Expired named %v, want %v", got, want)
+	}
+	if s := c.Stats(); s.CurrItems != 11 || s.Reclaimed != 0 {
+		t.Errorf("Expired removed items: curr_items %d reclaimed %d", s.CurrItems, s.Reclaimed)
+	}
+	removed := 0
+	for _, v := range victims {
+		if c.Evict(now, []byte(v.Key), v.CAS) {
+			removed++
+		}
+	}
+	if removed != 5 {
+		t.Errorf("Evict removed %d, want 5 (the first of each)", removed)
 	}
 	s := c.Stats()
-	if s.CurrItems != 6 || s.Reclaimed != 5 || s.ExpiredUnfetched != 5 {
-		t.Errorf("stats after sweep: curr_items %d reclaimed %d expired_unfetched %d; want 6 5 5",
-			s.CurrItems, s.Reclaimed, s.ExpiredUnfetched)
+	if s.CurrItems != 6 || s.Reclaimed != 5 || s.ExpiredUnfetched != 5 || s.Evictions != 0 {
+		t.Errorf("stats after evicting: curr_items %d reclaimed %d expired_unfetched %d evictions %d; want 6 5 5 0",
+			s.CurrItems, s.Reclaimed, s.ExpiredUnfetched, s.Evictions)
 	}
-	// Flushed items are swept too; locked ones stay.
-	c.FlushAll(now, 0)
-	if n := c.Sweep(now, 1000); n != 5 {
-		t.Errorf("sweep after flush removed %d, want 5", n)
+	// Flushed items are named too, also before the flush took effect;
+	// locked ones are not.
+	c.FlushAll(now, 1)
+	later := now + int64(sec)
+	if got := sweep(t, c, later); len(got) != 5 {
+		t.Errorf("sweep after flush removed %v, want 5 items", got)
 	}
 	if s := c.Stats(); s.CurrItems != 1 || s.LockedItems != 1 {
 		t.Errorf("after flush and sweep: curr_items %d locked %d, want 1 1", s.CurrItems, s.LockedItems)
 	}
-	if n := c.Sweep(now, 0); n != 0 {
-		t.Errorf("Sweep(0) removed %d", n)
+	if v := c.Expired(nil, later, 0); len(v) != 0 {
+		t.Errorf("Expired(0) named %v", v)
 	}
-	if n := c.Sweep(now, -1); n != 0 {
-		t.Errorf("Sweep(-1) removed %d", n)
+	if v := c.Expired(nil, later, -1); len(v) != 0 {
+		t.Errorf("Expired(-1) named %v", v)
 	}
 	checkInvariants(t, c)
 }
 
-// TestSweepCursor checks that the sweep cursor survives the removal and
+// TestExpiredCursor checks that Expired's cursor survives the removal and
 // move of the item it points at.
-func TestSweepCursor(t *testing.T) {
+func TestExpiredCursor(t *testing.T) {
 	c := newCache(t, testConfig())
+	t1 := t0 + bumpInterval*int64(sec)
 	for i := range 6 {
-		c.Set(t0, 0, fmt.Appendf(nil, "k%d", i), []byte("v"), 0, 1, 0)
+		c.Set(t0, 0, fmt.Appendf(nil, "k%d", i), []byte("v"), 0, 0, 0)
 	}
-	c.Sweep(t0, 2) // cursor now at k2 (k0, k1 examined)
-	if c.cursor == nil || c.cursor.key != "k2" {
-		t.Fatalf("cursor at %v, want k2", c.cursor)
+	c.Set(t0, 0, []byte("k0"), []byte("v"), 0, 1, 0) // k0 expires, and is now the newest
+	c.Expired(nil, t0, 2)                            // cursor now at k3 (k1, k2 examined)
+	if c.cursor == nil || c.cursor.key != "k3" {
+		t.Fatalf("cursor at %v, want k3", c.cursor)
 	}
-	c.Get(t0, []byte("k2")) // moves to the head; cursor moves on to k3
+	c.Get(t1, []byte("k3")) // moves to the head; cursor moves on to k4
 	checkInvariants(t, c)
-	c.Delete(t0, 0, []byte("k3"), 0)
+	c.Delete(t0, 0, []byte("k4"), 0)
 	checkInvariants(t, c)
-	c.Lock(t0, A, []byte("k4"))
+	c.Lock(t0, A, []byte("k5"), LockOnly, 0)
 	checkInvariants(t, c)
 	now := t0 + int64(sec)
-	if n := c.Sweep(now, 100); n != 2 { // k5 and k2; k4 locked
-		t.Errorf("Sweep removed %d, want 2", n)
+	if v := c.Expired(nil, now, 100); len(v) != 1 || v[0].Key != "k0" { // k0, k3 (k5 locked)
+		t.Errorf("Expired named %v, want k0", v)
 	}
-	if n := c.Sweep(now, 100); n != 2 { // new pass: k0, k1
-		t.Errorf("second Sweep removed %d, want 2", n)
+	if v := c.Expired(nil, now, 100); len(v) != 1 { // a new pass: k1, k2, k0, k3
+		t.Errorf("second Expired named %v, want k0 again", v)
 	}
 	checkInvariants(t, c)
 }
 
+// TestEviction checks that writes never evict, and that PlanRoom and Evict,
+// as the proposer uses them (setRoom), take the least recently used
+// unlocked items.
 func TestEviction(t *testing.T) {
 	// Room for exactly 4 items of size 1 (key) + 10 (value) + overhead.
 	const size = 1 + 10 + ItemOverhead
 	cfg := Config{MemoryLimit: 4 * size, MaxItemSize: 4*size - 250 - ItemOverhead}
 	v := "0123456789"
 	t1 := t0 + bumpInterval*int64(sec) // a get bumps what was bumped at t0
-	t.Run("least recently used first", func(t *testing.T) {
+	fill := func(t *testing.T, now int64, keys ...string) *Cache {
 		c := newCache(t, cfg)
-		for _, k := range []string{"a", "b", "c", "d"} {
+		for _, k := range keys {
+			if _, err := c.Set(now, 0, []byte(k), []byte(v), 0, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c
+	}
+	t.Run("a write never evicts", func(t *testing.T) {
+		c := fill(t, t0, "a", "b", "c", "d")
+		before := c.AppendSnapshot(nil)
+		if _, err := c.Set(t0, 0, []byte("e"), []byte(v), 0, 0, 0); err != ErrNoMemory {
+			t.Errorf("Set over the limit: %v, want ErrNoMemory", err)
+		}
+		if _, err := c.Append(t0, 0, []byte("a"), []byte("x"), 0); err != ErrNoMemory {
+			t.Errorf("Append over the limit: %v, want ErrNoMemory", err)
+		}
+		if after := c.AppendSnapshot(nil); string(after) != string(before) {
+			t.Errorf("a failed write changed the state")
+		}
+		// Writes that do not grow need no room.
+		if _, err := c.Set(t0, 0, []byte("a"), []byte("x"), 0, 0, 0); err != nil {
+			t.Errorf("shrinking Set: %v", err)
+		}
+		if s := c.Stats(); s.Evictions != 0 || s.Reclaimed != 0 || s.CurrItems != 4 {
+			t.Errorf("evictions %d reclaimed %d curr_items %d; want 0 0 4", s.Evictions, s.Reclaimed, s.CurrItems)
+		}
+		checkInvariants(t, c)
+	})
+	t.Run("the dead item of the written key makes room", func(t *testing.T) {
+		c := newCache(t, cfg)
+		c.Set(t0, 0, []byte("a"), []byte(v), 0, 1, 0)
+		for _, k := range []string{"b", "c", "d"} {
 			c.Set(t0, 0, []byte(k), []byte(v), 0, 0, 0)
 		}
-		c.Get(t1, []byte("a"))                        // a is now the most recent
-		c.Touch(t1, []byte("b"), 0)                   // then b
-		c.Set(t1, 0, []byte("e"), []byte(v), 0, 0, 0) // evicts c
-		c.Set(t1, 0, []byte("f"), []byte(v), 0, 0, 0) // evicts d
+		now := t0 + int64(sec)
+		if g := c.Grow(now, []byte("a"), len(v), false); g != 0 {
+			t.Errorf("Grow over a dead item of the same size = %d, want 0", g)
+		}
+		if _, err := c.Set(now, 0, []byte("a"), []byte(v), 0, 0, 0); err != nil {
+			t.Errorf("Set over its own dead item: %v", err)
+		}
+		if s := c.Stats(); s.Reclaimed != 1 || s.Evictions != 0 {
+			t.Errorf("reclaimed %d evictions %d; want 1 0", s.Reclaimed, s.Evictions)
+		}
+	})
+	t.Run("least recently used first", func(t *testing.T) {
+		c := fill(t, t0, "a", "b", "c", "d")
+		c.Get(t1, []byte("a"))      // a is now the most recent
+		c.Touch(t1, []byte("b"), 0) // then b
+		setRoom(t, c, t1, "e", v)   // evicts c
+		setRoom(t, c, t1, "f", v)   // evicts d
 		assertKeys(t, c, "a", "b", "e", "f")
 		s := c.Stats()
 		if s.Evictions != 2 || s.EvictedUnfetched != 2 || s.Bytes != 4*size {
 			t.Errorf("evictions %d evicted_unfetched %d bytes %d; want 2 2 %d", s.Evictions, s.EvictedUnfetched, s.Bytes, 4*size)
 		}
-		c.Set(t1, 0, []byte("g"), []byte(v), 0, 0, 0) // evicts a, which was fetched
+		setRoom(t, c, t1, "g", v) // evicts a, which was fetched
 		if s := c.Stats(); s.Evictions != 3 || s.EvictedUnfetched != 2 {
 			t.Errorf("evictions %d evicted_unfetched %d; want 3 2", s.Evictions, s.EvictedUnfetched)
 		}
 		checkInvariants(t, c)
 	})
 	t.Run("a get within the bump interval leaves the item in place", func(t *testing.T) {
-		c := newCache(t, cfg)
-		for _, k := range []string{"a", "b", "c", "d"} {
-			c.Set(t0, 0, []byte(k), []byte(v), 0, 0, 0)
-		}
-		c.Get(t1-1, []byte("a"))                        // not bumped: a is still the least recent
-		c.GetAndTouch(t1-1, []byte("b"), 0)             // nor b
-		c.Set(t1-1, 0, []byte("e"), []byte(v), 0, 0, 0) // evicts a
+		c := fill(t, t0, "a", "b", "c", "d")
+		c.Get(t1-1, []byte("a"))    // not bumped: a is still the least recent
+		setRoom(t, c, t1-1, "e", v) // evicts a
 		assertKeys(t, c, "b", "c", "d", "e")
-		c.Get(t1, []byte("b"))                        // bumped: b was last moved at t0
-		c.Set(t1, 0, []byte("f"), []byte(v), 0, 0, 0) // evicts c
+		c.Get(t1, []byte("b"))    // bumped: b was last moved at t0
+		setRoom(t, c, t1, "f", v) // evicts c
 		assertKeys(t, c, "b", "d", "e", "f")
+		checkInvariants(t, c)
+	})
+	t.Run("get-and-touch is a touch: it always bumps", func(t *testing.T) {
+		c := fill(t, t0, "a", "b", "c", "d")
+		c.GetAndTouch(t0, []byte("a"), 0)
+		setRoom(t, c, t0, "e", v) // evicts b
+		assertKeys(t, c, "a", "c", "d", "e")
 		checkInvariants(t, c)
 	})
 	t.Run("expired items are reclaimed, not evicted", func(t *testing.T) {
@@ -915,32 +995,35 @@ func TestEviction(t *testing.T) {
 		c.Set(t1, 0, []byte("c"), []byte(v), 0, 0, 0)
 		c.Set(t1, 0, []byte("d"), []byte(v), 0, 0, 0)
 		c.Get(t1, []byte("a"))
-		c.Set(t1+int64(sec), 0, []byte("e"), []byte(v), 0, 0, 0)
+		setRoom(t, c, t1+int64(sec), "e", v)
 		assertKeys(t, c, "a", "c", "d", "e")
 		if s := c.Stats(); s.Evictions != 0 || s.Reclaimed != 1 {
 			t.Errorf("evictions %d reclaimed %d; want 0 1", s.Evictions, s.Reclaimed)
 		}
 	})
 	t.Run("locked items are never evicted", func(t *testing.T) {
-		c := newCache(t, cfg)
-		for _, k := range []string{"a", "b", "c", "d"} {
-			c.Set(t0, 0, []byte(k), []byte(v), 0, 0, 0)
-		}
-		c.Lock(t0, A, []byte("a"))
-		c.Lock(t0, B, []byte("b"))
-		c.Set(t0, 0, []byte("e"), []byte(v), 0, 0, 0) // evicts c
-		c.Set(t0, 0, []byte("f"), []byte(v), 0, 0, 0) // evicts d
-		c.Set(t0, 0, []byte("g"), []byte(v), 0, 0, 0) // evicts e
+		c := fill(t, t0, "a", "b", "c", "d")
+		c.Lock(t0, A, []byte("a"), LockOnly, 0)
+		c.Lock(t0, B, []byte("b"), LockOnly, 0)
+		setRoom(t, c, t0, "e", v) // evicts c
+		setRoom(t, c, t0, "f", v) // evicts d
+		setRoom(t, c, t0, "g", v) // evicts e
 		assertKeys(t, c, "a", "b", "f", "g")
-		c.Lock(t0, A, []byte("f"))
-		c.Lock(t0, A, []byte("g"))
+		c.Lock(t0, A, []byte("f"), LockOnly, 0)
+		c.Lock(t0, A, []byte("g"), LockOnly, 0)
 		// Everything is locked: no room.
-		if _, err := c.Set(t0, 0, []byte("h"), []byte(v), 0, 0, 0); err != ErrNoMemory {
+		if _, err := setRoom(t, c, t0, "h", v); err != ErrNoMemory {
 			t.Errorf("Set with every item locked: %v, want ErrNoMemory", err)
 		}
 		// The holder may still rewrite its item in the same size, not grow it.
+		if g := c.Grow(t0, []byte("a"), len(v), false); g != 0 {
+			t.Errorf("Grow of a same-size rewrite = %d", g)
+		}
 		if _, err := c.Set(t0, A, []byte("a"), []byte("9999999999"), 0, 0, 0); err != nil {
 			t.Errorf("same-size rewrite by the holder: %v", err)
+		}
+		if _, err := c.PlanRoom(nil, t0, []byte("a"), c.Grow(t0, []byte("a"), 1, true)); err != ErrNoMemory {
+			t.Errorf("PlanRoom for a growing append with every item locked: %v, want ErrNoMemory", err)
 		}
 		if _, err := c.Append(t0, A, []byte("a"), []byte("x"), 0); err != ErrNoMemory {
 			t.Errorf("growing append with every item locked: %v, want ErrNoMemory", err)
@@ -950,22 +1033,24 @@ func TestEviction(t *testing.T) {
 		}
 		assertKeys(t, c, "a", "b", "f", "g")
 		c.UnlockAll(t0, A)
-		if _, err := c.Set(t0, 0, []byte("h"), []byte(v), 0, 0, 0); err != nil {
+		if _, err := setRoom(t, c, t0, "h", v); err != nil {
 			t.Errorf("Set after unlock: %v", err)
 		}
 		// UnlockAll made g, f, a the most recently used, in this order; g went.
 		assertKeys(t, c, "a", "b", "f", "h")
 		checkInvariants(t, c)
 	})
-	t.Run("no room: nothing is evicted", func(t *testing.T) {
-		c := newCache(t, cfg)
-		for _, k := range []string{"a", "b", "c", "d"} {
-			c.Set(t0, 0, []byte(k), []byte(v), 0, 0, 0)
-		}
-		c.Lock(t0, A, []byte("b"))
-		c.Lock(t0, A, []byte("c"))
-		c.Lock(t0, B, []byte("d"))
+	t.Run("no room: nothing is planned", func(t *testing.T) {
+		c := fill(t, t0, "a", "b", "c", "d")
+		c.Lock(t0, A, []byte("b"), LockOnly, 0)
+		c.Lock(t0, A, []byte("c"), LockOnly, 0)
+		c.Lock(t0, B, []byte("d"), LockOnly, 0)
 		big := make([]byte, 10+size) // needs two items' room; only a is free
+		dst := []Victim{{"x", 1}}
+		got, err := c.PlanRoom(dst, t0, []byte("e"), c.Grow(t0, []byte("e"), len(big), false))
+		if err != ErrNoMemory || len(got) != 1 {
+			t.Fatalf("PlanRoom = %v, %v; want dst unchanged, ErrNoMemory", got, err)
+		}
 		if _, err := c.Set(t0, 0, []byte("e"), big, 0, 0, 0); err != ErrNoMemory {
 			t.Fatalf("Set = %v, want ErrNoMemory", err)
 		}
@@ -976,24 +1061,57 @@ func TestEviction(t *testing.T) {
 		checkInvariants(t, c)
 	})
 	t.Run("growing an item never evicts it", func(t *testing.T) {
-		c := newCache(t, cfg)
-		for _, k := range []string{"a", "b", "c", "d"} {
-			c.Set(t0, 0, []byte(k), []byte(v), 0, 0, 0)
-		}
+		c := fill(t, t0, "a", "b", "c", "d")
 		// a is the least recently used; growing it evicts b instead.
 		big := make([]byte, 10+size)
-		if _, err := c.Set(t0, 0, []byte("a"), big, 0, 0, 0); err != nil {
-			t.Fatalf("Set = %v", err)
+		victims, err := storeWithRoom(t, c, t0, []byte("a"), len(big), false, func() {
+			if _, err := c.Set(t0, 0, []byte("a"), big, 0, 0, 0); err != nil {
+				t.Fatalf("Set = %v", err)
+			}
+		})
+		if err != nil || len(victims) != 1 || victims[0].Key != "b" {
+			t.Fatalf("planned %v, %v; want b", victims, err)
 		}
 		assertKeys(t, c, "a", "c", "d")
 		// Locked and grown by its holder to the largest item: evicts c.
-		c.Lock(t0, A, []byte("a"))
-		if _, err := c.Append(t0, A, []byte("a"), make([]byte, cfg.MaxItemSize-len(big)), 0); err != nil {
-			t.Fatalf("Append = %v", err)
+		c.Lock(t0, A, []byte("a"), LockOnly, 0)
+		more := make([]byte, cfg.MaxItemSize-len(big))
+		if _, err := storeWithRoom(t, c, t0, []byte("a"), len(more), true, func() {
+			if _, err := c.Append(t0, A, []byte("a"), more, 0); err != nil {
+				t.Fatalf("Append = %v", err)
+			}
+		}); err != nil {
+			t.Fatal(err)
 		}
 		assertKeys(t, c, "a", "d")
 		if _, err := c.Append(t0, A, []byte("a"), []byte("x"), 0); err != ErrTooLarge {
 			t.Errorf("Append over the item size: %v", err)
+		}
+		checkInvariants(t, c)
+	})
+	t.Run("an eviction planned before a new write of its key removes nothing", func(t *testing.T) {
+		c := fill(t, t0, "a", "b", "c", "d")
+		victims, err := c.PlanRoom(nil, t0, []byte("e"), c.Grow(t0, []byte("e"), len(v), false))
+		if err != nil || len(victims) != 1 || victims[0].Key != "a" {
+			t.Fatalf("planned %v, %v; want a", victims, err)
+		}
+		c.Set(t0, 0, []byte("a"), []byte(v), 0, 0, 0) // a concurrent write: a new CAS
+		if c.Evict(t0, []byte("a"), victims[0].CAS) {
+			t.Errorf("Evict removed the rewritten item")
+		}
+		c.Lock(t0, A, []byte("b"), LockOnly, 0)
+		if c.Evict(t0, []byte("b"), c.items["b"].cas) {
+			t.Errorf("Evict removed a locked item")
+		}
+		if c.Evict(t0, []byte("zz"), 1) || c.Evict(t0, []byte("a b"), 1) {
+			t.Errorf("Evict of a missing item")
+		}
+		if !c.Evict(t0, []byte("a"), c.items["a"].cas) {
+			t.Errorf("Evict with the right CAS removed nothing")
+		}
+		assertKeys(t, c, "b", "c", "d")
+		if s := c.Stats(); s.Evictions != 1 {
+			t.Errorf("evictions %d, want 1", s.Evictions)
 		}
 		checkInvariants(t, c)
 	})
@@ -1009,6 +1127,58 @@ func TestEviction(t *testing.T) {
 			t.Errorf("bytes %d curr_items %d after delete, want 0 0", s.Bytes, s.CurrItems)
 		}
 	})
+}
+
+// TestGrow checks Grow against the growth the writes make.
+func TestGrow(t *testing.T) {
+	c := newCache(t, testConfig())
+	c.Set(t0, 0, []byte("live"), []byte("12345"), 0, 0, 0)
+	c.Set(t0, 0, []byte("dead"), []byte("12345"), 0, 1, 0)
+	c.Set(t0, 0, []byte("num"), []byte("0099"), 0, 0, 0)
+	now := t0 + int64(sec)
+	for _, tt := range []struct {
+		key      string
+		valueLen int
+		concat   bool
+		want     int64
+	}{
+		{"new", 3, false, 3 + 3 + ItemOverhead},
+		{"new", 3, true, 0},
+		{"live", 3, false, -2},
+		{"live", 3, true, 3},
+		{"dead", 7, false, 2},
+		{"dead", 7, true, 0},
+		{"num", 20, false, 16},
+	} {
+		if got := c.Grow(now, []byte(tt.key), tt.valueLen, tt.concat); got != tt.want {
+			t.Errorf("Grow(%q, %d, %v) = %d, want %d", tt.key, tt.valueLen, tt.concat, got, tt.want)
+		}
+	}
+	// Each is the growth, or above it (incr: an upper bound), asked of the
+	// cache as each write finds it.
+	for _, w := range []struct {
+		name   string
+		key    string
+		n      int
+		concat bool
+		exact  bool
+		do     func() error
+	}{
+		{"set new", "new", 3, false, true, func() error { _, err := c.Set(now, 0, []byte("new"), []byte("abc"), 0, 0, 0); return err }},
+		{"set live", "live", 3, false, true, func() error { _, err := c.Set(now, 0, []byte("live"), []byte("abc"), 0, 0, 0); return err }},
+		{"append live", "live", 3, true, true, func() error { _, err := c.Append(now, 0, []byte("live"), []byte("abc"), 0); return err }},
+		{"set dead", "dead", 7, false, true, func() error { _, err := c.Set(now, 0, []byte("dead"), []byte("abcdefg"), 0, 0, 0); return err }},
+		{"incr", "num", 20, false, false, func() error { _, _, err := c.Incr(now, 0, []byte("num"), 1, 0); return err }},
+	} {
+		grow := c.Grow(now, []byte(w.key), w.n, w.concat)
+		before := c.bytes
+		if err := w.do(); err != nil {
+			t.Fatalf("%s: %v", w.name, err)
+		}
+		if got := c.bytes - before; got != grow && (w.exact || got > grow) {
+			t.Errorf("%s: grew by %d, Grow said %d", w.name, got, grow)
+		}
+	}
 }
 
 func assertKeys(t *testing.T, c *Cache, want ...string) {
@@ -1037,8 +1207,8 @@ func TestStats(t *testing.T) {
 	c.Touch(t0, k, 1)                                        // touch hit
 	c.Touch(t0, []byte("x"), 1)                              // touch miss
 	c.GetAndTouch(t0, k, 1)                                  // gat: touch hit
-	c.Get(t0+int64(sec), k)                                  // get miss, expired
-	c.Set(t0, 0, k, []byte("1"), 0, 0, 0)                    // set 6
+	c.Get(t0+int64(sec), k)                                  // get miss, expired (a read: not removed)
+	c.Set(t0+int64(sec), 0, k, []byte("1"), 0, 0, 0)         // set 6, reclaims the expired item
 	c.FlushAll(t0, 0)                                        // flush
 	c.Get(t0+int64(sec), k)                                  // get miss, flushed
 	c.Set(t0, 0, k, []byte("1"), 0, 0, 0)                    // set 7
@@ -1088,16 +1258,16 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestCheckKeyAgrees keeps checkKey in step with latch.CheckKey.
+// TestCheckKeyAgrees keeps CheckKey in step with latch.CheckKey.
 func TestCheckKeyAgrees(t *testing.T) {
 	try := func(k []byte) {
 		t.Helper()
-		got, want := checkKey(k), latch.CheckKey(string(k))
+		got, want := CheckKey(k), latch.CheckKey(string(k))
 		if (got == nil) != (want == nil) {
-			t.Errorf("checkKey(%q) = %v, latch.CheckKey = %v", k, got, want)
+			t.Errorf("CheckKey(%q) = %v, latch.CheckKey = %v", k, got, want)
 		}
 		if got != nil && !errors.Is(got, ErrInvalidKey) {
-			t.Errorf("checkKey(%q) = %v, not ErrInvalidKey", k, got)
+			t.Errorf("CheckKey(%q) = %v, not ErrInvalidKey", k, got)
 		}
 	}
 	for b := range 256 {

@@ -21,8 +21,9 @@ const MaxRelativeExptime = 60 * 60 * 24 * 30
 // Config configures a Cache.
 type Config struct {
 	// MemoryLimit bounds the bytes of all items (see ItemOverhead). A write
-	// that would go over it first evicts unlocked items, least recently used
-	// first. memcached's -m, yrmcds's memory_limit.
+	// that would go over it fails with ErrNoMemory: the proposer makes room
+	// first, evicting unlocked items least recently used first (PlanRoom,
+	// Evict). memcached's -m, yrmcds's memory_limit.
 	MemoryLimit int64
 	// MaxItemSize is the longest value accepted, in bytes (memcached's
 	// item_size_max, yrmcds's max_data_size). Longer values, including the
@@ -40,8 +41,8 @@ func DefaultConfig() Config {
 
 // Validate reports every invalid setting of c, joined into one error. The
 // largest item (a key of latch.MaxKeyLen bytes with a MaxItemSize value) must
-// fit in MemoryLimit, so that a write is refused only when locked items hold
-// the memory.
+// fit in MemoryLimit, so that PlanRoom refuses a write only when locked items
+// hold the memory.
 func (c Config) Validate() error {
 	var errs []error
 	if c.MemoryLimit <= 0 {

@@ -2,16 +2,19 @@
 // exptime and CAS; set, add, replace, cas, append, prepend, incr, decr,
 // touch, delete and flush_all with memcached's semantics; yrmcds's lock
 // extension on items (lock, unlock, unlock_all, lock-and-get,
-// replace-and-unlock); a memory limit with LRU eviction; and the counters of
-// memcached's stats.
+// replace-and-unlock); a memory limit with LRU eviction planned by the
+// caller; the counters of memcached's stats; and snapshots of its state.
 //
 // The cache is a deterministic state machine, like the lock engine. It owns
 // no goroutines, timers or I/O and is not safe for concurrent use: its driver
 // serialises calls and passes the current time to every method as now, in
 // nanoseconds since the Unix epoch (memcached's absolute exptimes are Unix
-// seconds). Time never runs backwards inside the cache: an earlier now counts
-// as the latest instant seen. The same calls in the same order give the same
-// state, so the cache can be replicated by applying a log of them.
+// seconds). Time never runs backwards inside the cache: a write's earlier
+// now counts as the latest instant a write brought. The same writes in the
+// same order give the same state, so the cache can be replicated by applying
+// a log of writes on every node, each with the time its proposer stamped
+// into it; reads change no replicated state and are served by any node
+// outside the log (see "What a read may change").
 //
 // # Items
 //
@@ -28,21 +31,30 @@
 //     MaxRelativeExptime (30 days) is relative to now; larger is an absolute
 //     Unix time, already expired if not in the future; negative is expired at
 //     once. An item is expired from its deadline on.
-//   - Expired items are removed lazily by the operation that meets them,
-//     incrementally by Sweep, and first when room is needed. Until then they
-//     count in Stats.CurrItems and Stats.Bytes, as in memcached.
+//   - Dead items (expired or flushed) are removed lazily, by a write of their
+//     key, and by Evict, which the proposer issues for the dead items that
+//     Expired (memcached's LRU crawler) or PlanRoom names. Reads skip them
+//     and leave them. Until they go they count in Stats.CurrItems and
+//     Stats.Bytes, as in memcached.
 //   - FlushAll invalidates the unlocked items stored before it takes effect,
 //     and no item stored after (see FlushAll).
 //   - An item's size is len(key) + len(value) + ItemOverhead. A write that
-//     would take the total over Config.MemoryLimit first removes unlocked
-//     items from the least recently used end; reads, writes and touches make
-//     an item the most recently used.
+//     would take the total over Config.MemoryLimit fails with ErrNoMemory:
+//     writes never evict. Eviction is decided by the proposer, against its
+//     own copy, before it proposes the write: Grow says how much the write
+//     grows the cache, PlanRoom (a read, and nearly free while the write
+//     fits) names the unlocked items to remove from the least recently used
+//     end, and the proposer puts an Evict for each in the log ahead of the
+//     write. Evict names the item's CAS, so that an eviction planned before
+//     a concurrent write of that key removes nothing. Writes and touches
+//     make an item the most recently used; gets do too, at most once a
+//     minute.
 //
 // # Locks
 //
 // The cache never asks the lock engine anything. Its caller, which also
 // drives the engine, tells it who holds what: every item has a lock owner (a
-// latch.SessionID, 0 = unlocked), set by Lock, LockAndGet and LockAndTouch
+// latch.SessionID, 0 = unlocked), set by Lock (LockOnly, LockGet, LockTouch)
 // and cleared by Unlock, UnlockAll and ReplaceAndUnlock. Every write names
 // the acting owner (0 for none). The rules are yrmcds's:
 //
@@ -54,8 +66,8 @@
 //     by anyone but the holder fail with ErrLocked, before any other check
 //     but the key's and the value's size. The holder may write, and keeps
 //     the lock.
-//   - The holder's Delete removes the item and its lock, and reports
-//     unlocked = true: the caller must drop the lock it tracks.
+//   - The holder's Delete removes the item and its lock, and returns the key
+//     as unlocked: the caller must drop the lock it tracks.
 //     ReplaceAndUnlock releases the lock too; nothing else releases a lock
 //     behind the caller's back.
 //   - A locked item never expires, is never evicted and survives flushes.
@@ -63,18 +75,64 @@
 //     while it was locked is removed at its unlock.
 //
 // A caller that keeps a lock table beside the cache (the memcached front
-// end, whose locks also exclude other protocols' lockers) uses LockFunc,
-// UnlockKey, DeleteKey and ReplaceAndUnlockKey, which look the key up once
-// for the cache and the table: LockFunc calls back to take the key in the
-// table, naming it with the item's own key string, before it looks at the
-// item's lock mark; the others return that string for the caller to release.
+// end, whose locks also exclude other protocols' lockers) names keys in it
+// with the cache's own strings, so that naming a key costs no allocation and
+// no second lookup: Lock returns the key's string whenever the key had an
+// item, live or dead, whatever the error; Unlock and ReplaceAndUnlock return
+// it when they released the lock, Delete when the holder's delete dropped
+// it. There are no callbacks: the caller checks the item with Name (a read,
+// one map probe, which also returns the string) and its own table before it
+// proposes a Lock, and gives back what it took in its table if the Lock
+// fails.
 //
-// Locked items leave the LRU list for a list per owner, so eviction and Sweep
-// never even see them, and UnlockAll costs O(items the owner holds). A write
-// or a touch moves an item to the head of the LRU list; a get does so at
-// most once a minute (bumpInterval, memcached's ITEM_UPDATE_INTERVAL), so
-// that reading a hot item does not rewrite the list each time: eviction
-// takes the least recently used item to within that minute.
+// Locked items leave the LRU list for a list per owner, so PlanRoom and
+// Expired never even see them, and UnlockAll costs O(items the owner holds).
+// A write or a touch (GetAndTouch included) moves an item to the head of the
+// LRU list; a get does so at most once a minute (bumpInterval, memcached's
+// ITEM_UPDATE_INTERVAL), so that reading a hot item does not rewrite the list
+// each time: eviction takes the least recently used item to within that
+// minute.
+//
+// # What a read may change
+//
+// The reads are Get, AppendKeys, CountSizes, Stats, Locks, Name, Grow,
+// PlanRoom, Expired and AppendSnapshot; every other operation (Touch and
+// GetAndTouch included) is a write, for the log. A read changes no replicated
+// state: it does not move the cache's time (it judges items at its now, or
+// at the latest write's instant if now is earlier), does not apply a pending
+// flush (an unlocked item counts as flushed for it once the flush's instant
+// is not after now), and does not remove dead items. So any node may serve
+// it without the log, and reads need no order among writes. (A read's now
+// may be ahead of the log's: it may already miss an item that a write
+// stamped a little earlier still finds live.)
+//
+// What a read may change is process-local hints, which are not replicated
+// state and may differ between nodes: a Get counts its hit or miss in Stats,
+// marks the item fetched (which feeds only the *_unfetched stats), and may
+// move it to the head of the LRU list (at most once every bumpInterval);
+// Expired moves its cursor. No write's result depends on them. The LRU order
+// decides only what PlanRoom proposes to evict, and the Evicts in the log
+// name items by key and CAS, so every node removes the same items whatever
+// its order. The LRU order is in a snapshot, though: nodes fed the same
+// writes and no gets give identical snapshots; gets may reorder their lists.
+//
+// # Snapshots
+//
+// AppendSnapshot encodes the replicated state and Restore rebuilds a cache
+// from it, to start a node or compact the log: the instant of the latest
+// write, the CAS counter, the flush epoch and any pending flush, and every
+// item (key, value, flags, exptime, CAS, lock owner, epoch): the unlocked
+// ones in LRU order from the most recently used, the locked ones by owner,
+// owners by increasing id, each in its list's order. The item, byte and
+// lock counts are recomputed; the stats counters, fetched marks, bump times
+// and Expired's cursor are not in it and start afresh. The encoding is
+// canonical (equal states give identical bytes), versioned by its first
+// byte (1), and made of encoding/binary varints and length-prefixed bytes;
+// snapshot.go documents it. Restore checks every byte and rejects what
+// AppendSnapshot could not have made with an error wrapping ErrBadSnapshot;
+// it never allocates from a count the input does not back. It does not
+// enforce Config.MemoryLimit: a state over a smaller limit restores, and
+// growing writes fail with ErrNoMemory until evictions bring it under.
 //
 // # Errors and memcached replies
 //
@@ -102,5 +160,7 @@
 //
 // Successful operations allocate only what they store: a new key costs its
 // record, its key string and its value; a new value for an existing key costs
-// the value alone; reads, touches, locks and deletes allocate nothing.
+// the value alone; reads, touches, locks, deletes and evictions allocate
+// nothing (PlanRoom and Expired append to the caller's slice; snapshots
+// allocate their bytes, and Restore its cache).
 package cache

@@ -8,7 +8,7 @@ import (
 
 // Errors the cache's operations end with. They are returned as is, never
 // wrapped (except ErrInvalidKey, whose error says what is wrong with the
-// key), so comparing with errors.Is or == works and returning one costs no
+// key, and ErrBadSnapshot), so comparing with errors.Is or == works and returning one costs no
 // allocation. The table in the package documentation maps them to memcached
 // replies.
 var (
@@ -34,8 +34,13 @@ var (
 	ErrTooLarge = errors.New("cache: value too large")
 	// ErrNonNumeric: incr or decr of a value that is not a decimal uint64.
 	ErrNonNumeric = errors.New("cache: cannot increment or decrement non-numeric value")
-	// ErrNoMemory: a write needs more room than evicting every unlocked
-	// item could free, because the rest of the memory is held by locked
+	// ErrNoMemory: a write would take the cache over Config.MemoryLimit
+	// (writes never evict: the proposer makes room first with PlanRoom
+	// and Evict), or PlanRoom found that evicting every unlocked item could
+	// not make room, because the rest of the memory is held by locked
 	// items. Nothing was changed.
 	ErrNoMemory = errors.New("cache: out of memory")
+	// ErrBadSnapshot: Restore was given bytes that AppendSnapshot could not
+	// have made. Restore's errors wrap it and say what is wrong.
+	ErrBadSnapshot = errors.New("malformed snapshot")
 )

@@ -12,7 +12,9 @@ package cache
 // A later FlushAll replaces a pending one.
 //
 // The flush itself is O(locked items): flushed items are removed lazily, by
-// the operations that meet them, by Sweep and by eviction.
+// the writes that meet them and by Evict (the proposer finds them with
+// Expired and PlanRoom). Reads see them as gone at once, also before the
+// flush took effect, once its instant has come.
 func (c *Cache) FlushAll(now int64, delay int64) {
 	now = c.advance(now)
 	c.stats.CmdFlush++
@@ -23,29 +25,4 @@ func (c *Cache) FlushAll(now int64, delay int64) {
 	c.flushPending = true
 	c.flushAt = at
 	c.advance(now)
-}
-
-// Sweep examines at most limit unlocked items, continuing from where the last
-// call stopped, oldest first, and removes those that have expired or were
-// flushed. It returns how many it removed. A pass over the whole LRU list
-// ends a call early; the next call starts a new pass at the oldest item.
-// The driver calls it from time to time (memcached's LRU crawler, yrmcds's
-// GC) so that dead items that nobody reads give their memory back.
-func (c *Cache) Sweep(now int64, limit int) int {
-	now = c.advance(now)
-	e := c.cursor
-	if e == nil {
-		e = c.tail
-	}
-	removed := 0
-	for n := 0; e != nil && n < limit; n++ {
-		prev := e.prev
-		if c.dead(e, now) {
-			c.reclaim(e)
-			removed++
-		}
-		e = prev
-	}
-	c.cursor = e
-	return removed
 }

@@ -26,12 +26,45 @@ type res struct {
 	N     uint64 // incr/decr value, counts
 	B     bool   // Delete's unlocked
 	Keys  []string
-	Name  string // the lock-table variants: take's argument, or the key returned
+	Name  string // the key returned by the named ops (lockOp, unlockOp, delOp, rauOp)
 	Err   error
 }
 
 // op is one call on the cache at an instant.
 type op func(c *Cache, now int64) res
+
+// storeWithRoom makes room for a write of key as the proposer of a
+// replicated cache will: it asks Grow how much the write grows the cache
+// (valueLen and concat as Grow's), plans evictions with PlanRoom, applies
+// them with Evict, and then runs write. It returns the victims PlanRoom
+// chose, and PlanRoom's error, if any, without running write.
+func storeWithRoom(t testing.TB, c *Cache, now int64, key []byte, valueLen int, concat bool, write func()) ([]Victim, error) {
+	t.Helper()
+	victims, err := c.PlanRoom(nil, now, key, c.Grow(now, key, valueLen, concat))
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range victims {
+		if !c.Evict(now, []byte(v.Key), v.CAS) {
+			t.Fatalf("Evict(%q, %d) of a planned victim removed nothing", v.Key, v.CAS)
+		}
+	}
+	write()
+	return victims, nil
+}
+
+// setRoom is Set by nobody with room made first (storeWithRoom).
+func setRoom(t testing.TB, c *Cache, now int64, key, value string) (uint64, error) {
+	t.Helper()
+	var cas uint64
+	var err error
+	if _, perr := storeWithRoom(t, c, now, []byte(key), len(value), false, func() {
+		cas, err = c.Set(now, 0, []byte(key), []byte(value), 0, 0, 0)
+	}); perr != nil {
+		return 0, perr
+	}
+	return cas, err
+}
 
 // step runs op at t0+at and expects want.
 type step struct {
@@ -161,10 +194,19 @@ func decr(o latch.SessionID, key string, delta, cas uint64) op {
 	}
 }
 
+// del is Delete; B tells whether it released a lock.
 func del(o latch.SessionID, key string, cas uint64) op {
 	return func(c *Cache, now int64) res {
 		unlocked, err := c.Delete(now, o, []byte(key), cas)
-		return res{B: unlocked, Err: err}
+		return res{B: unlocked != "", Err: err}
+	}
+}
+
+// delOp is del that also returns the released key as Name.
+func delOp(o latch.SessionID, key string, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		unlocked, err := c.Delete(now, o, []byte(key), cas)
+		return res{B: unlocked != "", Name: unlocked, Err: err}
 	}
 }
 
@@ -172,12 +214,22 @@ func flush(delay int64) op {
 	return func(c *Cache, now int64) res { c.FlushAll(now, delay); return res{} }
 }
 
+// The lock ops of the scenarios leave out the name Lock, Unlock and
+// ReplaceAndUnlock return (the ...Op forms keep it); lock also leaves out
+// the item, as yrmcds's lock returns none.
+
 func lock(o latch.SessionID, key string) op {
-	return func(c *Cache, now int64) res { return res{Err: c.Lock(now, o, []byte(key))} }
+	return func(c *Cache, now int64) res {
+		_, _, err := c.Lock(now, o, []byte(key), LockOnly, 0)
+		return res{Err: err}
+	}
 }
 
 func unlock(o latch.SessionID, key string) op {
-	return func(c *Cache, now int64) res { return res{Err: c.Unlock(now, o, []byte(key))} }
+	return func(c *Cache, now int64) res {
+		_, err := c.Unlock(now, o, []byte(key))
+		return res{Err: err}
+	}
 }
 
 func unlockAll(o latch.SessionID) op {
@@ -185,61 +237,59 @@ func unlockAll(o latch.SessionID) op {
 }
 
 func lag(o latch.SessionID, key string) op {
-	return func(c *Cache, now int64) res { return itemRes(c.LockAndGet(now, o, []byte(key))) }
-}
-
-func lat(o latch.SessionID, key string, exptime int64) op {
-	return func(c *Cache, now int64) res { return itemRes(c.LockAndTouch(now, o, []byte(key), exptime)) }
-}
-
-func rau(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
 	return func(c *Cache, now int64) res {
-		return casRes(c.ReplaceAndUnlock(now, o, []byte(key), []byte(val), flags, exptime, cas))
-	}
-}
-
-// lockFunc is LockFunc with a take that refuses the key if refuse. N is
-// how many times take was called, Name its argument. LockOnly's item is
-// left out, as Lock's.
-func lockFunc(o latch.SessionID, key string, mode LockMode, exptime int64, refuse bool) op {
-	return func(c *Cache, now int64) res {
-		calls, name := 0, ""
-		it, err := c.LockFunc(now, o, []byte(key), mode, exptime, func(n string) error {
-			calls++
-			name = n
-			if refuse {
-				return errTable
-			}
-			return nil
-		})
-		if mode == LockOnly {
-			it = Item{}
-		}
-		r := itemRes(it, err)
-		r.N, r.Name = uint64(calls), name
+		r := lockOp(o, key, LockGet, 0)(c, now)
+		r.Name = ""
 		return r
 	}
 }
 
-func unlockKey(o latch.SessionID, key string) op {
+func lat(o latch.SessionID, key string, exptime int64) op {
 	return func(c *Cache, now int64) res {
-		name, err := c.UnlockKey(now, o, []byte(key))
+		r := lockOp(o, key, LockTouch, exptime)(c, now)
+		r.Name = ""
+		return r
+	}
+}
+
+func rau(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
+	return func(c *Cache, now int64) res {
+		r := rauOp(o, key, val, flags, exptime, cas)(c, now)
+		r.Name = ""
+		return r
+	}
+}
+
+// lockOp is Lock in mode, with its name. LockOnly's item is left out.
+func lockOp(o latch.SessionID, key string, mode LockMode, exptime int64) op {
+	return func(c *Cache, now int64) res {
+		it, name, err := c.Lock(now, o, []byte(key), mode, exptime)
+		if mode == LockOnly {
+			it = Item{}
+		}
+		r := itemRes(it, err)
+		r.Name = name
+		return r
+	}
+}
+
+func unlockOp(o latch.SessionID, key string) op {
+	return func(c *Cache, now int64) res {
+		name, err := c.Unlock(now, o, []byte(key))
 		return res{Name: name, Err: err}
 	}
 }
 
-func deleteKey(o latch.SessionID, key string, cas uint64) op {
+func rauOp(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
 	return func(c *Cache, now int64) res {
-		name, err := c.DeleteKey(now, o, []byte(key), cas)
-		return res{B: name != "", Name: name, Err: err}
+		newCAS, name, err := c.ReplaceAndUnlock(now, o, []byte(key), []byte(val), flags, exptime, cas)
+		return res{CAS: newCAS, Name: name, Err: err}
 	}
 }
 
-func rauKey(o latch.SessionID, key, val string, flags uint32, exptime int64, cas uint64) op {
-	return func(c *Cache, now int64) res {
-		newCAS, name, err := c.ReplaceAndUnlockKey(now, o, []byte(key), []byte(val), flags, exptime, cas)
-		return res{CAS: newCAS, Name: name, Err: err}
-	}
+// evictOp is Evict; B is its result.
+func evictOp(key string, cas uint64) op {
+	return func(c *Cache, now int64) res { return res{B: c.Evict(now, []byte(key), cas)} }
 }
 
 func keys(prefix string) op {
@@ -287,7 +337,10 @@ func checkInvariants(t testing.TB, c *Cache) {
 		t.Fatalf("LRU: tail is wrong")
 	}
 	if !cursorSeen {
-		t.Fatalf("sweep cursor %q is not in the LRU list", c.cursor.key)
+		t.Fatalf("Expired's cursor %q is not in the LRU list", c.cursor.key)
+	}
+	if c.flushPending && c.flushAt <= c.now {
+		t.Fatalf("a flush at %d is pending at %d", c.flushAt, c.now)
 	}
 	for owner, first := range c.owners {
 		if first == nil || first.prev != nil {

@@ -6,93 +6,50 @@ import (
 	"github.com/latchd/latch"
 )
 
-// Lock locks the live item of key for owner (yrmcds lock). Locks are not
-// re-entrant: an item locked by anyone, owner included, gives ErrLocked.
-// While locked the item never expires, is never evicted and survives
-// flushes; see the package documentation.
-//
-// Errors: ErrInvalidKey, ErrNotFound, ErrLocked, and an error wrapping
-// latch.ErrNoSession if owner is 0.
-func (c *Cache) Lock(now int64, owner latch.SessionID, key []byte) error {
-	_, err := c.LockFunc(now, owner, key, LockOnly, 0, nil)
-	return err
-}
-
-// LockAndGet locks the live item of key for owner, as Lock, and returns it
-// (yrmcds LaG). An expired item is not found; it is not brought back.
-//
-// Errors: as Lock.
-func (c *Cache) LockAndGet(now int64, owner latch.SessionID, key []byte) (Item, error) {
-	return c.LockFunc(now, owner, key, LockGet, 0, nil)
-}
-
-// LockAndTouch is LockAndGet that also sets the item's exptime (yrmcds LaG
-// with an exptime). The new exptime is checked once the item is unlocked.
-//
-// Errors: as Lock.
-func (c *Cache) LockAndTouch(now int64, owner latch.SessionID, key []byte, exptime int64) (Item, error) {
-	return c.LockFunc(now, owner, key, LockTouch, exptime, nil)
-}
-
-// LockMode says what LockFunc does besides locking the item.
+// LockMode says what Lock does besides locking the item.
 type LockMode uint8
 
 const (
-	// LockOnly locks the item: Lock.
+	// LockOnly locks the item (yrmcds lock).
 	LockOnly LockMode = iota
-	// LockGet locks the item and reads it, which marks it fetched:
-	// LockAndGet.
+	// LockGet locks the item and reads it, which marks it fetched (yrmcds
+	// LaG).
 	LockGet
-	// LockTouch is LockGet that also sets the item's exptime:
-	// LockAndTouch.
+	// LockTouch is LockGet that also sets the item's exptime (yrmcds LaG
+	// with an exptime). The new exptime is checked once the item is
+	// unlocked.
 	LockTouch
 )
 
-// LockFunc is Lock, LockAndGet or LockAndTouch, as mode says (exptime is
-// LockTouch's), for a caller that keeps a lock table beside the cache: the
-// memcached front end, whose locks also exclude the lockers of other
-// protocols. It looks key up once for both.
+// Lock locks the live item of key for owner and returns it, in every mode
+// (exptime is LockTouch's). Locks are not re-entrant: an item locked by
+// anyone, owner included, gives ErrLocked. While locked the item never
+// expires, is never evicted and survives flushes; see the package
+// documentation. An expired item is not found; it is not brought back.
 //
-// Once key and owner are checked and key's item is found (a dead one is
-// removed on the way), LockFunc calls take, unless it is nil, with the key
-// as a string: the item's own copy when the cache had an item of key, live
-// or dead, so that naming the key costs no allocation; a new string
-// otherwise. take runs before the item's lock mark is looked at, so that
-// the lock table answers first, even when there is no item:
+// name is the key as the cache's own string whenever key had an item, live
+// or dead (a dead one is removed on the way), whatever the error; "" if it
+// had none or key or owner is invalid. A caller that keeps a lock table
+// beside the cache (the memcached front end, whose locks also exclude other
+// protocols' lockers) names the key with it without allocating; it may
+// check the item before it takes the key in its table with Name.
 //
-//   - if take returns an error, LockFunc returns it unchanged and locks
-//     nothing;
-//   - otherwise LockFunc locks the item for owner, or fails with
-//     ErrNotFound or ErrLocked, and then the caller must give back what
-//     take took.
-//
-// take may keep name. It must not call the cache. The item is returned in
-// every mode.
-//
-// Errors: ErrInvalidKey, an error wrapping latch.ErrNoSession if owner is 0
-// (take is not called for either), take's error, ErrNotFound, ErrLocked.
-func (c *Cache) LockFunc(now int64, owner latch.SessionID, key []byte, mode LockMode, exptime int64, take func(name string) error) (Item, error) {
+// Errors, in this order: ErrInvalidKey, an error wrapping
+// latch.ErrNoSession if owner is 0, ErrNotFound, ErrLocked.
+func (c *Cache) Lock(now int64, owner latch.SessionID, key []byte, mode LockMode, exptime int64) (it Item, name string, err error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
-		return Item{}, err
+	if err := CheckKey(key); err != nil {
+		return Item{}, "", err
 	}
 	if owner == 0 {
-		return Item{}, fmt.Errorf("%w: lock owner 0", latch.ErrNoSession)
+		return Item{}, "", fmt.Errorf("%w: lock owner 0", latch.ErrNoSession)
 	}
 	e, name, _ := c.lookup(now, key)
-	if take != nil {
-		if name == "" {
-			name = string(key)
-		}
-		if err := take(name); err != nil {
-			return Item{}, err
-		}
-	}
 	if e == nil {
-		return Item{}, ErrNotFound
+		return Item{}, name, ErrNotFound
 	}
 	if e.owner != 0 {
-		return Item{}, ErrLocked
+		return Item{}, name, ErrLocked
 	}
 	c.lock(e, owner)
 	if mode == LockTouch {
@@ -101,28 +58,35 @@ func (c *Cache) LockFunc(now int64, owner latch.SessionID, key []byte, mode Lock
 	if mode != LockOnly {
 		e.fetched = true
 	}
-	return e.item(), nil
+	return e.item(), name, nil
+}
+
+// Name looks key up without changing anything (a read, see the package
+// documentation) and returns the key as the cache's own string if key has an
+// item, live or dead ("" otherwise), whether the item is live at now, and
+// who holds its lock (0: nobody). A caller that keeps a lock table beside
+// the cache uses it to check the item, in one map probe, before it takes the
+// key in its table and proposes a Lock. An invalid key has no item.
+func (c *Cache) Name(now int64, key []byte) (name string, live bool, lockedBy latch.SessionID) {
+	e := c.items[string(key)]
+	if e == nil {
+		return "", false, 0
+	}
+	live, _ = c.state(e, c.at(now))
+	return e.key, live, e.owner
 }
 
 // Unlock releases owner's lock on the live item of key (yrmcds unlock). If
-// the item's exptime passed while it was locked, it is removed now.
+// the item's exptime passed while it was locked, it is removed now. It
+// returns the key as the item's own string, so that a caller that keeps a
+// lock table beside the cache can release the key in it without allocating
+// or looking the key up again; name is "" when err is not nil.
 //
 // Errors: ErrInvalidKey, ErrNotFound (no live item: binary 0x0001),
 // ErrNotLocked (not locked, or locked by another owner: 0x0011).
-func (c *Cache) Unlock(now int64, owner latch.SessionID, key []byte) error {
-	_, err := c.UnlockKey(now, owner, key)
-	return err
-}
-
-// UnlockKey is Unlock for a caller that keeps a lock table beside the cache
-// (see LockFunc): it also returns the key as the item's own string, so that
-// the caller can release the key in its table without allocating or
-// looking the key up again. name is "" when err is not nil.
-//
-// Errors: as Unlock.
-func (c *Cache) UnlockKey(now int64, owner latch.SessionID, key []byte) (name string, err error) {
+func (c *Cache) Unlock(now int64, owner latch.SessionID, key []byte) (name string, err error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return "", err
 	}
 	e, _ := c.find(now, key)
@@ -170,26 +134,16 @@ func (c *Cache) Locks(owner latch.SessionID) int {
 
 // ReplaceAndUnlock stores value, flags and exptime in the item of key, which
 // owner must hold locked, and releases the lock (yrmcds RaU). It returns the
-// new CAS. If cas is not 0 and does not match, nothing changes and the lock
-// is kept. If the new exptime is already past, the item is gone once
-// unlocked.
+// new CAS and, as Unlock, the key as the item's own string. If cas is not 0
+// and does not match, nothing changes and the lock is kept. If the new
+// exptime is already past, the item is gone once unlocked. name is "" when
+// err is not nil (the lock is kept).
 //
 // Errors: ErrInvalidKey, ErrTooLarge, ErrNotFound, ErrNotLocked (not locked
 // by owner), ErrExists (cas), ErrNoMemory (the lock is kept).
-func (c *Cache) ReplaceAndUnlock(now int64, owner latch.SessionID, key, value []byte, flags uint32, exptime int64, cas uint64) (uint64, error) {
-	newCAS, _, err := c.ReplaceAndUnlockKey(now, owner, key, value, flags, exptime, cas)
-	return newCAS, err
-}
-
-// ReplaceAndUnlockKey is ReplaceAndUnlock for a caller that keeps a lock
-// table beside the cache, as UnlockKey: it also returns the key as the
-// item's own string, to release in the caller's table. name is "" when err
-// is not nil (the lock is kept).
-//
-// Errors: as ReplaceAndUnlock.
-func (c *Cache) ReplaceAndUnlockKey(now int64, owner latch.SessionID, key, value []byte, flags uint32, exptime int64, cas uint64) (newCAS uint64, name string, err error) {
+func (c *Cache) ReplaceAndUnlock(now int64, owner latch.SessionID, key, value []byte, flags uint32, exptime int64, cas uint64) (newCAS uint64, name string, err error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return 0, "", err
 	}
 	if len(value) > c.cfg.MaxItemSize {
@@ -208,8 +162,8 @@ func (c *Cache) ReplaceAndUnlockKey(now int64, owner latch.SessionID, key, value
 			return 0, "", err
 		}
 	}
-	if err := c.room(now, int64(len(value)-len(e.value)), e); err != nil {
-		return 0, "", err
+	if !c.fits(int64(len(value) - len(e.value))) {
+		return 0, "", ErrNoMemory
 	}
 	c.setValue(e, clone(value))
 	if cas != 0 {

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"errors"
 	"testing"
 	"time"
 	"unsafe"
@@ -11,10 +10,6 @@ import (
 	"github.com/latchd/latch"
 )
 
-// errTable is what a fake lock table's take returns for a key it refuses
-// (held over another protocol, say).
-var errTable = errors.New("lock table: key is held")
-
 // sameString reports whether a and b share their bytes: whether b is a
 // (another reference to the same string), not just equal to it. The tests
 // use keys of more than one byte: the runtime has one string for each
@@ -23,10 +18,9 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
-// TestLockFunc checks LockFunc's contract with its caller's lock table:
-// when take is called and with which string, that the table answers
-// before the item's lock mark, and that a refusal locks nothing.
-func TestLockFunc(t *testing.T) {
+// TestLockName checks Lock's validation order and the name it returns: the
+// item's own string whenever key had an item, live or dead, "" otherwise.
+func TestLockName(t *testing.T) {
 	tests := []struct {
 		name    string
 		setup   []op // at t0
@@ -35,57 +29,50 @@ func TestLockFunc(t *testing.T) {
 		key     string
 		mode    LockMode
 		exptime int64
-		refuse  bool // take refuses the key
-		nilTake bool
 
-		want res
-		// take: 0 not called, 1 called with a new string equal to key,
-		// 2 called with the string of key's item.
-		take      int
+		want      res // Name: the key when named
+		own       bool
 		wantOwner latch.SessionID // the item's lock owner afterwards
 	}{
-		{name: "live item: taken, then locked",
+		{name: "live item: locked",
 			setup: []op{set(0, "item", "v", 3, 0)}, owner: A, key: "item",
-			want: res{Val: "v", Flags: 3, CAS: 1}, take: 2, wantOwner: A},
-		{name: "nil take is Lock",
-			setup: []op{set(0, "item", "v", 0, 0)}, owner: A, key: "item", nilTake: true,
-			want: res{Val: "v", CAS: 1}, wantOwner: A},
-		{name: "refused: nothing is locked",
-			setup: []op{set(0, "item", "v", 0, 0)}, owner: A, key: "item", refuse: true,
-			want: res{Err: errTable}, take: 2},
-		{name: "no item, refused: the table answers first",
-			owner: A, key: "item", refuse: true,
-			want: res{Err: errTable}, take: 1},
-		{name: "no item, taken: not found, the caller gives the key back",
+			want: res{Val: "v", Flags: 3, CAS: 1, Name: "item"}, own: true, wantOwner: A},
+		{name: "no item: not found, no name",
 			owner: A, key: "item",
-			want: res{Err: ErrNotFound}, take: 1},
-		{name: "expired item: take gets its key, then not found",
+			want: res{Err: ErrNotFound}},
+		{name: "expired item: not found, named",
 			setup: []op{set(0, "item", "v", 0, 1)}, at: sec, owner: A, key: "item",
-			want: res{Err: ErrNotFound}, take: 2},
-		{name: "marked by another, free in the table (force-released): locked",
+			want: res{Err: ErrNotFound, Name: "item"}, own: true},
+		{name: "flushed item: not found, named",
+			setup: []op{set(0, "item", "v", 0, 0), flush(1)}, at: sec, owner: A, key: "item",
+			want: res{Err: ErrNotFound, Name: "item"}, own: true},
+		{name: "locked by another: locked, named",
 			setup: []op{set(0, "item", "v", 0, 0), lock(B, "item")}, owner: A, key: "item",
-			want: res{Err: ErrLocked}, take: 2, wantOwner: B},
-		{name: "marked by the owner itself: not re-entrant",
+			want: res{Err: ErrLocked, Name: "item"}, own: true, wantOwner: B},
+		{name: "locked by the owner itself: not re-entrant",
 			setup: []op{set(0, "item", "v", 0, 0), lock(A, "item")}, owner: A, key: "item",
-			want: res{Err: ErrLocked}, take: 2, wantOwner: A},
-		{name: "marked, refused: the table's error",
-			setup: []op{set(0, "item", "v", 0, 0), lock(B, "item")}, owner: A, key: "item", refuse: true,
-			want: res{Err: errTable}, take: 2, wantOwner: B},
-		{name: "invalid key: take is not called",
+			want: res{Err: ErrLocked, Name: "item"}, own: true, wantOwner: A},
+		{name: "invalid key",
 			owner: A, key: "a b",
 			want: res{Err: ErrInvalidKey}},
-		{name: "owner 0: take is not called",
+		{name: "invalid key before owner 0",
+			owner: 0, key: "a b",
+			want: res{Err: ErrInvalidKey}},
+		{name: "owner 0: no name",
 			setup: []op{set(0, "item", "v", 0, 0)}, owner: 0, key: "item",
 			want: res{Err: latch.ErrNoSession}},
+		{name: "owner 0 before not found",
+			owner: 0, key: "item",
+			want: res{Err: latch.ErrNoSession}},
+		{name: "owner 0 before locked",
+			setup: []op{set(0, "item", "v", 0, 0), lock(B, "item")}, owner: 0, key: "item",
+			want: res{Err: latch.ErrNoSession}, wantOwner: B},
 		{name: "LockGet",
 			setup: []op{set(0, "item", "v", 3, 0)}, owner: A, key: "item", mode: LockGet,
-			want: res{Val: "v", Flags: 3, CAS: 1}, take: 2, wantOwner: A},
+			want: res{Val: "v", Flags: 3, CAS: 1, Name: "item"}, own: true, wantOwner: A},
 		{name: "LockTouch",
 			setup: []op{set(0, "item", "v", 3, 0)}, owner: A, key: "item", mode: LockTouch, exptime: 10,
-			want: res{Val: "v", Flags: 3, CAS: 1}, take: 2, wantOwner: A},
-		{name: "LockTouch refused: the exptime is not set",
-			setup: []op{set(0, "item", "v", 3, 0)}, owner: A, key: "item", mode: LockTouch, exptime: -1, refuse: true,
-			want: res{Err: errTable}, take: 2},
+			want: res{Val: "v", Flags: 3, CAS: 1, Name: "item"}, own: true, wantOwner: A},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,36 +84,14 @@ func TestLockFunc(t *testing.T) {
 			if e := c.items[tt.key]; e != nil {
 				own = e.key
 			}
-			var before itemState
-			if tt.refuse {
-				before = snapshot(c, []byte(tt.key))
-			}
-			calls := 0
-			var name string
-			take := func(n string) error {
-				calls++
-				name = n
-				if tt.refuse {
-					return errTable
-				}
-				return nil
-			}
-			if tt.nilTake {
-				take = nil
-			}
-			got := itemRes(c.LockFunc(t0+int64(tt.at), tt.owner, []byte(tt.key), tt.mode, tt.exptime, take))
+			it, name, err := c.Lock(t0+int64(tt.at), tt.owner, []byte(tt.key), tt.mode, tt.exptime)
+			got := itemRes(it, err)
+			got.Name = name
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateErrors(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("result mismatch (-want +got):\n%s", diff)
 			}
-			switch {
-			case tt.take == 0 && calls != 0:
-				t.Errorf("take called %d times, want none", calls)
-			case tt.take != 0 && calls != 1:
-				t.Errorf("take called %d times, want once", calls)
-			case tt.take != 0 && name != tt.key:
-				t.Errorf("take(%q), want take(%q)", name, tt.key)
-			case tt.take == 2 && !sameString(name, own):
-				t.Errorf("take got a new string, not the item's own")
+			if tt.own && !sameString(name, own) {
+				t.Errorf("Lock named the key with a new string, not the item's own")
 			}
 			var owner latch.SessionID
 			e := c.items[tt.key]
@@ -135,9 +100,6 @@ func TestLockFunc(t *testing.T) {
 			}
 			if owner != tt.wantOwner {
 				t.Errorf("item locked by %d, want %d", owner, tt.wantOwner)
-			}
-			if tt.refuse && e != nil && !snapshot(c, []byte(tt.key)).equal(before) {
-				t.Errorf("a refused lock changed the item: %+v -> %+v", before, snapshot(c, []byte(tt.key)))
 			}
 			if tt.mode == LockTouch && tt.want.Err == nil && e.exp != t0+10*int64(sec) {
 				t.Errorf("exptime not set: exp %d", e.exp)
@@ -150,25 +112,78 @@ func TestLockFunc(t *testing.T) {
 	}
 }
 
-// TestKeyVariants checks UnlockKey, DeleteKey and ReplaceAndUnlockKey: the
-// result of Unlock, Delete and ReplaceAndUnlock, and the key as the item's
-// own string exactly when the caller must release it in its lock table.
-func TestKeyVariants(t *testing.T) {
+// TestName checks Name: the item's own string, liveness and lock owner, and
+// that it changes nothing.
+func TestName(t *testing.T) {
+	type want struct {
+		name     string
+		live     bool
+		lockedBy latch.SessionID
+	}
+	tests := []struct {
+		name  string
+		setup []op // at t0
+		at    time.Duration
+		key   string
+		want  want
+	}{
+		{name: "missing", key: "item"},
+		{name: "invalid key", key: "a b"},
+		{name: "live", setup: []op{set(0, "item", "v", 0, 0)}, key: "item",
+			want: want{"item", true, 0}},
+		{name: "locked", setup: []op{set(0, "item", "v", 0, 1), lock(A, "item")}, at: 5 * sec, key: "item",
+			want: want{"item", true, A}},
+		{name: "expired, not removed", setup: []op{set(0, "item", "v", 0, 1)}, at: sec, key: "item",
+			want: want{"item", false, 0}},
+		{name: "a pending flush whose instant came", setup: []op{set(0, "item", "v", 0, 0), flush(1)}, at: sec, key: "item",
+			want: want{"item", false, 0}},
+		{name: "a pending flush still ahead", setup: []op{set(0, "item", "v", 0, 0), flush(2)}, at: sec, key: "item",
+			want: want{"item", true, 0}},
+		{name: "a time before the last write's counts as it",
+			setup: []op{set(0, "item", "v", 0, 1), set(0, "other", "v", 0, 0)}, at: -sec, key: "item",
+			want: want{"item", true, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCache(t, testConfig())
+			for _, o := range tt.setup {
+				o(c, t0)
+			}
+			before := c.AppendSnapshot(nil)
+			name, live, lockedBy := c.Name(t0+int64(tt.at), []byte(tt.key))
+			if got := (want{name, live, lockedBy}); got != tt.want {
+				t.Errorf("Name = %+v, want %+v", got, tt.want)
+			}
+			if e := c.items[tt.key]; e != nil && !sameString(name, e.key) {
+				t.Errorf("Name returned a new string, not the item's own")
+			}
+			if after := c.AppendSnapshot(nil); string(after) != string(before) {
+				t.Errorf("Name changed the state")
+			}
+			checkInvariants(t, c)
+		})
+	}
+}
+
+// TestReleaseNames checks Unlock, Delete and ReplaceAndUnlock: their
+// results, and the key as the item's own string exactly when the caller
+// must release it in its lock table.
+func TestReleaseNames(t *testing.T) {
 	unlockKey := func(o latch.SessionID) func(c *Cache, now int64) (string, res) {
 		return func(c *Cache, now int64) (string, res) {
-			name, err := c.UnlockKey(now, o, []byte("item"))
+			name, err := c.Unlock(now, o, []byte("item"))
 			return name, res{Err: err}
 		}
 	}
 	deleteKey := func(o latch.SessionID, cas uint64) func(c *Cache, now int64) (string, res) {
 		return func(c *Cache, now int64) (string, res) {
-			name, err := c.DeleteKey(now, o, []byte("item"), cas)
+			name, err := c.Delete(now, o, []byte("item"), cas)
 			return name, res{Err: err}
 		}
 	}
 	rauKey := func(o latch.SessionID, val string, cas uint64) func(c *Cache, now int64) (string, res) {
 		return func(c *Cache, now int64) (string, res) {
-			newCAS, name, err := c.ReplaceAndUnlockKey(now, o, []byte("item"), []byte(val), 0, 0, cas)
+			newCAS, name, err := c.ReplaceAndUnlock(now, o, []byte("item"), []byte(val), 0, 0, cas)
 			return name, res{CAS: newCAS, Err: err}
 		}
 	}
@@ -241,31 +256,35 @@ func TestKeyVariants(t *testing.T) {
 	}
 }
 
-// TestLockFuncAllocs checks that the lock-table variants allocate nothing
-// on an existing item, take's closure included: a lock and an unlock, and a
-// lock and the holder's delete, which allocates no more than a plain
-// delete.
-func TestLockFuncAllocs(t *testing.T) {
+// TestLockAllocs checks that a caller with a lock table allocates nothing
+// on an existing item: Name, a lock and an unlock, naming the key in the
+// table with the returned strings; and a lock and the holder's delete,
+// which allocates no more than a plain delete.
+func TestLockAllocs(t *testing.T) {
 	// Longer than 32 bytes: string(k) would allocate.
 	k := []byte("a-key-longer-than-thirty-two-bytes-so-that-naming-it-allocates")
 	table := map[string]latch.SessionID{}
-	take := func(name string) error { table[name] = A; return nil }
 	c := newCache(t, testConfig())
 	if _, err := c.Set(t0, 0, k, nil, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := c.LockFunc(t0, A, k, LockGet, 0, take); err != nil {
+		name, live, holder := c.Name(t0, k)
+		if !live || holder != 0 {
+			t.Fatal("Name: not live or locked")
+		}
+		table[name] = A
+		if _, _, err := c.Lock(t0, A, k, LockGet, 0); err != nil {
 			t.Fatal(err)
 		}
-		name, err := c.UnlockKey(t0, A, k)
+		name, err := c.Unlock(t0, A, k)
 		if err != nil {
 			t.Fatal(err)
 		}
 		delete(table, name)
 	})
 	if allocs != 0 {
-		t.Errorf("LockFunc+UnlockKey: %v allocations, want 0", allocs)
+		t.Errorf("Name+Lock+Unlock: %v allocations, want 0", allocs)
 	}
 
 	setDelete := testing.AllocsPerRun(100, func() {
@@ -280,16 +299,18 @@ func TestLockFuncAllocs(t *testing.T) {
 		if _, err := c.Set(t0, 0, k, nil, 0, 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.LockFunc(t0, A, k, LockOnly, 0, take); err != nil {
+		_, name, err := c.Lock(t0, A, k, LockOnly, 0)
+		if err != nil {
 			t.Fatal(err)
 		}
-		name, err := c.DeleteKey(t0, A, k, 0)
+		table[name] = A
+		name, err = c.Delete(t0, A, k, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		delete(table, name)
 	})
 	if allocs != setDelete {
-		t.Errorf("Set+LockFunc+DeleteKey: %v allocations, want %v (Set+Delete's)", allocs, setDelete)
+		t.Errorf("Set+Lock+Delete: %v allocations, want %v (Set+Delete's)", allocs, setDelete)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"testing"
@@ -14,9 +15,18 @@ import (
 )
 
 // model is a trivial reference implementation of the cache's semantics
-// without a memory limit: a map, eager expiry and eager flushes.
+// without a memory limit: a map, eager expiry and eager flushes at every
+// write. Reads judge liveness at their instant and change nothing, as the
+// cache's.
+//
+// ghosts are the items the model dropped (expired or flushed) that the
+// cache still holds, by their CAS: the cache removes a dead item only when
+// a write of its key meets it (every write that gets as far as looking the
+// key up: forget) or when it is evicted, and Lock names the key of a dead
+// item it removes.
 type model struct {
 	items    map[string]*mItem
+	ghosts   map[string]uint64
 	now      int64
 	cas      uint64
 	maxValue int
@@ -34,7 +44,7 @@ type mItem struct {
 }
 
 func newModel(maxValue int) *model {
-	return &model{items: map[string]*mItem{}, maxValue: maxValue}
+	return &model{items: map[string]*mItem{}, ghosts: map[string]uint64{}, maxValue: maxValue}
 }
 
 func mDeadline(now, exptime int64) int64 {
@@ -50,7 +60,8 @@ func mDeadline(now, exptime int64) int64 {
 }
 
 // advance moves the clock and applies what is due: a pending flush drops
-// every unlocked item, expiry drops every unlocked expired item.
+// every unlocked item, expiry drops every unlocked expired item. Only
+// writes call it.
 func (m *model) advance(now int64) int64 {
 	if now < m.now {
 		now = m.now
@@ -60,23 +71,43 @@ func (m *model) advance(now int64) int64 {
 		m.flushPending = false
 		for k, it := range m.items {
 			if it.owner == 0 {
-				delete(m.items, k)
+				m.drop(k, it)
 			}
 		}
 	}
 	for k, it := range m.items {
 		if it.owner == 0 && it.exp <= now {
-			delete(m.items, k)
+			m.drop(k, it)
 		}
 	}
 	return now
 }
 
+// drop removes a dead item, which the cache keeps until a write or an
+// eviction meets it.
+func (m *model) drop(k string, it *mItem) {
+	delete(m.items, k)
+	m.ghosts[k] = it.cas
+}
+
+// forget records that the cache met k: a dead item of k is gone.
+func (m *model) forget(k string) { delete(m.ghosts, k) }
+
+// live returns the item of k if it is live at now, for reads: a read
+// changes nothing.
+func (m *model) live(now int64, k string) *mItem {
+	now = max(now, m.now)
+	it := m.items[k]
+	if it == nil || it.owner == 0 && (it.exp <= now || m.flushPending && m.flushAt <= now) {
+		return nil
+	}
+	return it
+}
+
 func (m *model) next() uint64 { m.cas++; return m.cas }
 
 func (m *model) get(now int64, k string) res {
-	m.advance(now)
-	it := m.items[k]
+	it := m.live(now, k)
 	if it == nil {
 		return res{Err: ErrNotFound}
 	}
@@ -85,6 +116,7 @@ func (m *model) get(now int64, k string) res {
 
 func (m *model) touch(now int64, k string, exptime int64, withValue bool) res {
 	now = m.advance(now)
+	m.forget(k)
 	it := m.items[k]
 	if it == nil {
 		return res{Err: ErrNotFound}
@@ -101,6 +133,7 @@ func (m *model) store(now int64, mode storeMode, o latch.SessionID, k, v string,
 	if len(v) > m.maxValue {
 		return res{Err: ErrTooLarge}
 	}
+	m.forget(k)
 	it := m.items[k]
 	if it != nil && it.owner != 0 && it.owner != o {
 		return res{Err: ErrLocked}
@@ -129,6 +162,7 @@ func (m *model) store(now int64, mode storeMode, o latch.SessionID, k, v string,
 
 func (m *model) concat(now int64, o latch.SessionID, k, v string, cas uint64, before bool) res {
 	m.advance(now)
+	m.forget(k)
 	it := m.items[k]
 	if it == nil {
 		return res{Err: ErrNotStored}
@@ -153,6 +187,7 @@ func (m *model) concat(now int64, o latch.SessionID, k, v string, cas uint64, be
 
 func (m *model) arith(now int64, o latch.SessionID, k string, delta, cas uint64, incr bool) res {
 	m.advance(now)
+	m.forget(k)
 	it := m.items[k]
 	if it == nil {
 		return res{Err: ErrNotFound}
@@ -182,6 +217,7 @@ func (m *model) arith(now int64, o latch.SessionID, k string, delta, cas uint64,
 
 func (m *model) del(now int64, o latch.SessionID, k string, cas uint64) res {
 	m.advance(now)
+	m.forget(k)
 	it := m.items[k]
 	if it == nil {
 		return res{Err: ErrNotFound}
@@ -193,7 +229,24 @@ func (m *model) del(now int64, o latch.SessionID, k string, cas uint64) res {
 		return res{Err: ErrExists}
 	}
 	delete(m.items, k)
-	return res{B: it.owner != 0}
+	if it.owner != 0 {
+		return res{B: true, Name: k}
+	}
+	return res{}
+}
+
+// evict removes k's item, dead or alive, if it is unlocked and has CAS cas.
+func (m *model) evict(now int64, k string, cas uint64) res {
+	m.advance(now)
+	if it := m.items[k]; it != nil && it.owner == 0 && it.cas == cas {
+		delete(m.items, k)
+		return res{B: true}
+	}
+	if g, ok := m.ghosts[k]; ok && g == cas {
+		m.forget(k)
+		return res{B: true}
+	}
+	return res{}
 }
 
 func (m *model) flush(now, delay int64) res {
@@ -207,26 +260,33 @@ func (m *model) flush(now, delay int64) res {
 	return res{}
 }
 
-func (m *model) lock(now int64, o latch.SessionID, k string, get, touch bool, exptime int64) res {
+// lock is Lock with its name: the key whenever the cache had an item of
+// it, live or dead.
+func (m *model) lock(now int64, o latch.SessionID, k string, mode LockMode, exptime int64) res {
 	now = m.advance(now)
 	if o == 0 {
 		return res{Err: latch.ErrNoSession}
 	}
+	_, ghost := m.ghosts[k]
+	m.forget(k)
 	it := m.items[k]
 	if it == nil {
+		if ghost {
+			return res{Err: ErrNotFound, Name: k}
+		}
 		return res{Err: ErrNotFound}
 	}
 	if it.owner != 0 {
-		return res{Err: ErrLocked}
+		return res{Err: ErrLocked, Name: k}
 	}
 	it.owner = o
-	if touch {
+	if mode == LockTouch {
 		it.exp = mDeadline(now, exptime)
 	}
-	if !get {
-		return res{}
+	if mode == LockOnly {
+		return res{Name: k}
 	}
-	return res{Val: it.val, Flags: it.flags, CAS: it.cas}
+	return res{Val: it.val, Flags: it.flags, CAS: it.cas, Name: k}
 }
 
 // release unlocks it; an item expired while locked goes at once.
@@ -239,6 +299,7 @@ func (m *model) release(k string, it *mItem) {
 
 func (m *model) unlock(now int64, o latch.SessionID, k string) res {
 	m.advance(now)
+	m.forget(k)
 	it := m.items[k]
 	if it == nil {
 		return res{Err: ErrNotFound}
@@ -247,33 +308,7 @@ func (m *model) unlock(now int64, o latch.SessionID, k string) res {
 		return res{Err: ErrNotLocked}
 	}
 	m.release(k, it)
-	return res{}
-}
-
-// lockFunc is lock behind a lock table that refuses the key if refuse:
-// take is called once, with the key, unless the owner is 0.
-func (m *model) lockFunc(now int64, o latch.SessionID, k string, mode LockMode, exptime int64, refuse bool) res {
-	if o == 0 {
-		return m.lock(now, o, k, false, false, 0)
-	}
-	var r res
-	if refuse {
-		m.advance(now)
-		r = res{Err: errTable}
-	} else {
-		r = m.lock(now, o, k, mode != LockOnly, mode == LockTouch, exptime)
-	}
-	r.N, r.Name = 1, k
-	return r
-}
-
-// named adds the key to r, as the lock-table variants return it when the
-// caller must release it: if ok.
-func named(r res, k string, ok bool) res {
-	if ok {
-		r.Name = k
-	}
-	return r
+	return res{Name: k}
 }
 
 func (m *model) unlockAll(now int64, o latch.SessionID) res {
@@ -293,6 +328,7 @@ func (m *model) rau(now int64, o latch.SessionID, k, v string, flags uint32, exp
 	if len(v) > m.maxValue {
 		return res{Err: ErrTooLarge}
 	}
+	m.forget(k)
 	it := m.items[k]
 	if it == nil {
 		return res{Err: ErrNotFound}
@@ -305,14 +341,13 @@ func (m *model) rau(now int64, o latch.SessionID, k, v string, flags uint32, exp
 	}
 	it.val, it.flags, it.exp, it.cas = v, flags, mDeadline(now, exptime), m.next()
 	m.release(k, it)
-	return res{CAS: it.cas}
+	return res{CAS: it.cas, Name: k}
 }
 
 func (m *model) keys(now int64, prefix string) res {
-	m.advance(now)
 	var ks []string
 	for k := range m.items {
-		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix && m.live(now, k) != nil {
 			ks = append(ks, k)
 		}
 	}
@@ -320,12 +355,14 @@ func (m *model) keys(now int64, prefix string) res {
 	return res{Keys: ks}
 }
 
-// randomOp returns one random operation, applied to both the cache and the
-// model, and a description of it.
+// twin is one random operation, applied to both the cache and the model,
+// and a description of it. read tells that it is a read, which changes no
+// replicated state.
 type twin struct {
 	name string
 	c    op
 	m    func(m *model, now int64) res
+	read bool
 }
 
 var (
@@ -334,6 +371,7 @@ var (
 	modelExps   = []int64{0, 0, 0, 1, 2, 5, -1, month, month + 1, t0Sec + 3, t0Sec - 3}
 )
 
+// randomTwin returns a random operation of every kind but Expired.
 func randomTwin(r *rand.Rand, m *model) twin {
 	k := modelKeys[r.IntN(len(modelKeys))]
 	v := modelValues[r.IntN(len(modelValues))]
@@ -346,6 +384,8 @@ func randomTwin(r *rand.Rand, m *model) twin {
 	case 1:
 		if it := m.items[k]; it != nil {
 			casv = it.cas
+		} else if g, ok := m.ghosts[k]; ok {
+			casv = g
 		} else {
 			casv = m.cas
 		}
@@ -355,94 +395,84 @@ func randomTwin(r *rand.Rand, m *model) twin {
 		casv = uint64(r.IntN(int(m.cas) + 2))
 	}
 	delta := []uint64{0, 1, 5, math.MaxUint64}[r.IntN(4)]
-	alt := r.IntN(2) == 0 // the lock-table variant of an operation that has one
 	name := func(op string) string {
 		return fmt.Sprintf("%s(owner=%d key=%q val=%q flags=%d exp=%d cas=%d delta=%d)", op, o, k, v, flags, exp, casv, delta)
 	}
-	switch r.IntN(22) {
+	switch r.IntN(23) {
 	case 0, 1:
-		return twin{name("get"), get(k), func(m *model, now int64) res { return m.get(now, k) }}
+		return twin{name("get"), get(k), func(m *model, now int64) res { return m.get(now, k) }, true}
 	case 2:
-		return twin{name("gat"), gat(k, exp), func(m *model, now int64) res { return m.touch(now, k, exp, true) }}
+		return twin{name("gat"), gat(k, exp), func(m *model, now int64) res { return m.touch(now, k, exp, true) }, false}
 	case 3:
-		return twin{name("touch"), touch(k, exp), func(m *model, now int64) res { return m.touch(now, k, exp, false) }}
+		return twin{name("touch"), touch(k, exp), func(m *model, now int64) res { return m.touch(now, k, exp, false) }, false}
 	case 4, 5:
 		return twin{name("set"), setCAS(o, k, v, flags, exp, casv), func(m *model, now int64) res {
 			return m.store(now, modeSet, o, k, v, flags, exp, casv)
-		}}
+		}, false}
 	case 6:
 		return twin{name("add"), add(o, k, v, flags, exp), func(m *model, now int64) res {
 			return m.store(now, modeAdd, o, k, v, flags, exp, 0)
-		}}
+		}, false}
 	case 7:
 		return twin{name("replace"), replace(o, k, v, flags, exp, casv), func(m *model, now int64) res {
 			return m.store(now, modeReplace, o, k, v, flags, exp, casv)
-		}}
+		}, false}
 	case 8:
 		return twin{name("cas"), cas(o, k, v, flags, exp, casv), func(m *model, now int64) res {
 			return m.store(now, modeCAS, o, k, v, flags, exp, casv)
-		}}
+		}, false}
 	case 9:
-		return twin{name("append"), appendOp(o, k, v, casv), func(m *model, now int64) res { return m.concat(now, o, k, v, casv, false) }}
+		return twin{name("append"), appendOp(o, k, v, casv), func(m *model, now int64) res { return m.concat(now, o, k, v, casv, false) }, false}
 	case 10:
-		return twin{name("prepend"), prepend(o, k, v, casv), func(m *model, now int64) res { return m.concat(now, o, k, v, casv, true) }}
+		return twin{name("prepend"), prepend(o, k, v, casv), func(m *model, now int64) res { return m.concat(now, o, k, v, casv, true) }, false}
 	case 11:
-		return twin{name("incr"), incr(o, k, delta, casv), func(m *model, now int64) res { return m.arith(now, o, k, delta, casv, true) }}
+		return twin{name("incr"), incr(o, k, delta, casv), func(m *model, now int64) res { return m.arith(now, o, k, delta, casv, true) }, false}
 	case 12:
-		return twin{name("decr"), decr(o, k, delta, casv), func(m *model, now int64) res { return m.arith(now, o, k, delta, casv, false) }}
+		return twin{name("decr"), decr(o, k, delta, casv), func(m *model, now int64) res { return m.arith(now, o, k, delta, casv, false) }, false}
 	case 13:
-		if alt {
-			return twin{name("delete_key"), deleteKey(o, k, casv), func(m *model, now int64) res {
-				r := m.del(now, o, k, casv)
-				return named(r, k, r.B)
-			}}
-		}
-		return twin{name("delete"), del(o, k, casv), func(m *model, now int64) res { return m.del(now, o, k, casv) }}
+		return twin{name("delete"), delOp(o, k, casv), func(m *model, now int64) res { return m.del(now, o, k, casv) }, false}
 	case 14:
 		if r.IntN(4) != 0 {
 			return randomTwin(r, m) // flushes are rarer
 		}
 		d := []int64{0, 0, 1, 3, t0Sec + 2}[r.IntN(5)]
-		return twin{fmt.Sprintf("flush_all(%d)", d), flush(d), func(m *model, now int64) res { return m.flush(now, d) }}
+		return twin{fmt.Sprintf("flush_all(%d)", d), flush(d), func(m *model, now int64) res { return m.flush(now, d) }, false}
 	case 15, 16, 17, 18:
 		mode := []LockMode{LockOnly, LockOnly, LockGet, LockTouch}[r.IntN(4)]
-		if alt {
-			refuse := r.IntN(4) == 0
-			return twin{name(fmt.Sprintf("lock_func(mode=%d refuse=%v)", mode, refuse)), lockFunc(o, k, mode, exp, refuse),
-				func(m *model, now int64) res { return m.lockFunc(now, o, k, mode, exp, refuse) }}
-		}
-		switch mode {
-		case LockGet:
-			return twin{name("lag"), lag(o, k), func(m *model, now int64) res { return m.lock(now, o, k, true, false, 0) }}
-		case LockTouch:
-			return twin{name("lat"), lat(o, k, exp), func(m *model, now int64) res { return m.lock(now, o, k, true, true, exp) }}
-		}
-		return twin{name("lock"), lock(o, k), func(m *model, now int64) res { return m.lock(now, o, k, false, false, 0) }}
+		return twin{name(fmt.Sprintf("lock(mode=%d)", mode)), lockOp(o, k, mode, exp),
+			func(m *model, now int64) res { return m.lock(now, o, k, mode, exp) }, false}
 	case 19:
-		if alt {
-			return twin{name("unlock_key"), unlockKey(o, k), func(m *model, now int64) res {
-				r := m.unlock(now, o, k)
-				return named(r, k, r.Err == nil)
-			}}
-		}
-		return twin{name("unlock"), unlock(o, k), func(m *model, now int64) res { return m.unlock(now, o, k) }}
+		return twin{name("unlock"), unlockOp(o, k), func(m *model, now int64) res { return m.unlock(now, o, k) }, false}
 	case 20:
 		if r.IntN(3) == 0 {
-			return twin{name("unlock_all"), unlockAll(o), func(m *model, now int64) res { return m.unlockAll(now, o) }}
+			return twin{name("unlock_all"), unlockAll(o), func(m *model, now int64) res { return m.unlockAll(now, o) }, false}
 		}
-		if alt {
-			return twin{name("rau_key"), rauKey(o, k, v, flags, exp, casv), func(m *model, now int64) res {
-				r := m.rau(now, o, k, v, flags, exp, casv)
-				return named(r, k, r.Err == nil)
-			}}
-		}
-		return twin{name("rau"), rau(o, k, v, flags, exp, casv), func(m *model, now int64) res {
+		return twin{name("rau"), rauOp(o, k, v, flags, exp, casv), func(m *model, now int64) res {
 			return m.rau(now, o, k, v, flags, exp, casv)
-		}}
+		}, false}
+	case 21:
+		return twin{name("evict"), evictOp(k, casv), func(m *model, now int64) res { return m.evict(now, k, casv) }, false}
 	default:
 		p := []string{"", "a", "b"}[r.IntN(3)]
-		return twin{fmt.Sprintf("keys(%q)", p), keys(p), func(m *model, now int64) res { return m.keys(now, p) }}
+		return twin{fmt.Sprintf("keys(%q)", p), keys(p), func(m *model, now int64) res { return m.keys(now, p) }, true}
 	}
+}
+
+// sweep removes every dead unlocked item at now, as the proposer would:
+// Expired over a whole pass (two calls: the first may start mid-list), and
+// Evict for each. It returns the keys removed, sorted.
+func sweep(t testing.TB, c *Cache, now int64) []string {
+	t.Helper()
+	victims := c.Expired(nil, now, math.MaxInt)
+	victims = c.Expired(victims, now, math.MaxInt)
+	var removed []string
+	for _, v := range victims {
+		if c.Evict(now, []byte(v.Key), v.CAS) {
+			removed = append(removed, v.Key)
+		}
+	}
+	sort.Strings(removed)
+	return removed
 }
 
 // TestModel runs random operations against the cache and the model and
@@ -471,16 +501,32 @@ func TestModel(t *testing.T) {
 			tw := randomTwin(r, m)
 			history = append(history, fmt.Sprintf("t=%+.1fs %s", float64(now-t0)/1e9, tw.name))
 			want := tw.m(m, now)
+			var before []byte
+			if tw.read {
+				before = stateOf(c)
+			}
 			got := tw.c(c, now)
 			if diff := cmp.Diff(want, got, cmpopts.EquateErrors(), cmpopts.EquateEmpty()); diff != "" {
 				t.Fatalf("seed %d op %d: %s: mismatch (-model +cache):\n%s\nhistory:\n%s", seed, i, tw.name, diff, tail(history, 30))
 			}
+			if tw.read && string(stateOf(c)) != string(before) {
+				t.Fatalf("seed %d op %d: the read %s changed the replicated state\nhistory:\n%s", seed, i, tw.name, tail(history, 30))
+			}
 			checkInvariants(t, c)
 			if i%50 == 49 {
-				// After two full sweeps only live items are left.
-				c.Sweep(now, math.MaxInt)
-				c.Sweep(now, math.MaxInt)
+				// A sweep removes exactly the dead items the cache
+				// still holds, and then only live ones are left.
+				removed := sweep(t, c, now)
 				m.advance(now)
+				var ghosts []string
+				for k := range m.ghosts {
+					ghosts = append(ghosts, k)
+				}
+				sort.Strings(ghosts)
+				if !slices.Equal(removed, ghosts) {
+					t.Fatalf("seed %d op %d: the sweep removed %q, the model has dead %q\nhistory:\n%s", seed, i, removed, ghosts, tail(history, 30))
+				}
+				clear(m.ghosts)
 				if got := c.Stats().CurrItems; got != uint64(len(m.items)) {
 					t.Fatalf("seed %d op %d: curr_items %d after sweeping, model has %d\nhistory:\n%s", seed, i, got, len(m.items), tail(history, 30))
 				}

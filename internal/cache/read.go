@@ -13,36 +13,48 @@ type Item struct {
 	CAS uint64
 }
 
-// Get returns the live item of key and marks it most recently used. It
-// ignores locks: everyone may read a locked item.
+// Get returns the live item of key and marks it most recently used (at
+// most once every bumpInterval). It ignores locks: everyone may read a
+// locked item.
+//
+// Get is a read: it changes no replicated state (see "What a read may
+// change" in the package documentation). It judges the item at now (or at
+// the latest write's instant, if now is earlier) without moving the cache's
+// time or applying a pending flush, and leaves a dead item where it is.
 //
 // Errors: ErrInvalidKey, ErrNotFound.
 func (c *Cache) Get(now int64, key []byte) (Item, error) {
-	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	now = c.at(now)
+	if err := CheckKey(key); err != nil {
 		return Item{}, err
 	}
 	c.stats.CmdGet++
-	e, why := c.find(now, key)
+	e := c.items[string(key)]
 	if e == nil {
+		c.stats.GetMisses++
+		return Item{}, ErrNotFound
+	}
+	if live, why := c.state(e, now); !live {
 		c.stats.GetMisses++
 		c.countMiss(why)
 		return Item{}, ErrNotFound
 	}
 	c.stats.GetHits++
 	e.fetched = true
-	c.fetchBump(e)
+	c.fetchBump(e, now)
 	return e.item(), nil
 }
 
 // GetAndTouch is Get that also sets the item's exptime (memcached gat,
 // binary GaT, and yrmcds's Get with an exptime). Like Touch it ignores
 // locks; a locked item keeps its lock and, while locked, does not expire.
+// Unlike Get it is a write: it moves the cache's time, removes a dead item
+// of key, and, like Touch, always makes the item the most recently used.
 //
 // Errors: ErrInvalidKey, ErrNotFound.
 func (c *Cache) GetAndTouch(now int64, key []byte, exptime int64) (Item, error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return Item{}, err
 	}
 	c.stats.CmdGet++
@@ -56,7 +68,7 @@ func (c *Cache) GetAndTouch(now int64, key []byte, exptime int64) (Item, error) 
 	c.stats.TouchHits++
 	e.exp = deadline(now, exptime)
 	e.fetched = true
-	c.fetchBump(e)
+	c.bump(e)
 	return e.item(), nil
 }
 
@@ -67,7 +79,7 @@ func (c *Cache) GetAndTouch(now int64, key []byte, exptime int64) (Item, error) 
 // Errors: ErrInvalidKey, ErrNotFound.
 func (c *Cache) Touch(now int64, key []byte, exptime int64) (cas uint64, err error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return 0, err
 	}
 	c.stats.CmdTouch++
@@ -93,10 +105,11 @@ func (c *Cache) countMiss(why miss) {
 
 // AppendKeys appends to dst the key of every live item that starts with
 // prefix, locked ones included (yrmcds's keys command), and returns the
-// extended slice. The order is unspecified. It reads only: expired items are
-// skipped, not removed, and no item changes its LRU position.
+// extended slice. The order is unspecified. It reads only: dead items are
+// skipped, not removed, no item changes its LRU position, and the cache's
+// time does not move.
 func (c *Cache) AppendKeys(dst []string, now int64, prefix []byte) []string {
-	now = c.advance(now)
+	now = c.at(now)
 	for k, e := range c.items {
 		if len(k) < len(prefix) || k[:len(prefix)] != string(prefix) {
 			continue
@@ -113,7 +126,7 @@ func (c *Cache) AppendKeys(dst []string, now int64, prefix []byte) []string {
 // bounds[i-1]); the last element counts the items larger than every bound.
 // It reads only, like AppendKeys.
 func (c *Cache) CountSizes(now int64, bounds []int64) []uint64 {
-	now = c.advance(now)
+	now = c.at(now)
 	counts := make([]uint64, len(bounds)+1)
 	for _, e := range c.items {
 		if c.dead(e, now) {

@@ -12,10 +12,13 @@ import (
 // Writes that take a cas argument compare it when it is not 0 (binary
 // protocol requests carry one): a live item with another CAS gives ErrExists,
 // no live item gives ErrNotFound (for Replace, Append and Prepend, their own
-// ErrNotStored comes first). A write that grows the cache over
-// Config.MemoryLimit first evicts unlocked items; it fails with ErrNoMemory
-// if that could not make room. A successful write gives the item a new CAS,
-// which it returns. The value is copied: the caller may reuse its buffer.
+// ErrNotStored comes first). A write that would grow the cache over
+// Config.MemoryLimit fails with ErrNoMemory, after every other check, and
+// changes nothing but what every write does (the time, a pending flush, the
+// removal of key's own dead item): writes never evict other items. The
+// proposer makes room first, with PlanRoom and Evict. A successful write
+// gives the item a new CAS, which it returns. The value is copied: the
+// caller may reuse its buffer.
 
 type storeMode uint8
 
@@ -62,7 +65,7 @@ func (c *Cache) CAS(now int64, owner latch.SessionID, key, value []byte, flags u
 
 func (c *Cache) store(now int64, mode storeMode, owner latch.SessionID, key, value []byte, flags uint32, exptime int64, cas uint64) (uint64, error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return 0, err
 	}
 	if len(value) > c.cfg.MaxItemSize {
@@ -87,13 +90,13 @@ func (c *Cache) store(now int64, mode storeMode, owner latch.SessionID, key, val
 	}
 	exp := deadline(now, exptime)
 	if e == nil {
-		if err := c.room(now, itemSize(len(key), len(value)), nil); err != nil {
-			return 0, err
+		if !c.fits(itemSize(len(key), len(value))) {
+			return 0, ErrNoMemory
 		}
 		e = c.insert(key, value, flags, exp)
 	} else {
-		if err := c.room(now, int64(len(value)-len(e.value)), e); err != nil {
-			return 0, err
+		if !c.fits(int64(len(value) - len(e.value))) {
+			return 0, ErrNoMemory
 		}
 		c.setValue(e, clone(value))
 		e.flags = flags
@@ -140,7 +143,7 @@ func (c *Cache) Prepend(now int64, owner latch.SessionID, key, data []byte, cas 
 
 func (c *Cache) concat(now int64, owner latch.SessionID, key, data []byte, cas uint64, before bool) (uint64, error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return 0, err
 	}
 	c.stats.CmdSet++
@@ -159,8 +162,8 @@ func (c *Cache) concat(now int64, owner latch.SessionID, key, data []byte, cas u
 	if len(e.value)+len(data) > c.cfg.MaxItemSize {
 		return 0, ErrTooLarge
 	}
-	if err := c.room(now, int64(len(data)), e); err != nil {
-		return 0, err
+	if !c.fits(int64(len(data))) {
+		return 0, ErrNoMemory
 	}
 	v := make([]byte, len(e.value)+len(data))
 	if before {
@@ -196,7 +199,7 @@ func (c *Cache) Decr(now int64, owner latch.SessionID, key []byte, delta, cas ui
 
 func (c *Cache) arith(now int64, owner latch.SessionID, key []byte, delta, cas uint64, incr bool) (uint64, uint64, error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return 0, 0, err
 	}
 	e, _ := c.find(now, key)
@@ -227,8 +230,8 @@ func (c *Cache) arith(now int64, owner latch.SessionID, key []byte, delta, cas u
 	}
 	var buf [20]byte
 	digits := strconv.AppendUint(buf[:0], n, 10)
-	if err := c.room(now, int64(len(digits)-len(e.value)), e); err != nil {
-		return 0, 0, err
+	if !c.fits(int64(len(digits) - len(e.value))) {
+		return 0, 0, ErrNoMemory
 	}
 	c.setValue(e, clone(digits))
 	c.bump(e)
@@ -256,25 +259,15 @@ func parseUint(b []byte) (uint64, bool) {
 }
 
 // Delete removes the live item of key. Its holder may delete a locked item:
-// the lock goes with it, and unlocked is true so that the caller drops the
-// lock it tracks.
+// the lock goes with it, and unlocked is the key as the item's own string
+// (never empty: keys are not), so that a caller that keeps a lock table
+// beside the cache can release the key in it without allocating or looking
+// the key up again. Otherwise unlocked is "".
 //
 // Errors: ErrInvalidKey, ErrNotFound, ErrLocked, ErrExists (cas given).
-func (c *Cache) Delete(now int64, owner latch.SessionID, key []byte, cas uint64) (unlocked bool, err error) {
-	name, err := c.DeleteKey(now, owner, key, cas)
-	return name != "", err
-}
-
-// DeleteKey is Delete for a caller that keeps a lock table beside the cache
-// (see LockFunc). When the holder's delete drops the item's lock, unlocked
-// is the key as the item's own string (never empty: keys are not), so that
-// the caller can release the key in its table without allocating or
-// looking the key up again; otherwise it is "".
-//
-// Errors: as Delete.
-func (c *Cache) DeleteKey(now int64, owner latch.SessionID, key []byte, cas uint64) (unlocked string, err error) {
+func (c *Cache) Delete(now int64, owner latch.SessionID, key []byte, cas uint64) (unlocked string, err error) {
 	now = c.advance(now)
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return "", err
 	}
 	e, _ := c.find(now, key)

@@ -80,7 +80,11 @@ func newPipeEnv(t *testing.T, modify func(*Config)) *env {
 
 // nodeFor returns a lock service with cfg's key limit.
 func nodeFor(cfg Config) *node.Node {
-	return node.New(node.Config{MaxKeys: cfg.MaxKeys})
+	n, err := node.New(node.Config{MaxKeys: cfg.MaxKeys})
+	if err != nil {
+		panic(err) // a valid configuration
+	}
+	return n
 }
 
 // shutdown stops the service, then the server, as internal/server does.

@@ -229,7 +229,10 @@ func TestSilentConnections(t *testing.T) {
 // unaffected.
 func TestTooManyWaiters(t *testing.T) {
 	cfg := testConfig()
-	svc := node.New(node.Config{MaxWaitersPerKey: 1, MaxWaiters: 2})
+	svc, err := node.New(node.Config{MaxWaitersPerKey: 1, MaxWaiters: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := &env{svc: svc}
 	srv, err := New(svc, cfg)
 	if err != nil {

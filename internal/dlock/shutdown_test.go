@@ -57,7 +57,10 @@ func TestShutdownAnswersWaiters(t *testing.T) {
 // TestShutdownAlone: the front end shutting down without the service ends
 // its connections' sessions, which answers their waiting Locks.
 func TestShutdownAlone(t *testing.T) {
-	svc := node.New(node.Config{})
+	svc, err := node.New(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer svc.Shutdown(context.Background())
 	srv, err := New(svc, testConfig())
 	if err != nil {

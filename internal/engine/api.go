@@ -10,7 +10,8 @@ import (
 type Config struct {
 	// FirstToken is the token counter's start: the first grant gets
 	// FirstToken+1. A single node seeds it from its start time so that
-	// tokens keep growing across restarts.
+	// tokens keep growing across restarts. Restore ignores it: the
+	// counter is part of the snapshot (see also Engine.SeedToken).
 	FirstToken latch.Token
 	// MaxKeys limits the keys of one request; 0 means no limit.
 	MaxKeys int
@@ -40,10 +41,6 @@ type WaiterID uint64
 type SessionOptions struct {
 	TTL       time.Duration
 	LockDelay time.Duration
-	// Tag is opaque to the engine: it is copied into the Drops of the
-	// session's holds (the node tags sessions with their protocol, for
-	// metrics).
-	Tag uint32
 }
 
 // Result is the outcome of an Acquire that did not fail.
@@ -141,7 +138,6 @@ func (c DropCause) String() string {
 // holds no pointer, so that recording it costs no write barrier.
 type Drop struct {
 	Session  latch.SessionID // 0 for a lease whose session had ended
-	Tag      uint32          // the session's SessionOptions.Tag; 0 without a session
 	Acquired int64           // when the hold was granted
 	At       int64           // when it ended
 	Cause    DropCause

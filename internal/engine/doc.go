@@ -53,4 +53,21 @@
 //   - At one instant, expiries (leases, sessions, lock-delays) happen before
 //     waiter deadlines, so a waiter whose deadline equals the instant a key
 //     frees is granted. Instants are processed in time order.
+//
+// # Snapshots
+//
+// Engine.AppendSnapshot encodes the whole replicated state: the time, the
+// token counter, the ID and timer counters, and every session, key, hold,
+// lease, lock-delay and queued request, including what decides the
+// engine's next moves (the order of the holds in their lists, the sequence
+// numbers that break ties between timers of one instant). The encoding is
+// versioned (first byte 1) and canonical: engines in the same state produce
+// the same bytes, whatever order Go iterates their maps in. Restore
+// rebuilds an Engine from it that behaves exactly as the one snapshotted:
+// the same calls then give the same results, events, tokens and IDs. The
+// Config is process configuration and not part of a snapshot, nor are the
+// events and drops of the last call. Restore rejects malformed or
+// inconsistent input with an error wrapping ErrBadSnapshot. The token
+// counter is seeded once per state with Engine.SeedToken, so that tokens
+// keep growing across in-memory restarts.
 package engine

@@ -25,15 +25,15 @@ func TestDrops(t *testing.T) {
 		{
 			name: "release",
 			run: func(h *harness) []Drop {
-				s := h.open(SessionOptions{Tag: 7})
+				s := h.open()
 				h.grant(s, req("a", "b"))
 				h.now += sec
 				h.release(s, "b", "a")
 				return h.e.Drops()
 			},
 			want: []Drop{
-				{Session: 1, Tag: 7, Acquired: 1000, At: 1000 + sec, Cause: DropReleased},
-				{Session: 1, Tag: 7, Acquired: 1000, At: 1000 + sec, Cause: DropReleased},
+				{Session: 1, Acquired: 1000, At: 1000 + sec, Cause: DropReleased},
+				{Session: 1, Acquired: 1000, At: 1000 + sec, Cause: DropReleased},
 			},
 		},
 		{

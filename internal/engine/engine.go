@@ -94,7 +94,6 @@ func (e *Engine) OpenSession(now int64, opts SessionOptions) (latch.SessionID, [
 		opened:    e.now,
 		ttl:       max(opts.TTL, 0),
 		lockDelay: max(opts.LockDelay, 0),
-		tag:       opts.Tag,
 	}
 	if s.ttl > 0 {
 		s.expiry = &timer{kind: timerSession, sess: s, idx: -1}
@@ -345,6 +344,17 @@ func (e *Engine) Stats() Stats {
 		Waiters:  len(e.waiters),
 		Sessions: len(e.sessions),
 		Token:    e.token,
+	}
+}
+
+// SeedToken raises the fencing-token counter to t if it is below t; it
+// never lowers it. The counter is seeded once, when a state is created (by
+// a command stamped by the proposer), so that tokens keep growing across
+// in-memory restarts; like the rest of the counter it is part of the
+// replicated state. It reports no events and leaves the time alone.
+func (e *Engine) SeedToken(t latch.Token) {
+	if t > e.token {
+		e.token = t
 	}
 }
 
@@ -756,11 +766,10 @@ func (e *Engine) dropHold(h *hold, cause DropCause) {
 	k := h.k
 	if e.cfg.RecordDrops {
 		var sid latch.SessionID
-		var tag uint32
 		if h.s != nil {
-			sid, tag = h.s.id, h.s.tag
+			sid = h.s.id
 		}
-		e.drops = append(e.drops, Drop{Session: sid, Tag: tag, Acquired: h.acquired, At: e.now, Cause: cause})
+		e.drops = append(e.drops, Drop{Session: sid, Acquired: h.acquired, At: e.now, Cause: cause})
 	}
 	unlinkFromKey(h)
 	unlinkFromSession(h)

@@ -70,7 +70,6 @@ type session struct {
 	opened    int64
 	ttl       time.Duration
 	lockDelay time.Duration
-	tag       uint32 // SessionOptions.Tag
 	expiry    *timer // nil without a TTL
 
 	holds   *hold

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
-	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/fsm"
 )
 
 // benchConn is a net.Conn that serves head once, then body n times, then
@@ -212,40 +212,39 @@ type benchRecordConn struct {
 
 func (c *benchRecordConn) Write(p []byte) (int, error) { return c.out.Write(p) }
 
-// BenchmarkStoreLockUnlock measures the Store's lock and unlock of an item,
-// the memcached lock path without parsing or I/O, cycling over the items of
-// a cache of 1 or 100k, as latch bench's cycle workload does. 100k items
-// are far more than the CPU's caches hold, so the first touch of an item
-// (its slot in the item map, its key, its record) misses them.
-func BenchmarkStoreLockUnlock(b *testing.B) {
+// BenchmarkItemLockUnlock measures the service's lock and unlock of an
+// item (one command each), the memcached lock path without parsing or I/O,
+// cycling over the items of a cache of 1 or 100k, as latch bench's cycle
+// workload does. 100k items are far more than the CPU's caches hold, so the
+// first touch of an item (its slot in the item map, its key, its record)
+// misses them.
+func BenchmarkItemLockUnlock(b *testing.B) {
 	for _, n := range []int{1, 100_000} {
 		b.Run("keys="+strconv.Itoa(n), func(b *testing.B) {
 			ts := newTestServer(b)
-			st := ts.srv.store
 			sess, err := ts.svc.OpenSession(latch.SessionOptions{Protocol: "bench"})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer sess.Close()
+			var c fsm.Command
 			keys := make([][]byte, n)
 			for i := range keys {
 				keys[i] = []byte("key:" + strconv.Itoa(i))
-				st.do(st.now(), func(c *cache.Cache, now int64) {
-					_, err = c.Set(now, 0, keys[i], []byte("x"), 0, 0, 0)
-				})
-				if err != nil {
+				c = fsm.Command{Op: fsm.OpItemSet, Key: keys[i], Value: []byte("x")}
+				if err := ts.svc.Do(nil, &c).Err; err != nil {
 					b.Fatal(err)
 				}
 			}
-			now := st.now()
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				k := keys[i]
-				if _, err := st.lock(now, sess, k, cache.LockOnly, 0); err != nil {
+				c = fsm.Command{Op: fsm.OpItemLock, Key: keys[i]}
+				if err := ts.svc.Do(sess, &c).Err; err != nil {
 					b.Fatal(err)
 				}
-				if err := st.unlock(now, sess, k); err != nil {
+				c = fsm.Command{Op: fsm.OpItemUnlock, Key: keys[i]}
+				if err := ts.svc.Do(sess, &c).Err; err != nil {
 					b.Fatal(err)
 				}
 				if i++; i == n {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/fsm"
 )
 
 // Binary protocol magic bytes and header size.
@@ -239,7 +240,7 @@ func (c *conn) serveBinary() error {
 		return nil
 	}
 	valLen := r.bodLen - r.keyLen - r.extLen
-	if valLen > c.srv.cfg.Cache.MaxItemSize {
+	if valLen > c.srv.items.MaxItemSize {
 		// Too large to keep: skip the body, then answer as yrmcds does,
 		// which validates a request before it looks at the value's size.
 		if err := c.discard(uint64(r.bodLen)); err != nil {
@@ -306,20 +307,17 @@ func (c *conn) readBody(n int) ([]byte, error) {
 func (c *conn) binCommand(r *request) error {
 	c.srv.counters.binOps[r.op].Add(1)
 	c.srv.binCmds[r.op].Request()
-	st := c.srv.store
-	owner := c.sess.ID()
 	switch r.op {
 	case opGet, opGetQ, opGetK, opGetKQ, opGaT, opGaTQ, opGaTK, opGaTKQ:
 		var it cache.Item
 		var err error
-		exp, touch := exptimeExtra(r.extras)
-		st.do(c.now, func(ch *cache.Cache, now int64) {
-			if touch {
-				it, err = ch.GetAndTouch(now, r.key, exp)
-			} else {
-				it, err = ch.Get(now, r.key)
-			}
-		})
+		if exp, touch := exptimeExtra(r.extras); touch {
+			c.command(fsm.OpItemGetAndTouch, r.key).Exptime = exp
+			res := c.exec()
+			it, err = res.Item, res.Err
+		} else {
+			it, err = c.srv.svc.Get(r.key)
+		}
 		quiet := r.op == opGetQ || r.op == opGetKQ || r.op == opGaTQ || r.op == opGaTKQ
 		withKey := r.op == opGetK || r.op == opGetKQ || r.op == opGaTK || r.op == opGaTKQ
 		if err != nil {
@@ -333,34 +331,33 @@ func (c *conn) binCommand(r *request) error {
 	case opSet, opSetQ, opAdd, opAddQ, opReplace, opReplaceQ:
 		flags := binary.BigEndian.Uint32(r.extras)
 		exp := int64(binary.BigEndian.Uint32(r.extras[4:]))
-		var newCAS uint64
-		var err error
-		st.do(c.now, func(ch *cache.Cache, now int64) {
-			switch r.op {
-			case opSet, opSetQ:
-				newCAS, err = ch.Set(now, owner, r.key, r.value, flags, exp, r.cas)
-			case opAdd, opAddQ:
-				newCAS, err = ch.Add(now, owner, r.key, r.value, flags, exp)
-			default:
-				newCAS, err = ch.Replace(now, owner, r.key, r.value, flags, exp, r.cas)
-			}
-		})
+		op := fsm.OpItemReplace
+		switch r.op {
+		case opSet, opSetQ:
+			op = fsm.OpItemSet
+		case opAdd, opAddQ:
+			op = fsm.OpItemAdd
+		}
+		cmd := c.command(op, r.key)
+		cmd.Value, cmd.Flags, cmd.Exptime, cmd.CAS = r.value, flags, exp, r.cas
+		res := c.exec()
+		newCAS, err := res.CAS, res.Err
 		c.binStored(r, newCAS, err, r.op == opSetQ || r.op == opAddQ || r.op == opReplaceQ)
 
 	case opAppend, opAppendQ, opPrepend, opPrependQ:
-		var newCAS uint64
-		var err error
-		st.do(c.now, func(ch *cache.Cache, now int64) {
-			if r.op == opAppend || r.op == opAppendQ {
-				newCAS, err = ch.Append(now, owner, r.key, r.value, r.cas)
-			} else {
-				newCAS, err = ch.Prepend(now, owner, r.key, r.value, r.cas)
-			}
-		})
+		op := fsm.OpItemPrepend
+		if r.op == opAppend || r.op == opAppendQ {
+			op = fsm.OpItemAppend
+		}
+		cmd := c.command(op, r.key)
+		cmd.Value, cmd.CAS = r.value, r.cas
+		res := c.exec()
+		newCAS, err := res.CAS, res.Err
 		c.binStored(r, newCAS, err, r.op == opAppendQ || r.op == opPrependQ)
 
 	case opDelete, opDeleteQ:
-		err := st.delete(c.now, c.sess, r.key, r.cas)
+		c.command(fsm.OpItemDelete, r.key).CAS = r.cas
+		err := c.exec().Err
 		switch {
 		case err == nil:
 			if r.op == opDelete {
@@ -379,20 +376,20 @@ func (c *conn) binCommand(r *request) error {
 		initial := binary.BigEndian.Uint64(r.extras[8:])
 		exp := binary.BigEndian.Uint32(r.extras[16:])
 		incr := r.op == opIncrement || r.op == opIncrementQ
-		var v, newCAS uint64
-		var err error
-		st.do(c.now, func(ch *cache.Cache, now int64) {
-			if incr {
-				v, newCAS, err = ch.Incr(now, owner, r.key, delta, r.cas)
-			} else {
-				v, newCAS, err = ch.Decr(now, owner, r.key, delta, r.cas)
-			}
-			if errors.Is(err, cache.ErrNotFound) && exp != noExptime && r.cas == 0 {
-				v = initial
-				c.num = strconv.AppendUint(c.num[:0], initial, 10)
-				newCAS, err = ch.Add(now, owner, r.key, c.num, 0, int64(exp))
-			}
-		})
+		op := fsm.OpItemDecr
+		if incr {
+			op = fsm.OpItemIncr
+		}
+		cmd := c.command(op, r.key)
+		cmd.Delta, cmd.CAS = delta, r.cas
+		if exp != noExptime {
+			// A miss stores the initial value (in one command with the
+			// incr, so that no other write comes between).
+			c.num = strconv.AppendUint(c.num[:0], initial, 10)
+			cmd.Value, cmd.Exptime = c.num, int64(exp)
+		}
+		res := c.exec()
+		v, newCAS, err := res.Value, res.CAS, res.Err
 		if err != nil {
 			c.binCacheError(r, err)
 			return nil
@@ -405,9 +402,9 @@ func (c *conn) binCommand(r *request) error {
 
 	case opTouch:
 		exp := int64(binary.BigEndian.Uint32(r.extras))
-		var casv uint64
-		var err error
-		st.do(c.now, func(ch *cache.Cache, now int64) { casv, err = ch.Touch(now, r.key, exp) })
+		c.command(fsm.OpItemTouch, r.key).Exptime = exp
+		res := c.exec()
+		casv, err := res.CAS, res.Err
 		if err != nil {
 			c.binError(r, stNotFound)
 			return nil
@@ -419,7 +416,8 @@ func (c *conn) binCommand(r *request) error {
 		if len(r.extras) == 4 {
 			delay = int64(binary.BigEndian.Uint32(r.extras))
 		}
-		st.do(c.now, func(ch *cache.Cache, now int64) { ch.FlushAll(now, delay) })
+		c.command(fsm.OpItemFlush, nil).Exptime = delay
+		c.exec()
 		if r.op == opFlush {
 			c.binOK(r, 0, nil, nil, nil)
 		}
@@ -438,8 +436,7 @@ func (c *conn) binCommand(r *request) error {
 		c.binOK(r, 0, nil, nil, nil)
 
 	case opKeys:
-		var keys []string
-		st.do(c.now, func(ch *cache.Cache, now int64) { keys = ch.AppendKeys(nil, now, r.key) })
+		keys := c.srv.svc.ItemKeys(r.key)
 		slices.Sort(keys)
 		for _, k := range keys {
 			c.binOK(r, 0, nil, []byte(k), nil)
@@ -447,16 +444,17 @@ func (c *conn) binCommand(r *request) error {
 		c.binOK(r, 0, nil, nil, nil)
 
 	case opQuit:
-		st.unlockAll(c.now, c.sess)
+		c.unlockAll()
 		c.binOK(r, 0, nil, nil, nil)
 		return errClose
 
 	case opQuitQ:
-		st.unlockAll(c.now, c.sess)
+		c.unlockAll()
 		return errClose
 
 	case opLock, opLockQ:
-		_, err := st.lock(c.now, c.sess, r.key, cache.LockOnly, 0)
+		c.command(fsm.OpItemLock, r.key)
+		err := c.exec().Err
 		if err != nil {
 			c.binCacheError(r, err)
 			return nil
@@ -466,7 +464,8 @@ func (c *conn) binCommand(r *request) error {
 		}
 
 	case opUnlock, opUnlockQ:
-		err := st.unlock(c.now, c.sess, r.key)
+		c.command(fsm.OpItemUnlock, r.key)
+		err := c.exec().Err
 		switch {
 		case err == nil:
 			if r.op == opUnlock {
@@ -479,7 +478,7 @@ func (c *conn) binCommand(r *request) error {
 		}
 
 	case opUnlockAll, opUnlockAllQ:
-		st.unlockAll(c.now, c.sess)
+		c.unlockAll()
 		if r.op == opUnlockAll {
 			c.binOK(r, 0, nil, nil, nil)
 		}
@@ -490,7 +489,10 @@ func (c *conn) binCommand(r *request) error {
 		if touch {
 			mode = cache.LockTouch
 		}
-		it, err := st.lock(c.now, c.sess, r.key, mode, exp)
+		cmd := c.command(fsm.OpItemLock, r.key)
+		cmd.LockMode, cmd.Exptime = mode, exp
+		res := c.exec()
+		it, err := res.Item, res.Err
 		if err != nil {
 			// LaGKQ is silent on a miss; LaGQ is not (yrmcds.md 10).
 			if r.op == opLaGKQ && errors.Is(err, cache.ErrNotFound) {
@@ -504,7 +506,10 @@ func (c *conn) binCommand(r *request) error {
 	case opRaU, opRaUQ:
 		flags := binary.BigEndian.Uint32(r.extras)
 		exp := int64(binary.BigEndian.Uint32(r.extras[4:]))
-		newCAS, err := st.replaceAndUnlock(c.now, c.sess, r.key, r.value, flags, exp, r.cas)
+		cmd := c.command(fsm.OpItemReplaceAndUnlock, r.key)
+		cmd.Value, cmd.Flags, cmd.Exptime, cmd.CAS = r.value, flags, exp, r.cas
+		res := c.exec()
+		newCAS, err := res.CAS, res.Err
 		if err != nil {
 			c.binCacheError(r, err)
 			return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/idleread"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/timedwrite"
@@ -50,8 +51,11 @@ type conn struct {
 
 	bodyPeeked int              // bytes of the current binary body still in r's buffer
 	cmd        *metrics.Command // the current text command's, nil when unknown
+	// op is the item command of the current request (command, exec):
+	// every change to items is one command of the node.
+	op fsm.Command
 
-	// now is the store's clock, read once per read from the socket: the
+	// now is the server's clock, read once per read from the socket: the
 	// requests of one pipelined batch share it, as memcached's requests
 	// share its clock of one-second ticks. gap is the time between the
 	// last two reads (see waitIdle); huge at first.
@@ -121,7 +125,7 @@ func (c *conn) waitIdle() (bool, error) {
 		c.armRead()
 		err := c.idle.Read(&c.input)
 		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			if c.srv.store.holdsLocks(c.sess) {
+			if c.srv.svc.HoldsItemLocks(c.sess) {
 				continue // idle, but holding a lock: keep it
 			}
 			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
@@ -134,10 +138,10 @@ func (c *conn) waitIdle() (bool, error) {
 	}
 }
 
-// tick reads the store's clock after a read from the socket: c.now, and
+// tick reads the server's clock after a read from the socket: c.now, and
 // c.gap since the read before.
 func (c *conn) tick() {
-	now := c.srv.store.now()
+	now := c.srv.now()
 	c.gap, c.now = now-c.now, now
 }
 
@@ -165,7 +169,7 @@ func (f flushingReader) Read(p []byte) (int, error) {
 		n, err := c.nc.Read(p)
 		c.tick()
 		if err != nil && c.between && errors.Is(err, os.ErrDeadlineExceeded) {
-			if c.srv.store.holdsLocks(c.sess) {
+			if c.srv.svc.HoldsItemLocks(c.sess) {
 				continue // idle, but holding a lock: keep it
 			}
 			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
@@ -233,9 +237,29 @@ func (c *conn) serve() {
 	}
 }
 
-// finish releases the connection's locks and closes it.
+// finish closes the connection and its session, which drops the
+// session's locks in one command. A client that left holding locks died
+// holding them, so the session's lock-delay applies to those keys.
 func (c *conn) finish() {
-	c.srv.store.unlockAllOnClose(c.sess)
+	_ = c.sess.Close()
 	c.nc.Close()
 	c.srv.forget(c)
+}
+
+// command starts the item command of the current request, c.op, with op
+// and key, and returns it for the caller to fill in.
+func (c *conn) command(op fsm.Op, key []byte) *fsm.Command {
+	c.op = fsm.Command{Op: op, Key: key}
+	return &c.op
+}
+
+// exec has the node apply c.op for the connection's session.
+func (c *conn) exec() fsm.Result {
+	return c.srv.svc.Do(c.sess, &c.op)
+}
+
+// unlockAll drops every lock of the connection (unlock_all, quit).
+func (c *conn) unlockAll() {
+	c.command(fsm.OpItemUnlockAll, nil)
+	c.exec()
 }

@@ -23,9 +23,11 @@ type testServer struct {
 
 func newTestServer(t testing.TB) *testServer {
 	t.Helper()
-	svc := node.New(node.Config{})
+	svc, err := node.New(node.Config{Cache: cache.Config{MemoryLimit: 64 << 20, MaxItemSize: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := New(svc, Config{
-		Cache:   cache.Config{MemoryLimit: 64 << 20, MaxItemSize: 1 << 20},
 		Version: "test",
 		MaxLine: 64 << 10,
 	})
@@ -128,7 +130,7 @@ func (ts *testServer) noLocksLeft() {
 	if locks := ts.svc.Locks("", "", 0); len(locks) != 0 {
 		ts.t.Fatalf("locks left after every connection ended: %+v", locks)
 	}
-	if st := ts.srv.store.Stats(); st.LockedItems != 0 {
+	if st := ts.svc.ItemStats(); st.LockedItems != 0 {
 		ts.t.Fatalf("items left locked after every connection ended: %d", st.LockedItems)
 	}
 	var _ latch.Service = ts.svc

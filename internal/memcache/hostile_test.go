@@ -30,8 +30,10 @@ type tcpServer struct {
 // filled in) on a free loopback port; it stops when the test ends.
 func newTCPServer(t *testing.T, cfg Config) *tcpServer {
 	t.Helper()
-	svc := node.New(node.Config{})
-	cfg.Cache = cache.Config{MemoryLimit: 64 << 20, MaxItemSize: 1 << 20}
+	svc, err := node.New(node.Config{Cache: cache.Config{MemoryLimit: 64 << 20, MaxItemSize: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Version = "test"
 	srv, err := New(svc, cfg)
 	if err != nil {

@@ -22,8 +22,6 @@ import (
 type Config struct {
 	// Addr is the TCP address to listen on, "host:port".
 	Addr string
-	// Cache configures the item store: memory limit and max item size.
-	Cache cache.Config
 	// Version is what the version command reports after "latch ".
 	Version string
 	// MaxLine bounds a text request line; a longer one is answered ERROR
@@ -70,8 +68,9 @@ type Stat struct{ Name, Value string }
 // Server serves the memcached protocols over one lock service.
 type Server struct {
 	cfg   Config
-	svc   latch.Service
-	store *Store
+	svc   Service
+	items cache.Config // the service's item cache's limits
+	now   func() int64 // the clock of read batches and idle gaps
 	log   *slog.Logger
 
 	counters counters
@@ -97,7 +96,7 @@ type Server struct {
 const rTooManyConns = "SERVER_ERROR too many connections\r\n"
 
 // New returns a server for svc; Start makes it listen.
-func New(svc latch.Service, cfg Config) (*Server, error) {
+func New(svc Service, cfg Config) (*Server, error) {
 	if cfg.MaxLine <= 0 {
 		cfg.MaxLine = 1 << 20
 	}
@@ -107,14 +106,13 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	st, err := NewStore(cfg.Cache, nil)
-	if err != nil {
-		return nil, err
-	}
+	start := time.Now()
+	base := start.UnixNano()
 	s := &Server{
 		cfg:   cfg,
 		svc:   svc,
-		store: st,
+		items: svc.ItemConfig(),
+		now:   func() int64 { return base + int64(time.Since(start)) },
 		log:   cfg.Logger,
 		conns: make(map[*conn]struct{}),
 		quit:  make(chan struct{}),
@@ -133,9 +131,6 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 
 // Name names the front end in logs.
 func (s *Server) Name() string { return "memcache" }
-
-// Store returns the server's item store.
-func (s *Server) Store() *Store { return s.store }
 
 // Start listens on the configured address and serves in the background.
 func (s *Server) Start() error {
@@ -223,7 +218,7 @@ func (s *Server) sweep() {
 			start := time.Now()
 			n := 0
 			for {
-				k := s.store.sweep(1000)
+				k := s.svc.SweepItems(1000)
 				n += k
 				if k < 1000 {
 					break

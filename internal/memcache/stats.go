@@ -138,7 +138,7 @@ func (s *Server) stats(group string, binary bool) ([]Stat, bool) {
 func u(v uint64) string { return strconv.FormatUint(v, 10) }
 
 func (s *Server) generalStats() []Stat {
-	cs := s.store.Stats()
+	cs := s.svc.ItemStats()
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	tv := func(t syscall.Timeval) string { return fmt.Sprintf("%d.%06d", t.Sec, t.Usec) }
@@ -200,7 +200,7 @@ func (s *Server) settingsStats() []Stat {
 	if a, ok := s.Addr().(*net.TCPAddr); ok {
 		port, host = strconv.Itoa(a.Port), a.IP.String()
 	}
-	cfg := s.cfg.Cache
+	cfg := s.items
 	return []Stat{
 		{"maxbytes", strconv.FormatInt(cfg.MemoryLimit, 10)},
 		{"tcpport", port},
@@ -220,7 +220,7 @@ func (s *Server) settingsStats() []Stat {
 }
 
 func (s *Server) itemStats() []Stat {
-	cs := s.store.Stats()
+	cs := s.svc.ItemStats()
 	var largest uint64
 	counts := s.sizeCounts()
 	for i := len(counts) - 1; i >= 0; i-- {
@@ -228,7 +228,7 @@ func (s *Server) itemStats() []Stat {
 			if i < len(sizeBounds) {
 				largest = uint64(sizeBounds[i])
 			} else {
-				largest = uint64(s.cfg.Cache.MaxItemSize + cache.ItemOverhead + 250)
+				largest = uint64(s.items.MaxItemSize + cache.ItemOverhead + 250)
 			}
 			break
 		}
@@ -244,7 +244,7 @@ func (s *Server) itemStats() []Stat {
 
 func (s *Server) sizeCounts() []uint64 {
 	var counts []uint64
-	s.store.do(s.store.now(), func(ch *cache.Cache, now int64) { counts = ch.CountSizes(now, sizeBounds) })
+	counts = s.svc.ItemSizes(sizeBounds)
 	return counts
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/fsm"
 )
 
 // Text replies. yrmcds answers every syntax error with a bare ERROR and
@@ -172,7 +173,7 @@ func (c *conn) textCommand() error {
 	case "unlock":
 		return c.textUnlock()
 	case "unlock_all":
-		c.srv.store.unlockAll(c.now, c.sess)
+		c.unlockAll()
 		c.w.WriteString(rOK)
 		return nil
 	case "keys":
@@ -192,7 +193,7 @@ func (c *conn) textCommand() error {
 		c.w.WriteString(rOK)
 		return nil
 	case "quit":
-		c.srv.store.unlockAll(c.now, c.sess)
+		c.unlockAll()
 		return errClose
 	}
 	c.textError(rError)
@@ -258,11 +259,8 @@ func (c *conn) textGet(withCAS bool) error {
 		c.textError(rError)
 		return nil
 	}
-	st := c.srv.store
 	for _, key := range c.toks[1:] {
-		var it cache.Item
-		var err error
-		st.do(c.now, func(ch *cache.Cache, now int64) { it, err = ch.Get(now, key) })
+		it, err := c.srv.svc.Get(key)
 		if err != nil {
 			continue
 		}
@@ -296,6 +294,16 @@ const (
 	storePrepend
 	storeCAS
 )
+
+// storeOps are the commands of the storage commands.
+var storeOps = [...]fsm.Op{
+	storeSet:     fsm.OpItemSet,
+	storeAdd:     fsm.OpItemAdd,
+	storeReplace: fsm.OpItemReplace,
+	storeAppend:  fsm.OpItemAppend,
+	storePrepend: fsm.OpItemPrepend,
+	storeCAS:     fsm.OpItemCAS,
+}
 
 // textStore serves set, add, replace, append, prepend and cas:
 //
@@ -332,7 +340,7 @@ func (c *conn) textStore(op storeOp) error {
 		return errClose
 	}
 	c.key = append(c.key[:0], t[1]...) // reading the data moves r's buffer
-	if size > uint64(c.srv.cfg.Cache.MaxItemSize) {
+	if size > uint64(c.srv.items.MaxItemSize) {
 		// Refuse without keeping the block in memory.
 		if err := c.discard(size + 2); err != nil {
 			return err
@@ -354,24 +362,12 @@ func (c *conn) textStore(op storeOp) error {
 		c.textError(rError)
 		return nil
 	}
-	var sErr error
-	owner := c.sess.ID()
-	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) {
-		switch op {
-		case storeSet:
-			_, sErr = ch.Set(now, owner, c.key, data, uint32(flags), int64(exptime), 0)
-		case storeAdd:
-			_, sErr = ch.Add(now, owner, c.key, data, uint32(flags), int64(exptime))
-		case storeReplace:
-			_, sErr = ch.Replace(now, owner, c.key, data, uint32(flags), int64(exptime), 0)
-		case storeAppend:
-			_, sErr = ch.Append(now, owner, c.key, data, 0)
-		case storePrepend:
-			_, sErr = ch.Prepend(now, owner, c.key, data, 0)
-		case storeCAS:
-			_, sErr = ch.CAS(now, owner, c.key, data, uint32(flags), int64(exptime), casv)
-		}
-	})
+	cmd := c.command(storeOps[op], c.key)
+	cmd.Value, cmd.Flags, cmd.Exptime = data, uint32(flags), int64(exptime)
+	if op == storeCAS {
+		cmd.CAS = casv
+	}
+	sErr := c.exec().Err
 	reply := rStored
 	switch {
 	case sErr == nil:
@@ -460,7 +456,8 @@ func (c *conn) textDelete() error {
 		c.textError(rError)
 		return nil
 	}
-	err := c.srv.store.delete(c.now, c.sess, c.toks[1], 0)
+	c.command(fsm.OpItemDelete, c.toks[1])
+	err := c.exec().Err
 	reply := rDeleted
 	switch {
 	case err == nil:
@@ -500,16 +497,13 @@ func (c *conn) textArith(incr bool) error {
 		c.textError(rError)
 		return nil
 	}
-	var v uint64
-	var err error
-	owner := c.sess.ID()
-	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) {
-		if incr {
-			v, _, err = ch.Incr(now, owner, c.toks[1], delta, 0)
-		} else {
-			v, _, err = ch.Decr(now, owner, c.toks[1], delta, 0)
-		}
-	})
+	op := fsm.OpItemDecr
+	if incr {
+		op = fsm.OpItemIncr
+	}
+	c.command(op, c.toks[1]).Delta = delta
+	r := c.exec()
+	v, err := r.Value, r.Err
 	switch {
 	case err == nil:
 		if !quiet {
@@ -549,8 +543,8 @@ func (c *conn) textTouch() error {
 		c.textError(rError)
 		return nil
 	}
-	var err error
-	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) { _, err = ch.Touch(now, c.toks[1], int64(exptime)) })
+	c.command(fsm.OpItemTouch, c.toks[1]).Exptime = int64(exptime)
+	err := c.exec().Err
 	if !quiet {
 		if err != nil {
 			c.w.WriteString(rNotFound)
@@ -568,7 +562,8 @@ func (c *conn) textLock() error {
 		c.textError(rError)
 		return nil
 	}
-	_, err := c.srv.store.lock(c.now, c.sess, c.toks[1], cache.LockOnly, 0)
+	c.command(fsm.OpItemLock, c.toks[1])
+	err := c.exec().Err
 	switch {
 	case err == nil:
 		c.w.WriteString(rOK)
@@ -588,7 +583,8 @@ func (c *conn) textUnlock() error {
 		c.textError(rError)
 		return nil
 	}
-	if err := c.srv.store.unlock(c.now, c.sess, c.toks[1]); err != nil {
+	c.command(fsm.OpItemUnlock, c.toks[1])
+	if err := c.exec().Err; err != nil {
 		c.w.WriteString(rNotLocked)
 		return nil
 	}
@@ -602,8 +598,7 @@ func (c *conn) textKeys() error {
 	if len(c.toks) > 1 {
 		prefix = c.toks[1]
 	}
-	var keys []string
-	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) { keys = ch.AppendKeys(nil, now, prefix) })
+	keys := c.srv.svc.ItemKeys(prefix)
 	slices.Sort(keys)
 	for _, k := range keys {
 		c.w.WriteString("VALUE ")
@@ -636,7 +631,8 @@ func (c *conn) textFlush() error {
 		c.textError(rError)
 		return nil
 	}
-	c.srv.store.do(c.now, func(ch *cache.Cache, now int64) { ch.FlushAll(now, int64(delay)) })
+	c.command(fsm.OpItemFlush, nil).Exptime = int64(delay)
+	c.exec()
 	if !quiet {
 		c.w.WriteString(rOK)
 	}

@@ -29,7 +29,10 @@ func benchNode(b *testing.B, mode string) *node.Node {
 		m = New()
 		cfg.Observer = m.Observer()
 	}
-	n := node.New(cfg)
+	n, err := node.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if m != nil {
 		m.Watch(n)
 	}

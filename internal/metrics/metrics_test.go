@@ -107,7 +107,10 @@ func TestHistogram(t *testing.T) {
 func newNode(t *testing.T) (*Metrics, *node.Node) {
 	t.Helper()
 	m := New()
-	n := node.New(node.Config{Observer: m.Observer(), FirstToken: 100})
+	n, err := node.New(node.Config{Observer: m.Observer(), FirstToken: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m.Watch(n)
 	t.Cleanup(func() { n.Shutdown(context.Background()) })
 	return m, n

@@ -5,15 +5,17 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/fsm"
 )
 
 // Locks lists the keys that are held, waited for or under lock-delay, in key
-// order; see latch.Admin.
+// order; see latch.Admin. The admin views read only: a lease or lock-delay
+// that is due shows until the node's timer has proposed the Tick that ends
+// it, moments later.
 func (n *Node) Locks(prefix, after string, limit int) []latch.KeyInfo {
 	n.mu.Lock()
 	defer n.unlock()
-	n.advance()
-	sts := n.eng.Keys(prefix, after, limit)
+	sts := n.st.Engine().Keys(prefix, after, limit)
 	out := make([]latch.KeyInfo, len(sts))
 	for i := range sts {
 		out[i] = n.keyInfo(&sts[i])
@@ -25,8 +27,7 @@ func (n *Node) Locks(prefix, after string, limit int) []latch.KeyInfo {
 func (n *Node) Lock(key string) (latch.KeyInfo, bool) {
 	n.mu.Lock()
 	defer n.unlock()
-	n.advance()
-	st, ok := n.eng.Key(key)
+	st, ok := n.st.Engine().Key(key)
 	if !ok {
 		return latch.KeyInfo{}, false
 	}
@@ -81,8 +82,7 @@ func (n *Node) keyInfo(st *engine.KeyState) latch.KeyInfo {
 func (n *Node) Sessions() []latch.SessionInfo {
 	n.mu.Lock()
 	defer n.unlock()
-	n.advance()
-	sts := n.eng.Sessions()
+	sts := n.st.Engine().Sessions()
 	out := make([]latch.SessionInfo, 0, len(sts))
 	for _, st := range sts {
 		si := latch.SessionInfo{
@@ -101,9 +101,10 @@ func (n *Node) Sessions() []latch.SessionInfo {
 	return out
 }
 
-// ForceRelease releases every holder of key, leased ones included, and any
-// lock-delay on it, and returns how many holders it removed. The next
-// waiters are granted at once. It is logged at info level.
+// ForceRelease releases every holder of key, leased ones included, any
+// lock-delay on it and the memcached lock mark of its item, and returns how
+// many holders it removed. The next waiters are granted at once. It is
+// logged at info level.
 func (n *Node) ForceRelease(key string) (int, error) {
 	if err := latch.CheckKey(key); err != nil {
 		return 0, fmt.Errorf("force release: %w", err)
@@ -113,17 +114,20 @@ func (n *Node) ForceRelease(key string) (int, error) {
 	if n.shutdown {
 		return 0, fmt.Errorf("force release %q: %w", key, latch.ErrShutdown)
 	}
-	now := n.now()
-	cnt, evs := n.eng.ForceRelease(now, key)
-	n.dispatch(evs)
-	n.rearm(now)
-	n.log.Info("node: admin force-release", "key", key, "holders", cnt)
-	return cnt, nil
+	c := n.command(fsm.OpForceRelease)
+	c.Key = []byte(key)
+	r := n.propose()
+	if r.Err != nil {
+		return 0, fmt.Errorf("force release %q: %w", key, r.Err)
+	}
+	n.log.Info("node: admin force-release", "key", key, "holders", r.Count)
+	return r.Count, nil
 }
 
 // EndSession ends a session as if it had died: its waiting requests fail
-// with latch.ErrSessionEnded, its non-leased locks are released with its
-// lock-delay and its Done channel is closed. It is logged at info level.
+// with latch.ErrSessionEnded, its non-leased locks (memcached item locks
+// included) are released with its lock-delay and its Done channel is
+// closed. It is logged at info level.
 func (n *Node) EndSession(id latch.SessionID) error {
 	n.mu.Lock()
 	defer n.unlock()
@@ -131,13 +135,11 @@ func (n *Node) EndSession(id latch.SessionID) error {
 	if s == nil {
 		return fmt.Errorf("end session %d: %w", id, latch.ErrNoSession)
 	}
-	now := n.now()
-	evs, err := n.eng.EndSession(now, id)
-	n.dispatch(evs)
-	n.rearm(now)
-	if err != nil {
-		// The engine ended it first (TTL lapsed at an instant now passed);
-		// dispatch has closed Done.
+	c := n.command(fsm.OpEndSession)
+	c.Session = id
+	if err := n.propose().Err; err != nil {
+		// The lock table ended it first (TTL lapsed at an instant now
+		// passed); dispatch has closed Done.
 		return err
 	}
 	n.endSession(s, latch.ErrSessionEnded)

@@ -22,7 +22,7 @@ func benchSession(b *testing.B, n *Node) latch.Session {
 // BenchmarkAcquireRelease: an uncontended Acquire granted at once and its
 // Release, on one session and one key.
 func BenchmarkAcquireRelease(b *testing.B) {
-	n := New(Config{})
+	n := newBenchNode(b, Config{})
 	defer n.Shutdown(context.Background())
 	s := benchSession(b, n)
 	ctx := context.Background()
@@ -40,7 +40,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 
 // BenchmarkAcquireReleaseMulti: an uncontended 8-key Acquire and its Release.
 func BenchmarkAcquireReleaseMulti(b *testing.B) {
-	n := New(Config{})
+	n := newBenchNode(b, Config{})
 	defer n.Shutdown(context.Background())
 	s := benchSession(b, n)
 	ctx := context.Background()
@@ -62,7 +62,7 @@ func BenchmarkAcquireReleaseMulti(b *testing.B) {
 // BenchmarkAcquireReleaseParallel: uncontended Acquire+Release on distinct
 // keys from GOMAXPROCS goroutines: the cost of sharing the mutex.
 func BenchmarkAcquireReleaseParallel(b *testing.B) {
-	n := New(Config{})
+	n := newBenchNode(b, Config{})
 	defer n.Shutdown(context.Background())
 	var mu sync.Mutex
 	next := 0
@@ -95,7 +95,7 @@ func BenchmarkHandOff(b *testing.B) {
 	for _, name := range []string{"background", "cancelable"} {
 		b.Run(name, func(b *testing.B) {
 			obs := &parkCounter{}
-			n := New(Config{Observer: obs})
+			n := newBenchNode(b, Config{Observer: obs})
 			defer n.Shutdown(context.Background())
 			ctx := context.Background()
 			if name == "cancelable" {
@@ -142,4 +142,13 @@ func (p *parkCounter) Granted(proto, keys int, waited time.Duration) {
 	if waited > 0 {
 		p.parked++
 	}
+}
+
+func newBenchNode(b *testing.B, cfg Config) *Node {
+	b.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }

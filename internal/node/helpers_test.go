@@ -25,7 +25,10 @@ func newNode(t *testing.T, cfg Config) *Node {
 	if cfg.FirstToken == 0 {
 		cfg.FirstToken = firstToken
 	}
-	n := New(cfg)
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { n.Shutdown(context.Background()) })
 	return n
 }

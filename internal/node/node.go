@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/peakmap"
+	"github.com/latchd/latch/internal/replica"
 )
 
 // Config configures a Node.
@@ -25,9 +28,12 @@ type Config struct {
 	// (latch.SessionOptions.LockDelay == 0). A session that asks for a
 	// negative LockDelay gets none.
 	LockDelay time.Duration
-	// FirstToken is the fencing-token counter's start. 0: seed it from the
+	// FirstToken seeds the fencing-token counter of a new state. 0: the
 	// start time (UnixNano), so that tokens keep growing across restarts.
 	FirstToken latch.Token
+	// Cache configures the memcached item cache; the zero value means
+	// cache.DefaultConfig().
+	Cache cache.Config
 	// Logger receives admin actions (info) and expiries (debug). nil: discard.
 	Logger *slog.Logger
 	// Observer, when set, is told about sessions, grants, releases,
@@ -35,12 +41,14 @@ type Config struct {
 	Observer Observer
 }
 
-// Node is a single-node latch.Service: the lock engine behind one mutex,
-// with sessions, parked waiters and one timer. Create it with New and stop
-// it with Shutdown. It is safe for concurrent use.
+// Node is a single-node latch.Service: the replicated state (internal/fsm)
+// behind one mutex, changed only by the commands it proposes through its
+// Replicator, with sessions, parked waiters and one timer. Create it with
+// New and stop it with Shutdown. It is safe for concurrent use.
 type Node struct {
 	mu  sync.Mutex
-	eng *engine.Engine // guarded by mu
+	st  *fsm.State // guarded by mu; changed only by Apply
+	rep replica.Replicator
 
 	start   time.Time // carries the monotonic reading now() is taken from
 	startNs int64
@@ -48,7 +56,20 @@ type Node struct {
 	log     *slog.Logger
 	obs     Observer
 
-	sessions map[latch.SessionID]*session // live sessions; guarded by mu
+	// origin names this node's commands and seq numbers them (fsm.Command).
+	origin, seq uint64
+	// batch is the batch being proposed; guarded by mu.
+	batch fsm.Batch
+	// parked holds the requests that may wait, registered before their
+	// OpAcquire is proposed, in Seq order: Apply moves one to waiters when
+	// its command queues it. Guarded by mu.
+	parked []parking
+	// drops and victims are scratch, for the Observer's Released and for
+	// eviction plans; guarded by mu.
+	drops   []Drop
+	victims []cache.Victim
+
+	sessions map[latch.SessionID]*session // this node's live sessions; guarded by mu
 	waiters  map[engine.WaiterID]*waiter  // parked requests; guarded by mu
 	// The peaks of sessions and waiters, which are rebuilt when they
 	// drain far below them (peakmap). Guarded by mu.
@@ -74,37 +95,57 @@ type ended struct {
 
 var _ latch.Service = (*Node)(nil)
 
-// New returns a running Node with an empty lock table.
-func New(cfg Config) *Node {
+// localOrigin is the Origin of a Local node's commands: it is the only proposer.
+const localOrigin = 1
+
+// New returns a running Node with an empty state, replicated by nothing
+// but itself (replica.Local).
+func New(cfg Config) (*Node, error) {
+	if cfg.Cache == (cache.Config{}) {
+		cfg.Cache = cache.DefaultConfig()
+	}
+	st, err := fsm.New(fsm.Config{
+		Engine: engine.Config{
+			MaxKeys:          cfg.MaxKeys,
+			MaxWaitersPerKey: cfg.MaxWaitersPerKey,
+			MaxWaiters:       cfg.MaxWaiters,
+			RecordDrops:      cfg.Observer != nil,
+		},
+		Cache: cfg.Cache,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	start := time.Now()
 	n := &Node{
+		st:       st,
 		start:    start,
 		startNs:  start.UnixNano(),
 		cfg:      cfg,
 		log:      cfg.Logger,
 		obs:      cfg.Observer,
+		origin:   localOrigin,
 		sessions: make(map[latch.SessionID]*session),
 		waiters:  make(map[engine.WaiterID]*waiter),
 	}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
+	n.rep = replica.NewLocal(machine{n})
 	tok := cfg.FirstToken
 	if tok == 0 {
 		tok = latch.Token(n.startNs)
 	}
-	n.eng = engine.New(engine.Config{
-		FirstToken:       tok,
-		MaxKeys:          cfg.MaxKeys,
-		MaxWaitersPerKey: cfg.MaxWaitersPerKey,
-		MaxWaiters:       cfg.MaxWaiters,
-		RecordDrops:      cfg.Observer != nil,
-	})
-	return n
+	n.mu.Lock()
+	c := n.command(fsm.OpSeed)
+	c.Token = tok
+	n.propose()
+	n.unlock()
+	return n, nil
 }
 
-// now is the engine's clock: wall-clock nanoseconds at start plus the
-// monotonic time since.
+// now is the node's clock: wall-clock nanoseconds at start plus the
+// monotonic time since. The node stamps it into the commands it proposes.
 func (n *Node) now() int64 {
 	return n.startNs + int64(time.Since(n.start))
 }
@@ -120,15 +161,15 @@ func toTime(ns int64) time.Time {
 // OpenSession starts a session. It fails with latch.ErrShutdown once
 // Shutdown has begun.
 func (n *Node) OpenSession(opts latch.SessionOptions) (latch.Session, error) {
-	eo := engine.SessionOptions{TTL: opts.TTL, LockDelay: opts.LockDelay}
+	ttl, delay := opts.TTL, opts.LockDelay
 	switch {
-	case opts.LockDelay == 0:
-		eo.LockDelay = n.cfg.LockDelay
-	case opts.LockDelay < 0:
-		eo.LockDelay = 0
+	case delay == 0:
+		delay = n.cfg.LockDelay
+	case delay < 0:
+		delay = 0
 	}
-	if opts.TTL < 0 {
-		return nil, fmt.Errorf("open session: negative TTL %v: %w", opts.TTL, latch.ErrInvalidRequest)
+	if ttl < 0 {
+		return nil, fmt.Errorf("open session: negative TTL %v: %w", ttl, latch.ErrInvalidRequest)
 	}
 	n.mu.Lock()
 	defer n.unlock()
@@ -137,25 +178,28 @@ func (n *Node) OpenSession(opts latch.SessionOptions) (latch.Session, error) {
 	}
 	proto := NoProto
 	if n.obs != nil {
-		// The engine tags the session's drops with it (Observer.Released).
 		proto = n.obs.SessionOpened(opts.Protocol)
-		eo.Tag = uint32(proto)
 	}
-	now := n.now()
-	id, evs := n.eng.OpenSession(now, eo)
-	s := &session{n: n, id: id, opts: opts, proto: proto, done: make(chan struct{})}
-	n.sessions[id] = s
-	n.dispatch(evs)
-	n.rearm(now)
+	c := n.command(fsm.OpOpenSession)
+	c.TTL, c.LockDelay = ttl, delay
+	r := n.propose()
+	if r.Err != nil {
+		if n.obs != nil {
+			n.obs.SessionEnded(proto)
+		}
+		return nil, fmt.Errorf("open session: %w", r.Err)
+	}
+	s := &session{n: n, id: r.Session, opts: opts, proto: proto, done: make(chan struct{})}
+	n.sessions[s.id] = s
 	return s, nil
 }
 
 // Shutdown stops the node: it refuses new sessions (latch.ErrShutdown),
 // answers every parked request with latch.ErrShutdown, ends every session
-// (closing its Done channel) and stops the timer. It does not wait for
-// anything, so ctx is not consulted; it returns nil. Shutdown is idempotent.
-// The admin view still works afterwards and shows what was left (leased
-// locks), frozen at the instant of the shutdown.
+// of its own (closing its Done channel) and stops the timer. It does not
+// wait for anything, so ctx is not consulted; it returns nil. Shutdown is
+// idempotent. The admin view still works afterwards and shows what was
+// left (leased locks), frozen at the instant of the shutdown.
 //
 // Parked requests are withdrawn before any session ends, newest first: a
 // request is then always the last of every queue it is in, so withdrawing it
@@ -168,8 +212,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	// What was due before the shutdown still happens normally.
-	now := n.now()
-	n.dispatch(n.eng.Tick(now))
+	n.command(fsm.OpTick)
+	n.propose()
 	n.shutdown = true
 
 	wids := make([]engine.WaiterID, 0, len(n.waiters))
@@ -178,16 +222,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	slices.Sort(wids)
 	for _, id := range slices.Backward(wids) {
-		evs, err := n.eng.Cancel(now, id)
-		if err != nil {
-			n.log.Error("node: shutdown: engine lost a waiter", "waiter", id, "err", err)
+		c := n.command(fsm.OpCancel)
+		c.Waiter = id
+		if r := n.propose(); r.Err != nil {
+			n.log.Error("node: shutdown: lock table lost a waiter", "waiter", id, "err", r.Err)
 		}
-		if len(evs) > 0 {
-			n.log.Error("node: shutdown: cancelling a waiter had effects", "waiter", id, "events", len(evs))
-		}
-		n.dispatch(evs)
 		if w := n.waiters[id]; w != nil {
-			delete(n.waiters, id)
+			n.forget(id)
 			n.deliver(w, result{err: latch.ErrShutdown})
 		}
 	}
@@ -198,10 +239,10 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	slices.Sort(sids)
 	for _, id := range sids {
-		evs, err := n.eng.EndSession(now, id)
-		n.dispatch(evs)
-		if err != nil {
-			n.log.Error("node: shutdown: engine lost a session", "session", id, "err", err)
+		c := n.command(fsm.OpEndSession)
+		c.Session = id
+		if r := n.propose(); r.Err != nil {
+			n.log.Error("node: shutdown: lock table lost a session", "session", id, "err", r.Err)
 		}
 		n.endSession(n.sessions[id], latch.ErrShutdown)
 	}
@@ -209,6 +250,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		n.timer.Stop()
 	}
 	n.armedOK = false
+	_ = n.rep.Close()
 	n.log.Info("node: shut down", "sessions", len(sids), "waiters", len(wids))
 	return nil
 }
@@ -265,151 +307,20 @@ func (n *Node) deliver(w *waiter, r result) {
 	w.ch <- r
 }
 
-// dispatch acts on what an engine call reports: it tells the Observer about
-// the holds the call dropped, then acts on its events. It never blocks:
-// every parked caller of Acquire has a one-slot channel that receives
-// exactly one result, and the ends of AcquireFunc requests are reported
-// after mu is released (unlock). Called with mu held.
-func (n *Node) dispatch(evs []engine.Event) {
-	if n.obs != nil {
-		if drops := n.eng.Drops(); len(drops) > 0 {
-			n.obs.Released(drops)
-		}
-	}
-	for i := range evs {
-		ev := &evs[i]
-		switch ev.Kind {
-		case engine.EventGranted:
-			w := n.takeWaiter(ev)
-			if w == nil {
-				continue
-			}
-			g := latch.Grant{Token: ev.Token, Expires: toTime(ev.Expires)}
-			w.granted = ev.At
-			if n.obs != nil {
-				n.obs.Granted(w.proto, w.nkeys, time.Duration(ev.At-w.since))
-			}
-			n.deliver(w, result{grant: g})
-		case engine.EventTimedOut:
-			w := n.takeWaiter(ev)
-			if w == nil {
-				continue
-			}
-			if n.obs != nil {
-				n.obs.TimedOut(w.proto, w.nkeys)
-			}
-			n.deliver(w, result{err: &latch.BusyError{Err: latch.ErrTimeout, Keys: slices.Clone(ev.Keys)}})
-		case engine.EventAborted:
-			w := n.takeWaiter(ev)
-			if w == nil {
-				continue
-			}
-			err := latch.ErrSessionEnded
-			if n.shutdown {
-				err = latch.ErrShutdown
-			}
-			n.deliver(w, result{err: err})
-		case engine.EventSessionExpired:
-			if s := n.sessions[ev.Session]; s != nil {
-				if n.obs != nil {
-					n.obs.SessionExpired(s.proto)
-				}
-				n.endSession(s, latch.ErrSessionEnded)
-			}
-			if n.log.Enabled(context.Background(), slog.LevelDebug) {
-				n.log.Debug("node: session expired", "session", ev.Session)
-			}
-		case engine.EventLeaseExpired:
-			if n.log.Enabled(context.Background(), slog.LevelDebug) {
-				n.log.Debug("node: lease expired", "key", ev.Key, "session", ev.Session, "token", ev.Token)
-			}
-		default:
-			n.log.Error("node: unknown engine event", "kind", ev.Kind)
-		}
-	}
-}
-
-// Stats returns counts of the lock table, brought up to now.
+// Stats returns counts of the lock table.
 func (n *Node) Stats() Stats {
 	var st Stats
 	n.WithStats(func(s Stats) { st = s })
 	return st
 }
 
-// WithStats brings the lock table up to now and calls f with its counts,
-// with the node's mutex held: what the Observer keeps (which it writes
-// under that mutex) can be read inside f consistently with the counts. f
-// must be quick and must not call the Node.
+// WithStats calls f with the lock table's counts, with the node's mutex
+// held: what the Observer keeps (which it writes under that mutex) can be
+// read inside f consistently with the counts. f must be quick and must not
+// call the Node. It reads only: what is due but not yet ticked still counts.
 func (n *Node) WithStats(f func(Stats)) {
 	n.mu.Lock()
 	defer n.unlock()
-	n.advance()
-	es := n.eng.Stats()
+	es := n.st.Engine().Stats()
 	f(Stats{Keys: es.Keys, Holds: es.Holds, Waiters: es.Waiters, Sessions: es.Sessions, Token: es.Token})
-}
-
-// takeWaiter removes and returns the parked caller an event names.
-func (n *Node) takeWaiter(ev *engine.Event) *waiter {
-	w := n.waiters[ev.Waiter]
-	if w == nil {
-		// Every queued request is registered before mu is released, so
-		// this is an engine or node bug.
-		n.log.Error("node: event for an unknown waiter", "kind", ev.Kind, "waiter", ev.Waiter, "session", ev.Session)
-		return nil
-	}
-	delete(n.waiters, ev.Waiter)
-	if n.waitersPeak.Due(len(n.waiters)) {
-		n.waiters = peakmap.Rebuild(n.waiters, &n.waitersPeak)
-	}
-	return w
-}
-
-// rearm points the timer at the engine's next deadline if it moved. Called
-// with mu held, after every engine call.
-func (n *Node) rearm(now int64) {
-	next, ok := n.eng.NextDeadline()
-	if !ok || n.shutdown {
-		if n.armedOK {
-			n.timer.Stop()
-			n.armedOK = false
-		}
-		return
-	}
-	if n.armedOK && next == n.armed {
-		return
-	}
-	n.armed, n.armedOK = next, true
-	d := time.Duration(max(next-now, 0))
-	if n.timer == nil {
-		n.timer = time.AfterFunc(d, n.fire)
-	} else {
-		n.timer.Reset(d)
-	}
-}
-
-// fire is the timer's callback: it brings the engine up to now. A callback
-// that lost a race with a Reset (it ran early, or for an instant since
-// moved) does no harm: Tick is a no-op before any deadline and rearm sets
-// the timer again.
-func (n *Node) fire() {
-	n.mu.Lock()
-	defer n.unlock()
-	if n.shutdown {
-		return
-	}
-	n.armedOK = false
-	now := n.now()
-	n.dispatch(n.eng.Tick(now))
-	n.rearm(now)
-}
-
-// advance brings the engine up to now, for the read-only admin views.
-// Called with mu held.
-func (n *Node) advance() {
-	if n.shutdown {
-		return
-	}
-	now := n.now()
-	n.dispatch(n.eng.Tick(now))
-	n.rearm(now)
 }

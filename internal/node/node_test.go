@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
 )
 
 func TestAcquireAtOnce(t *testing.T) {
@@ -333,11 +334,11 @@ func TestGrantWinsCancelRace(t *testing.T) {
 			// parked goroutine can take the mutex.
 			n.mu.Lock()
 			cancel()
-			evs, err := n.eng.Release(n.now(), s1.ID(), []string{"a"})
-			if err != nil {
+			rel := n.command(fsm.OpRelease)
+			rel.Session, rel.Req.Keys = s1.ID(), []string{"a"}
+			if err := n.propose().Err; err != nil {
 				t.Fatal(err)
 			}
-			n.dispatch(evs)
 			n.mu.Unlock()
 			c.granted(t, latch.Token(102+2*i))
 			if err := s2.Release("a"); err != nil {
@@ -836,7 +837,10 @@ func TestCancelAtGrantInstant(t *testing.T) {
 func TestNewDefaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		n := New(Config{}) // FirstToken from the clock, no logger
+		n, err := New(Config{}) // FirstToken from the clock, no logger
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer n.Shutdown(context.Background())
 		if _, err := n.OpenSession(latch.SessionOptions{TTL: -time.Second}); !errors.Is(err, latch.ErrInvalidRequest) {
 			t.Errorf("OpenSession with a negative TTL = %v, want ErrInvalidRequest", err)

@@ -56,8 +56,15 @@ type Observer interface {
 // outlived its session. SessionOpened never returns it.
 const NoProto = 0
 
-// Drop describes a hold that ended; see Observer.Released.
-type Drop = engine.Drop
+// Drop describes a hold that ended; see Observer.Released. It holds no
+// pointer, so that recording it costs no write barrier.
+type Drop struct {
+	Session  latch.SessionID // 0 for a lease whose session had ended
+	Tag      uint32          // the proto of the holder's session; NoProto without one
+	Acquired int64           // when the hold was granted
+	At       int64           // when it ended
+	Cause    ReleaseCause
+}
 
 // ReleaseCause says why a hold ended: Drop.Cause.
 type ReleaseCause = engine.DropCause

@@ -63,7 +63,10 @@ func TestRace(t *testing.T) {
 	if testing.Short() {
 		iterations = 10
 	}
-	n := New(Config{})
+	n, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer n.Shutdown(context.Background())
 
 	plain := []string{"k0", "k1", "k2", "k3", "k4"}
@@ -167,7 +170,7 @@ func TestRace(t *testing.T) {
 	if len(n.waiters) != 0 || len(n.sessions) != 0 {
 		t.Errorf("node records left: %d waiters, %d sessions", len(n.waiters), len(n.sessions))
 	}
-	if _, ok := n.eng.NextDeadline(); ok || n.armedOK {
+	if _, ok := n.st.Engine().NextDeadline(); ok || n.armedOK {
 		t.Errorf("a deadline is left (timer armed: %v)", n.armedOK)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/engine"
-	"github.com/latchd/latch/internal/peakmap"
+	"github.com/latchd/latch/internal/fsm"
 )
 
 // session is the node-side record of an engine session: what the front end
@@ -127,11 +127,14 @@ func (s *session) start(req latch.LockRequest, done func(latch.Grant, error)) (l
 		n.unlock()
 		return latch.Grant{}, 0, nil, err
 	}
-	now := n.now()
-	res, evs, err := n.eng.Acquire(now, s.id, req)
-	n.dispatch(evs)
-	if err != nil || res.Granted {
-		n.rearm(now)
+	c := n.command(fsm.OpAcquire)
+	c.Session, c.Req = s.id, req
+	if req.Wait != latch.NoWait {
+		n.parked = append(n.parked, parking{seq: c.Seq, sess: s, done: done, n: len(req.Keys)})
+	}
+	r := n.propose()
+	if r.Err != nil || r.Granted {
+		g, err := latch.Grant{Token: r.Token, Expires: toTime(r.Expires)}, r.Err
 		if err == nil && n.obs != nil {
 			n.obs.Granted(s.proto, len(req.Keys), 0)
 		}
@@ -139,15 +142,17 @@ func (s *session) start(req latch.LockRequest, done func(latch.Grant, error)) (l
 		if err != nil {
 			return latch.Grant{}, 0, nil, err
 		}
-		return latch.Grant{Token: res.Token, Expires: toTime(res.Expires)}, 0, nil, nil
+		return g, 0, nil, nil
 	}
-	w := n.getWaiter()
-	w.since, w.nkeys, w.proto = now, len(req.Keys), s.proto
-	w.sess, w.done = s, done
-	n.waiters[res.Waiter] = w
-	n.rearm(now)
+	id := r.Waiter
+	w := n.waiters[id]
 	n.unlock()
-	return latch.Grant{}, res.Waiter, w, nil
+	if w == nil {
+		// Parked by apply, and already ended by a later command of the
+		// same batch: impossible with one command per batch.
+		return latch.Grant{}, 0, nil, fmt.Errorf("acquire: request %d ended before it was parked: %w", id, latch.ErrShutdown)
+	}
+	return latch.Grant{}, id, w, nil
 }
 
 // woken finishes a parked Acquire that received r: it reports the hand-off
@@ -193,26 +198,22 @@ func (s *session) Cancel(id latch.WaitID) bool {
 }
 
 // withdraw takes the queued request id of s out of the lock table and of
-// Node.waiters, and reports true, unless bringing the engine up to now
+// Node.waiters, and reports true, unless bringing the lock table up to now
 // ended it first (granted, or timed out at an instant already past): then
 // its end has been dispatched, and it reports false. Called with mu held.
 func (n *Node) withdraw(s *session, id engine.WaiterID) bool {
 	if _, queued := n.waiters[id]; !queued {
 		return false
 	}
-	now := n.now()
-	evs, err := n.eng.Cancel(now, id)
-	n.dispatch(evs)
-	defer n.rearm(now)
+	c := n.command(fsm.OpCancel)
+	c.Waiter = id
+	r := n.propose()
 	if _, queued := n.waiters[id]; !queued {
 		return false
 	}
-	delete(n.waiters, id)
-	if n.waitersPeak.Due(len(n.waiters)) {
-		n.waiters = peakmap.Rebuild(n.waiters, &n.waitersPeak)
-	}
-	if err != nil {
-		n.log.Error("node: cancel: engine lost a waiter", "waiter", id, "session", s.id, "err", err)
+	n.forget(id)
+	if r.Err != nil {
+		n.log.Error("node: cancel: lock table lost a waiter", "waiter", id, "session", s.id, "err", r.Err)
 	}
 	if n.obs != nil {
 		n.obs.Canceled(s.proto)
@@ -228,11 +229,9 @@ func (s *session) Release(keys ...string) error {
 	if s.ended != nil {
 		return s.gone("release")
 	}
-	now := n.now()
-	evs, err := n.eng.Release(now, s.id, keys)
-	n.dispatch(evs)
-	n.rearm(now)
-	return err
+	c := n.command(fsm.OpRelease)
+	c.Session, c.Req.Keys = s.id, keys
+	return n.propose().Err
 }
 
 // ReleaseAll releases every lock the session holds, leased ones included.
@@ -243,11 +242,10 @@ func (s *session) ReleaseAll() (int, error) {
 	if s.ended != nil {
 		return 0, s.gone("release all")
 	}
-	now := n.now()
-	cnt, evs, err := n.eng.ReleaseAll(now, s.id)
-	n.dispatch(evs)
-	n.rearm(now)
-	return cnt, err
+	c := n.command(fsm.OpReleaseAll)
+	c.Session = s.id
+	r := n.propose()
+	return r.Count, r.Err
 }
 
 // Renew resets the lease of keys the session holds. The Grant carries the
@@ -259,14 +257,13 @@ func (s *session) Renew(lease time.Duration, keys ...string) (latch.Grant, error
 	if s.ended != nil {
 		return latch.Grant{}, s.gone("renew")
 	}
-	now := n.now()
-	tok, exp, evs, err := n.eng.Renew(now, s.id, keys, lease)
-	n.dispatch(evs)
-	n.rearm(now)
-	if err != nil {
-		return latch.Grant{}, err
+	c := n.command(fsm.OpRenew)
+	c.Session, c.Req.Keys, c.Req.Lease = s.id, keys, lease
+	r := n.propose()
+	if r.Err != nil {
+		return latch.Grant{}, r.Err
 	}
-	return latch.Grant{Token: tok, Expires: toTime(exp)}, nil
+	return latch.Grant{Token: r.Token, Expires: toTime(r.Expires)}, nil
 }
 
 // KeepAlive restarts the session's TTL.
@@ -277,19 +274,18 @@ func (s *session) KeepAlive() error {
 	if s.ended != nil {
 		return s.gone("keepalive")
 	}
-	now := n.now()
-	evs, err := n.eng.KeepAlive(now, s.id)
-	n.dispatch(evs)
-	n.rearm(now)
-	return err
+	c := n.command(fsm.OpKeepAlive)
+	c.Session = s.id
+	return n.propose().Err
 }
 
 // Close ends the session as EndSession does: its waiting requests fail with
-// latch.ErrSessionEnded, its locks without a lease are released at once and
-// its leased locks stay until their lease ends. The engine cannot tell a
-// clean close from a lost connection, so the session's lock-delay applies to
-// the keys it still holds; a client that leaves cleanly releases them first.
-// Close is idempotent and returns nil on an ended session.
+// latch.ErrSessionEnded, its locks without a lease are released at once
+// (memcached item locks included) and its leased locks stay until their
+// lease ends. The lock table cannot tell a clean close from a lost
+// connection, so the session's lock-delay applies to the keys it still
+// holds; a client that leaves cleanly releases them first. Close is
+// idempotent and returns nil on an ended session.
 func (s *session) Close() error {
 	n := s.n
 	n.mu.Lock()
@@ -297,16 +293,15 @@ func (s *session) Close() error {
 	if s.ended != nil {
 		return nil
 	}
-	now := n.now()
-	evs, err := n.eng.EndSession(now, s.id)
-	n.dispatch(evs)
-	if err != nil && !errors.Is(err, latch.ErrNoSession) {
+	c := n.command(fsm.OpEndSession)
+	c.Session = s.id
+	if err := n.propose().Err; err != nil && !errors.Is(err, latch.ErrNoSession) {
 		n.log.Error("node: close session", "session", s.id, "err", err)
 	}
-	// If the engine had already ended it (TTL lapsed at an instant now
-	// passed), dispatch has just closed Done; endSession is a no-op then.
+	// If the lock table had already ended it (TTL lapsed at an instant
+	// now passed), dispatch has just closed Done; endSession is a no-op
+	// then.
 	s.closing = true
 	n.endSession(s, latch.ErrSessionEnded)
-	n.rearm(now)
 	return nil
 }

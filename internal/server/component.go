@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
@@ -45,11 +44,7 @@ func (s *Server) frontEnds() ([]component, error) {
 			return nil, fmt.Errorf("server: memcache-allow: %w", err)
 		}
 		mc, err := memcache.New(s.node, memcache.Config{
-			Addr: addr,
-			Cache: cache.Config{
-				MemoryLimit: int64(s.cfg.Memcache.MemoryMB) << 20,
-				MaxItemSize: s.cfg.Memcache.MaxItemSize,
-			},
+			Addr:         addr,
 			Version:      s.cfg.Server.Version,
 			MaxConns:     s.cfg.Memcache.MaxConns,
 			IdleTimeout:  s.cfg.Memcache.IdleTimeout,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/admin"
+	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
@@ -53,19 +54,22 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m := metrics.New()
-	s := &Server{
-		cfg:    cfg,
-		logger: logger,
-		node: node.New(node.Config{
-			MaxKeys:          cfg.Lock.MaxKeys,
-			MaxWaitersPerKey: cfg.Lock.MaxWaitersPerKey,
-			MaxWaiters:       cfg.Lock.MaxWaiters,
-			LockDelay:        cfg.Lock.LockDelay,
-			Logger:           logger,
-			Observer:         m.Observer(),
-		}),
-		metrics: m,
+	n, err := node.New(node.Config{
+		MaxKeys:          cfg.Lock.MaxKeys,
+		MaxWaitersPerKey: cfg.Lock.MaxWaitersPerKey,
+		MaxWaiters:       cfg.Lock.MaxWaiters,
+		LockDelay:        cfg.Lock.LockDelay,
+		Cache: cache.Config{
+			MemoryLimit: int64(cfg.Memcache.MemoryMB) << 20,
+			MaxItemSize: cfg.Memcache.MaxItemSize,
+		},
+		Logger:   logger,
+		Observer: m.Observer(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
+	s := &Server{cfg: cfg, logger: logger, node: n, metrics: m}
 	m.Watch(s.node)
 
 	comps, err := s.frontEnds()

@@ -1,0 +1,221 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/engine"
+)
+
+// Op says which state change a Command makes.
+type Op uint8
+
+// The lock table's commands. The fields each reads are listed; every
+// command also has At, Origin and Seq.
+const (
+	// OpSeed raises the fencing-token counter to Token (never lowers it).
+	// The proposer of a new state seeds it once from its clock, so that
+	// tokens keep growing across in-memory restarts.
+	OpSeed Op = iota + 1
+	// OpOpenSession opens a session with TTL and LockDelay; the result's
+	// Session names it.
+	OpOpenSession
+	// OpKeepAlive restarts Session's TTL.
+	OpKeepAlive
+	// OpEndSession ends Session as if it died: its waiters are aborted,
+	// its holds without a lease released with its lock-delay, and its
+	// memcached item locks dropped.
+	OpEndSession
+	// OpAcquire asks for Req on behalf of Session. The result is Granted
+	// (Token, Expires), queued (Waiter), or Err.
+	OpAcquire
+	// OpCancel withdraws the queued request Waiter.
+	OpCancel
+	// OpRelease releases Req.Keys, held by Session.
+	OpRelease
+	// OpReleaseAll releases everything Session holds; Count says how many
+	// keys.
+	OpReleaseAll
+	// OpRenew resets the lease of Req.Keys, held by Session, to
+	// Req.Lease; the result carries Token and Expires.
+	OpRenew
+	// OpForceRelease releases every holder of Key (an operator's
+	// command), memcached item locks included; Count says how many.
+	OpForceRelease
+	// OpTick brings the state up to At: leases, session TTLs, lock-delays
+	// and wait deadlines that are due end.
+	OpTick
+
+	// The item cache's commands (memcached), by Session (0 for none).
+
+	// OpItemSet, OpItemAdd, OpItemReplace and OpItemCAS store Value under
+	// Key with Flags and Exptime (CAS: compare first, 0 = none); the
+	// result's CAS is the item's new one.
+	OpItemSet
+	OpItemAdd
+	OpItemReplace
+	OpItemCAS
+	// OpItemAppend and OpItemPrepend add Value to Key's item (CAS as
+	// above).
+	OpItemAppend
+	OpItemPrepend
+	// OpItemIncr and OpItemDecr add or subtract Delta; the result carries
+	// Value and CAS. On a miss, a non-nil Value (decimal digits: the
+	// binary protocol's initial value) is stored with Exptime instead,
+	// unless CAS is set, and is the result's Value.
+	OpItemIncr
+	OpItemDecr
+	// OpItemDelete deletes Key's item (CAS as above). The holder's delete
+	// also releases the key's lock.
+	OpItemDelete
+	// OpItemTouch sets Key's Exptime; the result's CAS is the item's.
+	OpItemTouch
+	// OpItemGetAndTouch is touch that returns the item (gat, GaT).
+	OpItemGetAndTouch
+	// OpItemFlush is flush_all with a delay of Exptime.
+	OpItemFlush
+	// OpItemLock locks Key's item for Session, in the lock table and on
+	// the item, as LockMode says (lock, LaG, LaG with an exptime).
+	OpItemLock
+	// OpItemUnlock drops Session's lock on Key.
+	OpItemUnlock
+	// OpItemUnlockAll drops every lock of Session, in the lock table and
+	// on items; Count says how many keys.
+	OpItemUnlockAll
+	// OpItemReplaceAndUnlock replaces Key's item (Value, Flags, Exptime,
+	// CAS) and drops Session's lock on it in one step (RaU).
+	OpItemReplaceAndUnlock
+	// OpItemEvict removes Key's item if it is unlocked and its CAS is
+	// still CAS: the proposer's decision to make room or to drop an
+	// expired item. Count is 1 if it was removed.
+	OpItemEvict
+
+	numOps
+)
+
+var opNames = [numOps]string{
+	OpSeed:                 "seed",
+	OpOpenSession:          "open-session",
+	OpKeepAlive:            "keepalive",
+	OpEndSession:           "end-session",
+	OpAcquire:              "acquire",
+	OpCancel:               "cancel",
+	OpRelease:              "release",
+	OpReleaseAll:           "release-all",
+	OpRenew:                "renew",
+	OpForceRelease:         "force-release",
+	OpTick:                 "tick",
+	OpItemSet:              "item-set",
+	OpItemAdd:              "item-add",
+	OpItemReplace:          "item-replace",
+	OpItemCAS:              "item-cas",
+	OpItemAppend:           "item-append",
+	OpItemPrepend:          "item-prepend",
+	OpItemIncr:             "item-incr",
+	OpItemDecr:             "item-decr",
+	OpItemDelete:           "item-delete",
+	OpItemTouch:            "item-touch",
+	OpItemGetAndTouch:      "item-gat",
+	OpItemFlush:            "item-flush",
+	OpItemLock:             "item-lock",
+	OpItemUnlock:           "item-unlock",
+	OpItemUnlockAll:        "item-unlock-all",
+	OpItemReplaceAndUnlock: "item-rau",
+	OpItemEvict:            "item-evict",
+}
+
+func (o Op) String() string {
+	if o > 0 && o < numOps {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Valid reports whether o is a known command.
+func (o Op) Valid() bool { return o > 0 && o < numOps }
+
+// Command is one state change: a value that can be logged, shipped and
+// applied in the same order on every replica. It is a flat struct rather
+// than one type per command, so that a proposer builds it in place without
+// allocating; Op says which fields count (see the Op constants), and the
+// codec carries only those.
+//
+// At is the instant the change happens, stamped by the proposer: Apply
+// never reads a clock. Origin names the proposer (unique per process
+// incarnation) and Seq numbers its commands from 1: a command whose Seq is
+// not above the last one applied from its Origin is a resend and is not
+// applied again (Seq 0: not numbered, always applied).
+//
+// Slices (Req.Keys, Key, Value) are borrowed: Apply copies what it keeps.
+type Command struct {
+	Op     Op
+	At     int64
+	Origin uint64
+	Seq    uint64
+
+	Session latch.SessionID
+	// Req is OpAcquire's request; OpRelease and OpRenew use its Keys, and
+	// OpRenew its Lease.
+	Req latch.LockRequest
+	// Waiter is OpCancel's request.
+	Waiter engine.WaiterID
+	// TTL and LockDelay are OpOpenSession's.
+	TTL, LockDelay time.Duration
+	// Token is OpSeed's.
+	Token latch.Token
+
+	// Key is an item's key, or OpForceRelease's key.
+	Key      []byte
+	Value    []byte
+	Flags    uint32
+	Exptime  int64
+	CAS      uint64
+	Delta    uint64
+	LockMode cache.LockMode
+}
+
+// Result is what applying a Command gave. Only the fields its Op sets
+// count. Results are never shipped: every replica computes them by
+// applying the same commands, and the proposer reads its own.
+type Result struct {
+	Err error
+
+	Session latch.SessionID // OpOpenSession
+	// OpAcquire and OpRenew.
+	Granted bool
+	Token   latch.Token
+	Expires int64
+	Waiter  engine.WaiterID // a queued OpAcquire
+	Count   int             // OpReleaseAll, OpForceRelease, OpItemUnlockAll, OpItemEvict
+
+	Item  cache.Item // OpItemGetAndTouch, OpItemLock
+	CAS   uint64     // item writes
+	Value uint64     // OpItemIncr, OpItemDecr
+}
+
+// Batch is commands applied in order, as one entry of a log. Results is
+// filled by Apply, one per command.
+type Batch struct {
+	Cmds    []Command
+	Results []Result
+}
+
+// Reset empties b, keeping its storage.
+func (b *Batch) Reset() {
+	clear(b.Cmds)
+	b.Cmds = b.Cmds[:0]
+	clear(b.Results)
+	b.Results = b.Results[:0]
+}
+
+// Add appends a zero command and returns it, for the caller to fill in.
+func (b *Batch) Add() *Command {
+	if len(b.Cmds) < cap(b.Cmds) {
+		b.Cmds = b.Cmds[:len(b.Cmds)+1]
+	} else {
+		b.Cmds = append(b.Cmds, Command{})
+	}
+	return &b.Cmds[len(b.Cmds)-1]
+}

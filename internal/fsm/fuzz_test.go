@@ -1,0 +1,194 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/engine"
+)
+
+// FuzzDecodeBatch decodes its input as a batch. Decoding must never panic,
+// and fail only with ErrMalformed or ErrVersion, leaving the batch empty.
+// When it succeeds, the encoding must be canonical: every command is
+// normalized (it has no field its Op does not use, and no empty slice),
+// re-encoding the commands gives back the input byte for byte, decoding
+// that gives the same commands, and DecodeCommand, run along the input,
+// finds them too.
+func FuzzDecodeBatch(f *testing.F) {
+	cmds := testBatch(f)
+	f.Add(AppendBatch(nil, nil))
+	f.Add(AppendBatch(nil, cmds))
+	for i := range cmds {
+		f.Add(AppendBatch(nil, cmds[i:i+1]))
+	}
+	full := make([]Command, 0, numOps-1)
+	for _, op := range allOps() {
+		full = append(full, fullCommand(op))
+	}
+	f.Add(AppendBatch(nil, full))
+	tick := []byte{byte(OpTick), 0, 0, 0}
+	for _, junk := range [][]byte{
+		{},
+		{0},
+		{BatchVersion},
+		{2, 0},
+		{BatchVersion, 1},
+		append([]byte{BatchVersion, 1}, tick...),
+		append([]byte{BatchVersion, 1}, append(tick, 0)...),
+		append([]byte{BatchVersion, 2}, tick...),
+		{BatchVersion, 1, byte(OpTick), 0x80, 0, 0, 0},
+		{BatchVersion, 1, byte(OpRelease), 0, 0, 0, 1, 2, 1, 'a'},
+		{BatchVersion, 1, byte(OpAcquire), 0, 0, 0, 1, 1, 1, 'a', 2, 0, 0, 0, 0},
+		bytes.Repeat([]byte{0xff}, 32),
+		[]byte("\x01\x03 not a batch at all"),
+	} {
+		f.Add(junk)
+	}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b Batch
+		err := DecodeBatch(data, &b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("DecodeBatch error %v is neither ErrMalformed nor ErrVersion", err)
+			}
+			if len(b.Cmds) != 0 {
+				t.Fatalf("DecodeBatch left %d commands after error %v", len(b.Cmds), err)
+			}
+			return
+		}
+		for i, c := range b.Cmds {
+			n := c
+			if !normalize(&n) {
+				t.Fatalf("command %d: decoded an unknown %v", i, c.Op)
+			}
+			if diff := cmp.Diff(n, c); diff != "" {
+				t.Fatalf("command %d is not normalized (-normalized +decoded):\n%s", i, diff)
+			}
+		}
+		enc := AppendBatch(nil, b.Cmds)
+		if !bytes.Equal(enc, data) {
+			t.Fatalf("re-encoding differs from the input:\n%x\n%x", data, enc)
+		}
+		var b2 Batch
+		if err := DecodeBatch(enc, &b2); err != nil {
+			t.Fatalf("decoding the re-encoded batch: %v", err)
+		}
+		if diff := cmp.Diff(b.Cmds, b2.Cmds); diff != "" {
+			t.Fatalf("re-encoded batch decodes to other commands (-first +second):\n%s", diff)
+		}
+		if enc2 := AppendBatch(nil, b2.Cmds); !bytes.Equal(enc2, enc) {
+			t.Fatalf("second re-encoding differs:\n%x\n%x", enc, enc2)
+		}
+
+		// The commands one by one, after the version and count.
+		_, off := binary.Uvarint(data[1:])
+		off++
+		for i := range b.Cmds {
+			var c Command
+			n, err := DecodeCommand(data[off:], &c)
+			if err != nil {
+				t.Fatalf("DecodeCommand of command %d: %v", i, err)
+			}
+			if diff := cmp.Diff(b.Cmds[i], c); diff != "" {
+				t.Fatalf("command %d: DecodeCommand and DecodeBatch differ (-batch +command):\n%s", i, diff)
+			}
+			off += n
+		}
+		if off != len(data) {
+			t.Fatalf("the commands end at %d of %d bytes", off, len(data))
+		}
+	})
+}
+
+// FuzzCommandRoundTrip builds a command from its arguments, with any op
+// and fields (keys are the \x00-separated parts of keys; modes are taken
+// modulo their number of values), and checks that it decodes as its
+// normalized self, which encodes as it does.
+func FuzzCommandRoundTrip(f *testing.F) {
+	add := func(c Command) {
+		f.Add(uint8(c.Op), c.At, c.Origin, c.Seq, uint64(c.Session),
+			strings.Join(c.Req.Keys, "\x00"), uint8(c.Req.Mode), c.Req.Limit,
+			int64(c.Req.Wait), int64(c.Req.Lease), uint8(c.Req.Relock),
+			uint64(c.Waiter), int64(c.TTL), int64(c.LockDelay), uint64(c.Token),
+			c.Key, c.Value, c.Flags, c.Exptime, c.CAS, c.Delta, uint8(c.LockMode))
+	}
+	for _, c := range testBatch(f) {
+		add(c)
+	}
+	for _, op := range allOps() {
+		add(fullCommand(op))
+	}
+
+	f.Fuzz(func(t *testing.T, op uint8, at int64, origin, seq, session uint64,
+		keys string, mode uint8, limit uint32, wait, lease int64, relock uint8,
+		waiter uint64, ttl, lockDelay int64, token uint64,
+		key, value []byte, flags uint32, exptime int64, cas, delta uint64, lockMode uint8) {
+		c := Command{
+			Op:     Op(op%uint8(numOps-1) + 1),
+			At:     at,
+			Origin: origin,
+			Seq:    seq,
+
+			Session: latch.SessionID(session),
+			Req: latch.LockRequest{
+				Mode:   latch.Mode(mode % 2),
+				Limit:  limit,
+				Wait:   time.Duration(wait),
+				Lease:  time.Duration(lease),
+				Relock: latch.Relock(relock % 2),
+			},
+			Waiter:    engine.WaiterID(waiter),
+			TTL:       time.Duration(ttl),
+			LockDelay: time.Duration(lockDelay),
+			Token:     latch.Token(token),
+
+			Key:      key,
+			Value:    value,
+			Flags:    flags,
+			Exptime:  exptime,
+			CAS:      cas,
+			Delta:    delta,
+			LockMode: cache.LockMode(lockMode % 3),
+		}
+		if keys != "" {
+			c.Req.Keys = strings.Split(keys, "\x00")
+		}
+		want := c
+		if !normalize(&want) {
+			t.Fatalf("normalize does not know %v", c.Op)
+		}
+
+		prefix := []byte("prefix")
+		enc := AppendCommand(prefix, &c)
+		if !bytes.Equal(enc[:len(prefix)], prefix) {
+			t.Fatalf("AppendCommand overwrote its dst: %q", enc[:len(prefix)])
+		}
+		enc = enc[len(prefix):]
+
+		// Decode with a command after it, which must be left alone.
+		data := append(bytes.Clone(enc), byte(OpTick), 0, 0, 0)
+		var got Command
+		n, err := DecodeCommand(data, &got)
+		if err != nil {
+			t.Fatalf("DecodeCommand(%x): %v", enc, err)
+		}
+		if n != len(enc) {
+			t.Fatalf("DecodeCommand used %d bytes of the %d of the command", n, len(enc))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("round trip (-want +got):\n%s", diff)
+		}
+		if enc2 := AppendCommand(nil, &want); !bytes.Equal(enc2, enc) {
+			t.Fatalf("the normalized command encodes otherwise:\n%x\n%x", enc, enc2)
+		}
+	})
+}

@@ -1,0 +1,147 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/engine"
+)
+
+// ErrDuplicate is the result of a command that was not applied because its
+// (Origin, Seq) was applied before: a resend.
+var ErrDuplicate = errors.New("fsm: command already applied")
+
+// ErrUnknownOp is the result of a command whose Op this version does not
+// know.
+var ErrUnknownOp = errors.New("fsm: unknown command")
+
+// Config configures a State. Neither part is replicated: every replica is
+// configured alike by its operator.
+type Config struct {
+	Engine engine.Config
+	Cache  cache.Config
+}
+
+// State is the whole replicated state of a latch server: the lock table
+// and the item cache, and the last sequence number applied per proposer.
+// It is changed only by Apply (and replaced by Restore). It is not safe for
+// concurrent use.
+type State struct {
+	eng   *engine.Engine
+	cache *cache.Cache
+
+	// seqs holds the last Seq applied per Origin, but for the origin of
+	// the last numbered command, which is kept in lastOrigin and lastSeq
+	// (a single proposer then costs no map access per command).
+	seqs                map[uint64]uint64
+	lastOrigin, lastSeq uint64
+
+	cfg  Config
+	keys [1]string      // scratch: one key naming a lock-table request
+	evs  []engine.Event // scratch: the events of two lock-table calls
+}
+
+// New returns an empty state.
+func New(cfg Config) (*State, error) {
+	c, err := cache.New(cfg.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: %w", err)
+	}
+	return &State{eng: engine.New(cfg.Engine), cache: c, seqs: make(map[uint64]uint64), cfg: cfg}, nil
+}
+
+// Config returns the configuration the state was made with.
+func (s *State) Config() Config { return s.cfg }
+
+// Engine returns the lock table, for reads only (inspection, deadlines,
+// drops): a change made through it would not be replicated.
+func (s *State) Engine() *engine.Engine { return s.eng }
+
+// Cache returns the item cache, for reads only (get, keys, stats, eviction
+// plans), as Engine.
+func (s *State) Cache() *cache.Cache { return s.cache }
+
+// fresh reports whether c is new from its origin and records it applied.
+func (s *State) fresh(c *Command) bool {
+	if c.Seq == 0 {
+		return true
+	}
+	if c.Origin != s.lastOrigin {
+		if s.lastOrigin != 0 || s.lastSeq != 0 {
+			s.seqs[s.lastOrigin] = s.lastSeq
+		}
+		s.lastOrigin, s.lastSeq = c.Origin, s.seqs[c.Origin]
+		delete(s.seqs, c.Origin)
+	}
+	if c.Seq <= s.lastSeq {
+		return false
+	}
+	s.lastSeq = c.Seq
+	return true
+}
+
+// Apply applies one command at its instant c.At and writes its outcome to
+// r. It returns what the lock table reported (grants of queued requests,
+// timeouts, aborts, expiries), in order; the slice is owned by the lock
+// table and valid until the next Apply. The holds that the command ended
+// are in Engine().Drops() until then too, when the engine records them.
+func (s *State) Apply(c *Command, r *Result) []engine.Event {
+	*r = Result{}
+	if !c.Op.Valid() {
+		r.Err = fmt.Errorf("apply %v: %w", c.Op, ErrUnknownOp)
+		return nil
+	}
+	if !s.fresh(c) {
+		r.Err = fmt.Errorf("apply %v from %x #%d: %w", c.Op, c.Origin, c.Seq, ErrDuplicate)
+		return nil
+	}
+	if c.Op >= OpItemSet {
+		return s.applyItem(c, r)
+	}
+	var evs []engine.Event
+	now := c.At
+	switch c.Op {
+	case OpSeed:
+		s.eng.SeedToken(c.Token)
+		evs = s.eng.Tick(now)
+	case OpOpenSession:
+		r.Session, evs = s.eng.OpenSession(now, engine.SessionOptions{TTL: c.TTL, LockDelay: c.LockDelay})
+	case OpKeepAlive:
+		evs, r.Err = s.eng.KeepAlive(now, c.Session)
+	case OpEndSession:
+		evs, r.Err = s.eng.EndSession(now, c.Session)
+		if r.Err == nil {
+			s.cache.UnlockAll(now, c.Session)
+		}
+	case OpAcquire:
+		var res engine.Result
+		res, evs, r.Err = s.eng.Acquire(now, c.Session, c.Req)
+		r.Granted, r.Token, r.Expires, r.Waiter = res.Granted, res.Token, res.Expires, res.Waiter
+	case OpCancel:
+		evs, r.Err = s.eng.Cancel(now, c.Waiter)
+	case OpRelease:
+		evs, r.Err = s.eng.Release(now, c.Session, c.Req.Keys)
+	case OpReleaseAll:
+		r.Count, evs, r.Err = s.eng.ReleaseAll(now, c.Session)
+	case OpRenew:
+		r.Token, r.Expires, evs, r.Err = s.eng.Renew(now, c.Session, c.Req.Keys, c.Req.Lease)
+	case OpForceRelease:
+		r.Count, evs = s.eng.ForceRelease(now, string(c.Key))
+		s.unmark(now, c.Key)
+	case OpTick:
+		evs = s.eng.Tick(now)
+	}
+	s.expired(now, evs)
+	return evs
+}
+
+// expired drops the item locks of the sessions whose TTL lapsed in evs:
+// the lock table released their keys, so their items must not stay marked.
+func (s *State) expired(now int64, evs []engine.Event) {
+	for i := range evs {
+		if evs[i].Kind == engine.EventSessionExpired {
+			s.cache.UnlockAll(now, evs[i].Session)
+		}
+	}
+}

@@ -1,0 +1,381 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/engine"
+)
+
+func testConfig() Config {
+	return Config{
+		Engine: engine.Config{MaxKeys: 4},
+		Cache:  cache.Config{MemoryLimit: 4 << 10, MaxItemSize: 1 << 10},
+	}
+}
+
+func newState(t testing.TB) *State {
+	t.Helper()
+	s, err := New(testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// history generates random commands over a few keys, sessions and items:
+// every kind of command, valid or not, with time moving on.
+type history struct {
+	rng      *rand.Rand
+	now      int64
+	seq      uint64
+	sessions uint64 // sessions opened so far (ids are 1..sessions)
+	waiters  uint64 // an upper bound of the waiter ids handed out
+}
+
+func newHistory(seed uint64) *history {
+	return &history{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: 1_700_000_000 * int64(time.Second)}
+}
+
+var (
+	histKeys  = []string{"a", "b", "c", "d"}
+	histItems = [][]byte{[]byte("a"), []byte("b"), []byte("i1"), []byte("i2"), []byte("bad key")}
+)
+
+func (h *history) session() latch.SessionID {
+	if h.sessions == 0 || h.rng.IntN(20) == 0 {
+		return latch.SessionID(h.rng.Uint64N(h.sessions + 2))
+	}
+	return latch.SessionID(1 + h.rng.Uint64N(h.sessions))
+}
+
+func (h *history) keys() []string {
+	n := 1 + h.rng.IntN(3)
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = histKeys[h.rng.IntN(len(histKeys))]
+	}
+	return ks
+}
+
+func (h *history) dur(max time.Duration) time.Duration {
+	return time.Duration(h.rng.Int64N(int64(max)))
+}
+
+// next returns the next command of the history.
+func (h *history) next() Command {
+	switch h.rng.IntN(10) {
+	case 0:
+		h.now += int64(h.dur(3 * time.Second))
+	case 1:
+		h.now -= int64(h.dur(time.Second)) // a proposer's time may lag
+	}
+	h.seq++
+	c := Command{At: h.now, Origin: 1 + h.rng.Uint64N(2), Seq: h.seq}
+	item := func() []byte { return histItems[h.rng.IntN(len(histItems))] }
+	value := func() []byte { return bytes.Repeat([]byte{'v'}, h.rng.IntN(400)) }
+	switch h.rng.IntN(24) {
+	case 0, 1:
+		c.Op = OpOpenSession
+		if h.rng.IntN(2) == 0 {
+			c.TTL = h.dur(5 * time.Second)
+		}
+		c.LockDelay = h.dur(time.Second) * time.Duration(h.rng.IntN(2))
+		h.sessions++
+	case 2:
+		c.Op, c.Session = OpKeepAlive, h.session()
+	case 3:
+		c.Op, c.Session = OpEndSession, h.session()
+	case 4, 5, 6:
+		c.Op, c.Session = OpAcquire, h.session()
+		c.Req = latch.LockRequest{Keys: h.keys(), Mode: latch.Mode(h.rng.IntN(2)), Relock: latch.Relock(h.rng.IntN(2))}
+		if c.Req.Mode == latch.Shared {
+			c.Req.Limit = uint32(h.rng.IntN(3))
+		}
+		switch h.rng.IntN(3) {
+		case 0:
+			c.Req.Wait = latch.NoWait
+		case 1:
+			c.Req.Wait = latch.WaitForever
+			h.waiters++
+		case 2:
+			c.Req.Wait = h.dur(4 * time.Second)
+			h.waiters++
+		}
+		if h.rng.IntN(3) == 0 {
+			c.Req.Lease = h.dur(6 * time.Second)
+		}
+	case 7:
+		c.Op, c.Waiter = OpCancel, engine.WaiterID(h.rng.Uint64N(h.waiters+2))
+	case 8:
+		c.Op, c.Session, c.Req.Keys = OpRelease, h.session(), h.keys()
+	case 9:
+		c.Op, c.Session = OpReleaseAll, h.session()
+	case 10:
+		c.Op, c.Session, c.Req.Keys, c.Req.Lease = OpRenew, h.session(), h.keys(), h.dur(5*time.Second)
+	case 11:
+		c.Op, c.Key = OpForceRelease, []byte(histKeys[h.rng.IntN(len(histKeys))])
+	case 12:
+		c.Op = OpTick
+	case 13, 14:
+		c.Op = []Op{OpItemSet, OpItemAdd, OpItemReplace, OpItemCAS}[h.rng.IntN(4)]
+		c.Session, c.Key, c.Value, c.Flags = h.session(), item(), value(), h.rng.Uint32()
+		c.Exptime = int64(h.rng.IntN(4))
+		if h.rng.IntN(2) == 0 {
+			c.CAS = h.rng.Uint64N(40)
+		}
+	case 15:
+		c.Op = []Op{OpItemAppend, OpItemPrepend}[h.rng.IntN(2)]
+		c.Session, c.Key, c.Value = h.session(), item(), bytes.Repeat([]byte{'w'}, h.rng.IntN(20))
+	case 16:
+		c.Op = []Op{OpItemIncr, OpItemDecr}[h.rng.IntN(2)]
+		c.Session, c.Key, c.Delta = h.session(), item(), h.rng.Uint64N(1000)
+		if h.rng.IntN(2) == 0 {
+			c.Value, c.Exptime = []byte("42"), int64(h.rng.IntN(3))
+		}
+	case 17:
+		c.Op, c.Session, c.Key = OpItemDelete, h.session(), item()
+	case 18:
+		c.Op = []Op{OpItemTouch, OpItemGetAndTouch}[h.rng.IntN(2)]
+		c.Key, c.Exptime = item(), int64(h.rng.IntN(3))
+	case 19:
+		c.Op, c.Exptime = OpItemFlush, int64(h.rng.IntN(2))
+	case 20, 21:
+		c.Op, c.Session, c.Key, c.LockMode = OpItemLock, h.session(), item(), cache.LockMode(h.rng.IntN(3))
+		c.Exptime = int64(h.rng.IntN(3))
+	case 22:
+		c.Op = []Op{OpItemUnlock, OpItemUnlockAll}[h.rng.IntN(2)]
+		c.Session, c.Key = h.session(), item()
+	case 23:
+		switch h.rng.IntN(2) {
+		case 0:
+			c.Op, c.Session, c.Key, c.Value = OpItemReplaceAndUnlock, h.session(), item(), value()
+		case 1:
+			c.Op, c.Key, c.CAS = OpItemEvict, item(), h.rng.Uint64N(40)
+		}
+	}
+	if h.rng.IntN(50) == 0 && h.seq > 1 {
+		c.Seq = h.rng.Uint64N(h.seq) // a resend: not applied again
+	}
+	return c
+}
+
+// outcome is what one Apply answered, comparable between states.
+type outcome struct {
+	r   Result
+	err string
+	evs []engine.Event
+}
+
+func apply(s *State, c *Command) outcome {
+	var r Result
+	evs := s.Apply(c, &r)
+	o := outcome{r: r, evs: append([]engine.Event(nil), evs...)}
+	if r.Err != nil {
+		o.err = r.Err.Error()
+		o.r.Err = nil
+	}
+	return o
+}
+
+// TestDeterminism: two fresh states fed the same random stream of
+// commands, on locks and items, answer alike and end byte-identical in
+// their snapshots.
+func TestDeterminism(t *testing.T) {
+	for seed := range uint64(20) {
+		a, b := newState(t), newState(t)
+		h := newHistory(seed)
+		for i := range 3000 {
+			c := h.next()
+			oa, ob := apply(a, &c), apply(b, &c)
+			if !reflect.DeepEqual(oa, ob) {
+				t.Fatalf("seed %d, command %d (%v): answers differ:\n%+v\n%+v", seed, i, c.Op, oa, ob)
+			}
+		}
+		if sa, sb := a.AppendSnapshot(nil), b.AppendSnapshot(nil); !bytes.Equal(sa, sb) {
+			t.Fatalf("seed %d: snapshots differ (%d and %d bytes)", seed, len(sa), len(sb))
+		}
+	}
+}
+
+// TestSnapshotRestore: apply(restore(snapshot(s)), rest) answers as
+// apply(s, rest) and ends in the same state, on random histories; and a
+// snapshot restores to one that encodes to the same bytes.
+func TestSnapshotRestore(t *testing.T) {
+	for seed := range uint64(40) {
+		s := newState(t)
+		h := newHistory(100 + seed)
+		cut := 200 + int(seed)*50
+		for range cut {
+			c := h.next()
+			apply(s, &c)
+		}
+		snap := s.AppendSnapshot(nil)
+		r, err := Restore(testConfig(), snap)
+		if err != nil {
+			t.Fatalf("seed %d: Restore: %v", seed, err)
+		}
+		if again := r.AppendSnapshot(nil); !bytes.Equal(again, snap) {
+			t.Fatalf("seed %d: snapshot(restore(snap)) differs from snap", seed)
+		}
+		for i := range 2000 {
+			c := h.next()
+			os, or := apply(s, &c), apply(r, &c)
+			if !reflect.DeepEqual(os, or) {
+				t.Fatalf("seed %d, command %d after the snapshot (%v %+v): answers differ:\nstate:    %+v\nrestored: %+v", seed, i, c.Op, c, os, or)
+			}
+		}
+		if a, b := s.AppendSnapshot(nil), r.AppendSnapshot(nil); !bytes.Equal(a, b) {
+			t.Fatalf("seed %d: final snapshots differ", seed)
+		}
+	}
+}
+
+// TestResendAppliesOnce: a command whose (Origin, Seq) was applied is not
+// applied again, whatever came from other origins in between, and across
+// a snapshot.
+func TestResendAppliesOnce(t *testing.T) {
+	s := newState(t)
+	at := int64(time.Second)
+	set := Command{Op: OpItemIncr, At: at, Origin: 7, Seq: 1, Key: []byte("n"), Value: []byte("0")}
+	if o := apply(s, &set); o.err != "" {
+		t.Fatal(o.err)
+	}
+	incr := Command{Op: OpItemIncr, At: at, Origin: 7, Seq: 2, Key: []byte("n"), Delta: 1}
+	if o := apply(s, &incr); o.r.Value != 1 {
+		t.Fatalf("first incr: %+v", o)
+	}
+	other := Command{Op: OpItemIncr, At: at, Origin: 8, Seq: 1, Key: []byte("n"), Delta: 10}
+	apply(s, &other)
+	for _, st := range []*State{s, restored(t, s)} {
+		var r Result
+		st.Apply(&incr, &r)
+		if !errors.Is(r.Err, ErrDuplicate) {
+			t.Fatalf("resent incr: err = %v, want ErrDuplicate", r.Err)
+		}
+		it, err := st.Cache().Get(at, []byte("n"))
+		if err != nil || string(it.Value) != "11" {
+			t.Fatalf("n = %q, %v; want 11", it.Value, err)
+		}
+	}
+	// Seq 0 is not numbered: applied every time.
+	zero := Command{Op: OpItemIncr, At: at, Origin: 7, Key: []byte("n"), Delta: 1}
+	apply(s, &zero)
+	if o := apply(s, &zero); o.r.Value != 13 {
+		t.Fatalf("unnumbered incr applied twice: %+v", o)
+	}
+}
+
+func restored(t *testing.T, s *State) *State {
+	t.Helper()
+	r, err := Restore(s.Config(), s.AppendSnapshot(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestItemLockIsOneLock: a memcached lock is held in the lock table and on
+// the item together, and every command that ends it in one ends it in
+// both: the holder's unlock, delete and RaU, unlock-all, an operator's
+// force-release, the end of the session, its TTL.
+func TestItemLockIsOneLock(t *testing.T) {
+	key := []byte("fk")
+	for _, tc := range []struct {
+		name string
+		end  func(sess latch.SessionID) Command
+	}{
+		{"unlock", func(s latch.SessionID) Command { return Command{Op: OpItemUnlock, Session: s, Key: key} }},
+		{"delete", func(s latch.SessionID) Command { return Command{Op: OpItemDelete, Session: s, Key: key} }},
+		{"rau", func(s latch.SessionID) Command {
+			return Command{Op: OpItemReplaceAndUnlock, Session: s, Key: key, Value: []byte("y")}
+		}},
+		{"unlock-all", func(s latch.SessionID) Command { return Command{Op: OpItemUnlockAll, Session: s} }},
+		{"force-release", func(latch.SessionID) Command { return Command{Op: OpForceRelease, Key: key} }},
+		{"end-session", func(s latch.SessionID) Command { return Command{Op: OpEndSession, Session: s} }},
+		{"ttl", func(latch.SessionID) Command { return Command{Op: OpTick, At: int64(time.Minute)} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newState(t)
+			at := int64(time.Second)
+			run := func(c Command) outcome {
+				t.Helper()
+				if c.At == 0 {
+					c.At = at
+				}
+				return apply(s, &c)
+			}
+			holder := run(Command{Op: OpOpenSession, TTL: 10 * time.Second}).r.Session
+			other := run(Command{Op: OpOpenSession}).r.Session
+			run(Command{Op: OpItemSet, Session: holder, Key: key, Value: []byte("x")})
+			if o := run(Command{Op: OpItemLock, Session: holder, Key: key}); o.err != "" {
+				t.Fatalf("lock: %s", o.err)
+			}
+			if err := lockErr(s, other, key); !errors.Is(err, cache.ErrLocked) {
+				t.Fatalf("another session's lock: %v, want ErrLocked", err)
+			}
+			run(tc.end(holder))
+			if st := s.Engine().Stats(); st.Holds != 0 {
+				t.Fatalf("lock table still holds %d", st.Holds)
+			}
+			if st := s.Cache().Stats(); st.LockedItems != 0 {
+				t.Fatalf("cache still has %d locked items", st.LockedItems)
+			}
+		})
+	}
+}
+
+// lockErr tries an item lock of key for sess and returns its error.
+func lockErr(s *State, sess latch.SessionID, key []byte) error {
+	var r Result
+	s.Apply(&Command{Op: OpItemLock, At: s.Engine().Now(), Session: sess, Key: key}, &r)
+	return r.Err
+}
+
+// FuzzRestore: Restore never panics, and what it accepts encodes back to
+// the same bytes.
+func FuzzRestore(f *testing.F) {
+	for seed := range uint64(4) {
+		s := newState(f)
+		h := newHistory(seed)
+		for range 300 {
+			c := h.next()
+			apply(s, &c)
+		}
+		f.Add(s.AppendSnapshot(nil))
+	}
+	f.Add([]byte{SnapshotVersion, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := Restore(testConfig(), b)
+		if err != nil {
+			return
+		}
+		if again := s.AppendSnapshot(nil); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoded snapshot differs:\n%x\n%x", b, again)
+		}
+		h := newHistory(1)
+		h.now = s.Engine().Now()
+		for range 50 {
+			c := h.next()
+			apply(s, &c)
+		}
+	})
+}
+
+func ExampleState_Apply() {
+	s, _ := New(Config{Cache: cache.DefaultConfig()})
+	var r Result
+	s.Apply(&Command{Op: OpSeed, At: 1, Token: 100}, &r)
+	s.Apply(&Command{Op: OpOpenSession, At: 1}, &r)
+	sess := r.Session
+	s.Apply(&Command{Op: OpAcquire, At: 2, Origin: 1, Seq: 1, Session: sess, Req: latch.LockRequest{Keys: []string{"deploy"}}}, &r)
+	fmt.Println(r.Granted, r.Token)
+	// Output: true 101
+}

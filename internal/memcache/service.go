@@ -1,0 +1,38 @@
+package memcache
+
+import (
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/fsm"
+)
+
+// Service is what the front end serves: the lock service, and the item
+// cache that lives beside the lock table in the same state. The front end
+// never holds the cache: every change to items is one command (Do), so
+// that a memcached lock takes the key in the lock table and marks the item
+// in one step, and an operator who force-releases the key or ends the
+// session frees both. internal/node implements it.
+type Service interface {
+	latch.Service
+
+	// Do applies the item command c (one of fsm's OpItem commands but
+	// OpItemEvict, with the fields it reads set) on behalf of sess, at
+	// the service's time, and returns its result. c is borrowed for the
+	// call only.
+	Do(sess latch.Session, c *fsm.Command) fsm.Result
+	// Get returns the live item of key. It changes nothing replicated.
+	Get(key []byte) (cache.Item, error)
+	// ItemKeys returns the keys of live items starting with prefix, in
+	// no order.
+	ItemKeys(prefix []byte) []string
+	// ItemStats returns the cache's counters; ItemSizes counts live items
+	// by size; ItemConfig returns the cache's limits.
+	ItemStats() cache.Stats
+	ItemSizes(bounds []int64) []uint64
+	ItemConfig() cache.Config
+	// HoldsItemLocks reports whether sess holds an item lock.
+	HoldsItemLocks(sess latch.Session) bool
+	// SweepItems removes the expired items among the next limit of the
+	// LRU list and returns how many it removed.
+	SweepItems(limit int) int
+}

@@ -1,0 +1,281 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/peakmap"
+	"github.com/latchd/latch/internal/replica"
+)
+
+// parking is a request that may wait, registered before its OpAcquire is
+// proposed (Node.parked), so that whichever goroutine applies the command
+// can park it under the lock table's id before any later command grants it.
+type parking struct {
+	seq  uint64
+	sess *session
+	done func(latch.Grant, error)
+	n    int // keys
+}
+
+// command starts a new batch of one command of op, stamped with the time,
+// this node's origin and its next sequence number, and returns it for the
+// caller to fill in and propose. Called with mu held.
+func (n *Node) command(op fsm.Op) *fsm.Command {
+	n.batch.Reset()
+	return n.add(op, n.now())
+}
+
+// add adds a command of op at instant at to the batch, stamped with this
+// node's origin and its next sequence number. Called with mu held.
+func (n *Node) add(op fsm.Op, at int64) *fsm.Command {
+	c := n.batch.Add()
+	n.seq++
+	c.Op, c.At, c.Origin, c.Seq = op, at, n.origin, n.seq
+	return c
+}
+
+// propose has the batch that command started applied and returns the
+// result of its last command. The Local replicator applies it before Propose
+// returns, so the result is there; a replicator that cannot (it is
+// closed) gives its error as the result's. Called with mu held.
+func (n *Node) propose() *fsm.Result {
+	if err := n.rep.Propose(&n.batch); err != nil {
+		n.batch.Results = n.batch.Results[:0]
+		for range n.batch.Cmds {
+			n.batch.Results = append(n.batch.Results, fsm.Result{Err: err})
+		}
+		n.parked = n.parked[:0]
+	}
+	return &n.batch.Results[len(n.batch.Results)-1]
+}
+
+// machine is the node as its Replicator sees it (replica.StateMachine):
+// its mutex, and the one path by which its state changes.
+type machine struct{ n *Node }
+
+var _ replica.StateMachine = machine{}
+
+func (m machine) Lock()                      { m.n.mu.Lock() }
+func (m machine) Unlock()                    { m.n.unlock() }
+func (m machine) Apply(b *fsm.Batch)         { m.n.apply(b) }
+func (m machine) Snapshot(w io.Writer) error { return m.n.snapshot(w) }
+func (m machine) Restore(r io.Reader) error  { return m.n.restore(r) }
+
+// apply applies the commands of b to the state in order and acts on what
+// each did: it parks this node's requests that were queued (matched by
+// Seq with Node.parked) and dispatches the lock table's events. It is the
+// only path by which the state changes. Called with mu held.
+func (n *Node) apply(b *fsm.Batch) {
+	if cap(b.Results) < len(b.Cmds) {
+		b.Results = make([]fsm.Result, len(b.Cmds))
+	}
+	b.Results = b.Results[:len(b.Cmds)]
+	var at int64
+	for i := range b.Cmds {
+		c, r := &b.Cmds[i], &b.Results[i]
+		evs := n.st.Apply(c, r)
+		if c.Origin == n.origin && c.Op == fsm.OpAcquire && len(n.parked) > 0 {
+			n.park(c, r)
+		}
+		n.dispatch(evs)
+		at = max(at, c.At)
+	}
+	n.rearm(at)
+}
+
+// park registers the request of this node's OpAcquire c, whose result is
+// r, under its lock-table id if r says it was queued, and takes it off
+// Node.parked either way. Called with mu held.
+func (n *Node) park(c *fsm.Command, r *fsm.Result) {
+	// Requests before c's that were never applied are lost (a replicator
+	// dropped their batch); their proposers have had the error.
+	i := 0
+	for i < len(n.parked) && n.parked[i].seq < c.Seq {
+		i++
+	}
+	if i == len(n.parked) || n.parked[i].seq != c.Seq {
+		n.parked = append(n.parked[:0], n.parked[i:]...)
+		if r.Waiter != 0 {
+			n.log.Error("node: a queued request was not registered", "seq", c.Seq, "waiter", r.Waiter)
+		}
+		return
+	}
+	p := n.parked[i]
+	n.parked = append(n.parked[:0], n.parked[i+1:]...)
+	if r.Err != nil || r.Waiter == 0 {
+		return
+	}
+	w := n.getWaiter()
+	w.since, w.nkeys, w.proto = c.At, p.n, p.sess.proto
+	w.sess, w.done = p.sess, p.done
+	n.waiters[r.Waiter] = w
+}
+
+// dispatch acts on what a command reports: it tells the Observer about
+// the holds the command dropped, then acts on its events. It never blocks:
+// every parked caller of Acquire has a one-slot channel that receives
+// exactly one result, and the ends of AcquireFunc requests are reported
+// after mu is released (unlock). Events about requests and sessions of
+// other replicas are not this node's to act on. Called with mu held.
+func (n *Node) dispatch(evs []engine.Event) {
+	if n.obs != nil {
+		if drops := n.st.Engine().Drops(); len(drops) > 0 {
+			n.released(drops)
+		}
+	}
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Kind {
+		case engine.EventGranted:
+			w := n.takeWaiter(ev)
+			if w == nil {
+				continue
+			}
+			g := latch.Grant{Token: ev.Token, Expires: toTime(ev.Expires)}
+			w.granted = ev.At
+			if n.obs != nil {
+				n.obs.Granted(w.proto, w.nkeys, time.Duration(ev.At-w.since))
+			}
+			n.deliver(w, result{grant: g})
+		case engine.EventTimedOut:
+			w := n.takeWaiter(ev)
+			if w == nil {
+				continue
+			}
+			if n.obs != nil {
+				n.obs.TimedOut(w.proto, w.nkeys)
+			}
+			n.deliver(w, result{err: &latch.BusyError{Err: latch.ErrTimeout, Keys: slices.Clone(ev.Keys)}})
+		case engine.EventAborted:
+			w := n.takeWaiter(ev)
+			if w == nil {
+				continue
+			}
+			err := latch.ErrSessionEnded
+			if n.shutdown {
+				err = latch.ErrShutdown
+			}
+			n.deliver(w, result{err: err})
+		case engine.EventSessionExpired:
+			if s := n.sessions[ev.Session]; s != nil {
+				if n.obs != nil {
+					n.obs.SessionExpired(s.proto)
+				}
+				n.endSession(s, latch.ErrSessionEnded)
+			}
+			if n.log.Enabled(context.Background(), slog.LevelDebug) {
+				n.log.Debug("node: session expired", "session", ev.Session)
+			}
+		case engine.EventLeaseExpired:
+			if n.log.Enabled(context.Background(), slog.LevelDebug) {
+				n.log.Debug("node: lease expired", "key", ev.Key, "session", ev.Session, "token", ev.Token)
+			}
+		default:
+			n.log.Error("node: unknown engine event", "kind", ev.Kind)
+		}
+	}
+}
+
+// released tells the Observer about drops, each tagged with the proto of
+// its session (the protocol is this node's knowledge, not the state's).
+func (n *Node) released(drops []engine.Drop) {
+	n.drops = n.drops[:0]
+	for _, d := range drops {
+		tag := NoProto
+		if s := n.sessions[d.Session]; s != nil {
+			tag = s.proto
+		}
+		n.drops = append(n.drops, Drop{Session: d.Session, Tag: uint32(tag), Acquired: d.Acquired, At: d.At, Cause: d.Cause})
+	}
+	n.obs.Released(n.drops)
+}
+
+// takeWaiter removes and returns the parked caller an event names, or nil
+// when the request is not this node's.
+func (n *Node) takeWaiter(ev *engine.Event) *waiter {
+	w := n.waiters[ev.Waiter]
+	if w == nil {
+		return nil
+	}
+	n.forget(ev.Waiter)
+	return w
+}
+
+// forget removes a parked request from Node.waiters. Called with mu held.
+func (n *Node) forget(id engine.WaiterID) {
+	delete(n.waiters, id)
+	if n.waitersPeak.Due(len(n.waiters)) {
+		n.waiters = peakmap.Rebuild(n.waiters, &n.waitersPeak)
+	}
+}
+
+// rearm points the timer at the lock table's next deadline if it moved.
+// Called with mu held, after every batch applied; now is the batch's time.
+func (n *Node) rearm(now int64) {
+	next, ok := n.st.Engine().NextDeadline()
+	if !ok || n.shutdown {
+		if n.armedOK {
+			n.timer.Stop()
+			n.armedOK = false
+		}
+		return
+	}
+	if n.armedOK && next == n.armed {
+		return
+	}
+	n.armed, n.armedOK = next, true
+	d := time.Duration(max(next-now, 0))
+	if n.timer == nil {
+		n.timer = time.AfterFunc(d, n.fire)
+	} else {
+		n.timer.Reset(d)
+	}
+}
+
+// fire is the timer's callback: the proposer's deadline duty. It proposes
+// a Tick, which brings the state up to now. A callback that lost a race
+// with a Reset (it ran early, or for an instant since moved) does no harm:
+// a Tick before any deadline changes nothing, and Apply re-arms the timer.
+func (n *Node) fire() {
+	n.mu.Lock()
+	defer n.unlock()
+	if n.shutdown {
+		return
+	}
+	n.armedOK = false
+	n.command(fsm.OpTick)
+	n.propose()
+}
+
+// snapshot writes the node's whole replicated state. Called with mu held.
+func (n *Node) snapshot(w io.Writer) error {
+	if _, err := w.Write(n.st.AppendSnapshot(nil)); err != nil {
+		return fmt.Errorf("node: snapshot: %w", err)
+	}
+	return nil
+}
+
+// restore replaces the node's state with a snapshot read from r. The node's own sessions and parked requests are
+// not in a snapshot: a node restores only before it serves, or after it
+// has let go of its clients. Called with mu held.
+func (n *Node) restore(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("node: restore: %w", err)
+	}
+	st, err := fsm.Restore(n.st.Config(), b)
+	if err != nil {
+		return fmt.Errorf("node: restore: %w", err)
+	}
+	n.st = st
+	n.rearm(n.now())
+	return nil
+}
