@@ -222,7 +222,7 @@ func (s *Server) settingsStats() []Stat {
 func (s *Server) itemStats() []Stat {
 	cs := s.svc.ItemStats()
 	var largest uint64
-	counts := s.sizeCounts()
+	counts := s.svc.ItemSizes(sizeBounds)
 	for i := len(counts) - 1; i >= 0; i-- {
 		if counts[i] > 0 {
 			if i < len(sizeBounds) {
@@ -242,14 +242,8 @@ func (s *Server) itemStats() []Stat {
 	}
 }
 
-func (s *Server) sizeCounts() []uint64 {
-	var counts []uint64
-	counts = s.svc.ItemSizes(sizeBounds)
-	return counts
-}
-
 func (s *Server) sizeStats() []Stat {
-	counts := s.sizeCounts()
+	counts := s.svc.ItemSizes(sizeBounds)
 	out := make([]Stat, 0, len(counts))
 	for i, n := range counts {
 		name := "huge"

@@ -1,30 +1,46 @@
-// Package node implements latch.Service over the lock engine: it is what
-// moves around the deterministic lock table of internal/engine.
+// Package node implements latch.Service, and the memcached front end's item
+// service, over the replicated state of internal/fsm: it is what moves
+// around the deterministic lock table and item cache.
+//
+// Every change to the state is a command (fsm.Command) that the node
+// proposes through its replica.Replicator; the replicator has it applied
+// to the state in log order, and the node acts on each applied command's
+// result and events. Nothing else changes the state: reads (admin views,
+// stats, gets) read it as it is, and what time causes is proposed too.
 //
 // A Node owns
 //
-//   - the clock: every engine call gets now = the start time (UnixNano) plus
-//     the monotonic time elapsed since, so engine instants are wall-clock
-//     nanoseconds that never run backwards;
-//   - the mutex that serialises every engine call;
+//   - the proposer's duties: every command is stamped with now = the start
+//     time (UnixNano) plus the monotonic time elapsed since, this node's
+//     origin and its next sequence number; the first command seeds the
+//     fencing-token counter (OpSeed); one timer, armed after each applied
+//     batch for the lock table's next deadline (leases, session TTLs,
+//     lock-delays, wait deadlines), proposes OpTick; a write to items that
+//     would not fit is preceded, in its batch, by the evictions the cache's
+//     LRU order plans (OpItemEvict), and SweepItems proposes the eviction of
+//     expired items;
+//   - the mutex under which commands are proposed and applied (the
+//     replicator's StateMachine lock);
 //   - sessions as the front ends see them (latch.Session): their options
-//     (protocol and peer, for the admin view) and a Done channel closed
-//     exactly once when the session ends for any reason;
-//   - parked callers: a request the engine queues is registered under its
-//     engine.WaiterID and its goroutine blocks on a one-slot channel until the
-//     engine reports its end (granted, timed out, aborted) or its context is
-//     done;
-//   - one timer for every engine deadline (leases, session TTLs, lock-delays,
-//     wait deadlines), re-armed after each engine call to the engine's next
-//     deadline.
+//     (protocol and peer, for the admin view), the Observer's number for
+//     their protocol, and a Done channel closed exactly once when the
+//     session ends for any reason;
+//   - parked callers: a request that may wait is registered (Node.parked)
+//     before its OpAcquire is proposed; the apply that queues it moves it
+//     under its lock-table id, matched by the command's sequence number, so
+//     that a later command's grant always finds it. The caller of Acquire
+//     blocks on a one-slot channel until its end (granted, timed out,
+//     aborted) or until its context is done; AcquireFunc's callback is
+//     called once mu is released.
 //
-// A Node starts no goroutine of its own. The uncontended path (a request
-// granted at once, a release) locks the mutex, calls the engine, dispatches
-// the engine's events to parked callers without blocking, re-arms the timer
-// if the next deadline moved, and unlocks: no channel, no central goroutine,
-// no allocation beyond what the engine needs.
+// A Node starts no goroutine of its own. With replica.Local, the
+// uncontended path (a request granted at once, a release) locks the
+// mutex, stamps one command, applies it in process without encoding,
+// dispatches the lock table's events to parked callers without blocking,
+// re-arms the timer if the next deadline moved, and unlocks: no channel,
+// no central goroutine, no allocation beyond what the lock table needs.
 //
-// Events the engine reports are dispatched under the mutex, in order:
+// Events are dispatched under the mutex, in order:
 //
 //   - granted: the parked caller is woken with its Grant;
 //   - timed out: woken with a *latch.BusyError wrapping latch.ErrTimeout;
@@ -33,6 +49,9 @@
 //   - session expired (TTL): the session is marked ended and its Done channel
 //     closed;
 //   - lease expired: logged at debug level and passed to the Observer.
+//
+// Events about requests and sessions that are not this node's (another
+// replica's) are not acted on.
 //
 // Config.Observer, when set, hears about sessions, grants, timeouts,
 // cancellations and every hold that ends (with its hold time and why it
