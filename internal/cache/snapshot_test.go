@@ -163,7 +163,7 @@ var equalRes = []cmp.Option{
 // too, and so does one that also served every read (but for the order of
 // its LRU list, which gets move).
 func TestSnapshotHistory(t *testing.T) {
-	seeds := 100
+	seeds := 30 // 100 take a minute under the race detector
 	if testing.Short() {
 		seeds = 10
 	}
