@@ -15,12 +15,26 @@
 #
 # and prints the medians and latch/peer ratios as Markdown tables, the form
 # docs/benchmarks.md keeps. Raw results (one JSON per run) go to $OUT.
+# Every run passes the server's pid (--server-pid): the speed runs report
+# the server's CPU time (user+sys, from /proc/<pid>/stat) per op over the
+# measured time, the measure to trust on a noisy machine, where ops/s is not.
 #
-# Usage: scripts/bench-peers.sh            (about 8 minutes on 2 cores)
+# BASELINE=<git revision> measures a change: the script builds latch at that
+# revision too (git archive into its temporary directory, never into the
+# repository), starts it as a fourth server, "latch-base", on ports of its
+# own (BASE_PORT+7 to +9), runs every case against it too, in the same
+# alternation (latch, latch-base, yrmcds, memcached), and adds a table
+# "Before and after": ops/s and server CPU µs/op of latch-base and latch,
+# their ratios, and memcached's CPU µs/op in the same run as a yardstick.
+# The load generator is the work tree's for every server.
+#
+# Usage: scripts/bench-peers.sh            (about 8 minutes on 2 cores,
+#   about 11 with BASELINE)
+#   BASELINE=HEAD scripts/bench-peers.sh   (the work tree against HEAD)
 # Knobs (environment): ROUNDS=3 DURATION=3s WARMUP=1s CONNS=16 LOCKS=1000000
 #   IDLE_CONNS=10000 OUT=<dir> BASE_PORT=22200 SKIP_MEMORY=1 FROM="<dir>..."
 #   (report over earlier runs' OUT dirs, run nothing) ONLY=<regexp
-#   of case names>
+#   of case names> BASELINE=<git revision> (see above)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -35,6 +49,8 @@ IDLE_CONNS=${IDLE_CONNS:-10000}
 BASE_PORT=${BASE_PORT:-22200}
 SKIP_MEMORY=${SKIP_MEMORY:-}
 ONLY=${ONLY:-.}
+BASELINE=${BASELINE:-}
+BASE_REV=
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -54,32 +70,56 @@ def us: if . == null then "-" elif . >= 10000 then ((. / 100 | round) / 10 | tos
 def x: if . == null then "-" else ((. * 100 | round) / 100 | tostring) + "×" end;
 def bytes: if . == null or . < 0 then "-" else (round | tostring) + " B" end;
 def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
+def cpu: if . == null then "-" else ((. * 100 | round) / 100 | tostring) end;
 def row: "| " + join(" | ") + " |";
 def order: if startswith("cycle-dlock") then 1 elif startswith("cycle") then 0 elif startswith("getset") then 2 elif startswith("handoff-dlock") then 4 else 3 end;
 
 (map(select(.memory | not)) | group_by(.case) | map({key: .[0].case, value: (group_by(.server) | map({key: .[0].server, value: {
 	rate: (map(rate) | median), p99: (map(p99) | median), errors: (map(.errors) | add), recipe: .[0].recipe,
 	wait99: (map(.handoff.wait.p99_us // empty) | median), fair: (map(.handoff.fairness // empty) | median),
-	polls: (map(.handoff.wasted_polls_per_sec // empty) | median)}}) | from_entries)}) | from_entries) as $m
+	polls: (map(.handoff.wasted_polls_per_sec // empty) | median),
+	cpu: (map(.server_cpu.total_us_per_op // empty) | median), rev: .[0].rev}}) | from_entries)}) | from_entries) as $m
 | ([$m["handoff-text"], $m["handoff-binary"]] | map(select(. != null) | .yrmcds.rate, .memcached.rate) | max) as $bestpoll
 | "### Throughput and p99 latency (medians)",
   "",
-  "Ops/s: lock+unlock cycles for cycle, requests for getset, hand-offs for handoff. The recipe is the memcached lock recipe: yrmcds's lock/unlock (lock) or add+delete (add).",
+  "Ops/s: lock+unlock cycles for cycle, requests for getset, hand-offs for handoff. The recipe is the memcached lock recipe: yrmcds's lock/unlock (lock) or add+delete (add). CPU: the server's user+sys CPU time per op over the measured time.",
   "",
-  "| case | latch | yrmcds | memcached | latch/yrmcds | latch/memcached | p99 latch / yrmcds / memcached | errors |",
-  "|---|---|---|---|---|---|---|---|",
+  "| case | latch | yrmcds | memcached | latch/yrmcds | latch/memcached | p99 latch / yrmcds / memcached | CPU µs/op latch / yrmcds / memcached | errors |",
+  "|---|---|---|---|---|---|---|---|---|",
   ($m | to_entries | sort_by((.key | order), .key)[]
    | .key as $c | .value as $v
    | if ($c | test("dlock")) then
        (if ($c | startswith("handoff")) then $bestpoll else $m[$c | sub("dlock"; "binary")].memcached.rate end) as $ref
        | (if ($c | startswith("handoff")) then "best polling recipe: " else "memcached binary add+delete: " end) as $lbl
-       | [$c, ($v.latch.rate | k), "-", $lbl + ($ref | k), "-", (ratio($v.latch.rate; $ref) | x), ($v.latch.p99 | us), ($v.latch.errors | tostring)] | row
+       | [$c, ($v.latch.rate | k), "-", $lbl + ($ref | k), "-", (ratio($v.latch.rate; $ref) | x), ($v.latch.p99 | us), ($v.latch.cpu | cpu), ($v.latch.errors | tostring)] | row
      else
        [$c, ($v.latch.rate | k), ($v.yrmcds.rate | k), ($v.memcached.rate | k) + (if $v.memcached.recipe then " (" + $v.memcached.recipe + ")" else "" end),
         (ratio($v.latch.rate; $v.yrmcds.rate) | x), (ratio($v.latch.rate; $v.memcached.rate) | x),
-        ([$v.latch.p99, $v.yrmcds.p99, $v.memcached.p99] | map(us) | join(" / ")), ([$v[].errors] | add | tostring)] | row
+        ([$v.latch.p99, $v.yrmcds.p99, $v.memcached.p99] | map(us) | join(" / ")),
+        ([$v.latch.cpu, $v.yrmcds.cpu, $v.memcached.cpu] | map(cpu) | join(" / ")),
+        ([$v.latch.errors, $v.yrmcds.errors, $v.memcached.errors] | add | tostring)] | row
      end),
   "",
+  ($m | to_entries | map(select(.value["latch-base"])) | sort_by((.key | order), .key)) as $ba
+  | (if ($ba | length) == 0 then empty else
+  ("### Before and after: latch-base (\($ba[0].value["latch-base"].rev // "?")) → latch (\($ba[0].value.latch.rev // "?"))",
+  "",
+  "Medians of the same runs; CPU is the server's user+sys CPU per op, the measure that holds on a noisy machine. Ratios are after/before: above 1× for ops/s is faster, above 1× for CPU is more work per op. memcached's CPU per op in the same runs is the yardstick (dlock cases have none).",
+  "",
+  "| case | ops/s latch-base | ops/s latch | ratio | CPU µs/op latch-base | CPU µs/op latch | CPU ratio (after/before) | CPU µs/op memcached |",
+  "|---|---|---|---|---|---|---|---|",
+  ($ba[] | .key as $c | .value as $v
+   | [$c, ($v["latch-base"].rate | k), ($v.latch.rate | k), (ratio($v.latch.rate; $v["latch-base"].rate) | x),
+      ($v["latch-base"].cpu | cpu), ($v.latch.cpu | cpu), (ratio($v.latch.cpu; $v["latch-base"].cpu) | x), ($v.memcached.cpu | cpu)] | row),
+  "",
+  ($ba | map({c: .key, r: ratio(.value.latch.cpu; .value["latch-base"].cpu)}) | map(select(.r != null)) as $rs
+   | if ($rs | length) == 0 then "No case has the CPU of both."
+     else ($rs | max_by(.r)) as $w | (map(select(.r > 1.05)) | map(.c + " " + (.r | x))) as $over
+     | "Worst CPU ratio: " + ($w.r | x) + " (" + $w.c + "); cases more than 5% slower in server CPU per op: "
+       + (if ($over | length) == 0 then "none" else ($over | join(", ")) end) + "."
+     end),
+  "")
+  end),
   "### Contention: every connection on one key",
   "",
   "| case | server | hand-offs/s | hand-off p99 | wait p99 | fairness max/min | wasted polls/s |",
@@ -130,6 +170,16 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 log "building latch"
 go build -o "$WORK/latch" ./cmd/latch
 LATCH=$WORK/latch
+REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || REV="$REV+work tree"
+if [ -n "$BASELINE" ]; then
+	BASE_REV=$(git rev-parse --verify --short "$BASELINE^{commit}")
+	log "building latch at $BASELINE ($BASE_REV) as latch-base"
+	mkdir -p "$WORK/base"
+	git archive "$BASE_REV" | tar -x -C "$WORK/base"
+	(cd "$WORK/base" && go build -o "$WORK/latch-base" ./cmd/latch)
+	rm -rf "$WORK/base"
+fi
 
 # --- servers -----------------------------------------------------------------
 P_LATCH_MC=$((BASE_PORT + 1))
@@ -138,6 +188,9 @@ P_LATCH_ADMIN=$((BASE_PORT + 3))
 P_YRMCDS=$((BASE_PORT + 4))
 P_YRMCDS_REPL=$((BASE_PORT + 5))
 P_MEMCACHED=$((BASE_PORT + 6))
+P_BASE_MC=$((BASE_PORT + 7))
+P_BASE_DLOCK=$((BASE_PORT + 8))
+P_BASE_ADMIN=$((BASE_PORT + 9))
 
 declare -A PID=()
 
@@ -150,11 +203,20 @@ wait_port() {
 	return 1
 }
 
+start_latch() { # NAME BINARY MEMCACHE_PORT DLOCK_PORT ADMIN_PORT
+	"$2" serve --memcache-addr "127.0.0.1:$3" --dlock-addr "127.0.0.1:$4" \
+		--admin-addr "127.0.0.1:$5" --log-level warn \
+		--memcache-max-conns 20000 --dlock-max-conns 20000 >>"$WORK/$1.log" 2>&1 &
+	PID[$1]=$!
+}
+
 start_servers() {
-	"$LATCH" serve --memcache-addr "127.0.0.1:$P_LATCH_MC" --dlock-addr "127.0.0.1:$P_LATCH_DLOCK" \
-		--admin-addr "127.0.0.1:$P_LATCH_ADMIN" --log-level warn \
-		--memcache-max-conns 20000 --dlock-max-conns 20000 >"$WORK/latch.log" 2>&1 &
-	PID[latch]=$!
+	start_latch latch "$LATCH" "$P_LATCH_MC" "$P_LATCH_DLOCK" "$P_LATCH_ADMIN"
+	local ports=("$P_LATCH_MC" "$P_LATCH_DLOCK" "$P_LATCH_ADMIN" "$P_YRMCDS" "$P_MEMCACHED")
+	if [ -n "$BASELINE" ]; then
+		start_latch latch-base "$WORK/latch-base" "$P_BASE_MC" "$P_BASE_DLOCK" "$P_BASE_ADMIN"
+		ports+=("$P_BASE_MC" "$P_BASE_DLOCK" "$P_BASE_ADMIN")
+	fi
 	mkdir -p "$WORK/yrmcds"
 	cat >"$WORK/yrmcds.conf" <<CONF
 virtual_ip = "127.0.0.1"
@@ -173,8 +235,7 @@ CONF
 	[ "$(id -u)" = 0 ] && user=(-u root)
 	/usr/bin/memcached -l 127.0.0.1 -p "$P_MEMCACHED" -U 0 -t 2 -m 1024 -c 20000 "${user[@]}" >"$WORK/memcached.log" 2>&1 &
 	PID[memcached]=$!
-	wait_port "$P_LATCH_MC" && wait_port "$P_LATCH_DLOCK" && wait_port "$P_LATCH_ADMIN"
-	wait_port "$P_YRMCDS" && wait_port "$P_MEMCACHED"
+	for p in "${ports[@]}"; do wait_port "$p"; done
 }
 
 stop_servers() {
@@ -190,6 +251,8 @@ addr_of() { # server target
 	case "$1/$2" in
 	latch/dlock) echo "127.0.0.1:$P_LATCH_DLOCK" ;;
 	latch/*) echo "127.0.0.1:$P_LATCH_MC" ;;
+	latch-base/dlock) echo "127.0.0.1:$P_BASE_DLOCK" ;;
+	latch-base/*) echo "127.0.0.1:$P_BASE_MC" ;;
 	yrmcds/*) echo "127.0.0.1:$P_YRMCDS" ;;
 	memcached/*) echo "127.0.0.1:$P_MEMCACHED" ;;
 	esac
@@ -200,18 +263,24 @@ addr_of() { # server target
 run() {
 	local case=$1 server=$2 round=$3 target=$4
 	shift 4
-	local file="$OUT/$case.$server.$round.json" extra=()
-	[ "$server" = latch ] && extra=(--admin "127.0.0.1:$P_LATCH_ADMIN")
+	local file="$OUT/$case.$server.$round.json" extra=() rev=
+	case $server in
+	latch) extra=(--admin "127.0.0.1:$P_LATCH_ADMIN") rev=$REV ;;
+	latch-base) extra=(--admin "127.0.0.1:$P_BASE_ADMIN") rev=$BASE_REV ;;
+	esac
 	if ! "$LATCH" bench --json --target "$target" --addr "$(addr_of "$server" "$target")" \
 		--server-pid "${PID[$server]}" "${extra[@]}" "$@" >"$file" 2>"$file.err"; then
 		log "  $case $server round $round: $(tail -1 "$file.err")"
 	fi
 	[ -s "$file" ] || return 0
-	jq -c --arg case "$case" --arg server "$server" --argjson round "$round" \
-		'. + {case: $case, server: $server, round: $round}' "$file" >>"$OUT/results.jsonl"
+	jq -c --arg case "$case" --arg server "$server" --argjson round "$round" --arg rev "$rev" \
+		'. + {case: $case, server: $server, round: $round} + (if $rev == "" then {} else {rev: $rev} end)' \
+		"$file" >>"$OUT/results.jsonl"
 	log "  $case $server: $(jq -r 'if .memory then "\(.memory.per_unit_rss_bytes|floor) B/unit RSS"
 		elif .handoff then "\(.handoff.handoffs_per_sec) hand-offs/s"
-		else "\(.ops_per_sec) ops/s" end + ", errors \(.errors)"' "$file")"
+		else "\(.ops_per_sec) ops/s" end
+		+ (if .server_cpu then ", CPU \(.server_cpu.total_us_per_op) µs/op" else "" end)
+		+ ", errors \(.errors)"' "$file")"
 }
 
 # --- 1. memory ---------------------------------------------------------------
@@ -229,11 +298,19 @@ if [ -z "$SKIP_MEMORY" ]; then
 	log "memory: $IDLE_CONNS idle connections, then hold $LOCKS locks (fresh servers each)"
 	mem idle-memcache latch memcache-text --workload idle --conns "$IDLE_CONNS"
 	mem idle-dlock latch dlock --workload idle --conns "$IDLE_CONNS"
+	if [ -n "$BASELINE" ]; then
+		mem idle-memcache latch-base memcache-text --workload idle --conns "$IDLE_CONNS"
+		mem idle-dlock latch-base dlock --workload idle --conns "$IDLE_CONNS"
+	fi
 	mem idle-memcache yrmcds memcache-text --workload idle --conns "$IDLE_CONNS"
 	mem idle-memcache memcached memcache-text --workload idle --conns "$IDLE_CONNS"
 	hold=(--workload hold --locks "$LOCKS" --conns "$CONNS" --pipeline 64)
 	mem hold-text latch memcache-text "${hold[@]}"
 	mem hold-dlock latch dlock "${hold[@]}"
+	if [ -n "$BASELINE" ]; then
+		mem hold-text latch-base memcache-text "${hold[@]}"
+		mem hold-dlock latch-base dlock "${hold[@]}"
+	fi
 	mem hold-text yrmcds memcache-text "${hold[@]}"
 	mem hold-text memcached memcache-text "${hold[@]}"
 fi
@@ -262,8 +339,10 @@ for round in $(seq "$ROUNDS"); do
 	for c in "${CASES[@]}"; do
 		read -r name target workload pipeline <<<"$c"
 		[[ $name =~ $ONLY ]] || continue
-		servers=(latch yrmcds memcached)
-		[ "$target" = dlock ] && servers=(latch)
+		latches=(latch)
+		[ -n "$BASELINE" ] && latches+=(latch-base)
+		servers=("${latches[@]}" yrmcds memcached)
+		[ "$target" = dlock ] && servers=("${latches[@]}")
 		for s in "${servers[@]}"; do
 			run "$name" "$s" "$round" "$target" --workload "$workload" --pipeline "$pipeline" \
 				--conns "$CONNS" --duration "$DURATION" --warmup "$WARMUP"
@@ -276,6 +355,7 @@ stop_servers
 echo
 echo "Machine: $(cat "$OUT/cpu"), $(nproc) cores; $(uname -sr); $(go version | cut -d' ' -f3)."
 echo "$CONNS connections, $DURATION per run after $WARMUP of warm-up; medians of $ROUNDS rounds; raw results in $OUT."
+echo "latch: $REV$([ -z "$BASELINE" ] || echo "; latch-base: $BASELINE$([ "$BASELINE" = "$BASE_REV" ] || echo " ($BASE_REV)")")."
 echo "Load average (1, 5, 15 min) at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 report_tables "$OUT/results.jsonl"

@@ -61,7 +61,7 @@ type Config struct {
 
 	Locks     int           // hold: locks to take
 	HoldFor   time.Duration // hold: keep them this long after measuring
-	ServerPID int           // hold, idle: read the server's VmRSS from /proc
+	ServerPID int           // hold, idle: read the server's VmRSS from /proc; cycle, getset, handoff: its CPU time
 	Admin     string        // hold, idle: latch's admin address, for its Go heap and RSS
 	Timeout   time.Duration // a reply later than this fails the connection
 	Seed      uint64        // getset key choice
@@ -117,7 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.DLockVersion, "dlock-version", c.DLockVersion, "dlock protocol version: 2 or 3")
 	fs.IntVar(&c.Locks, "locks", c.Locks, "hold: locks to take and hold")
 	fs.DurationVar(&c.HoldFor, "hold-for", c.HoldFor, "hold: keep the locks this long after measuring, to inspect the server")
-	fs.IntVar(&c.ServerPID, "server-pid", c.ServerPID, "hold, idle: the server's `pid`, to read its VmRSS from /proc")
+	fs.IntVar(&c.ServerPID, "server-pid", c.ServerPID, "the server's `pid`, to read from /proc its VmRSS (hold, idle) or its CPU time over the measured time (cycle, getset, handoff; Linux)")
 	fs.StringVar(&c.Admin, "admin", c.Admin, "hold, idle: latch's admin `host:port`, to read its Go heap (after a GC) and RSS")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "fail a connection whose reply takes longer")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed (getset)")

@@ -25,6 +25,10 @@
 //   - idle: opens the connections, makes one request on each and reports
 //     the server's memory per connection.
 //
+// With Config.ServerPID, a timed workload (cycle, handoff, getset) also
+// reports the server's CPU time over the measured time, from
+// /proc/<pid>/stat, per op and per request (Result.ServerCPU; Linux only).
+//
 // Every reply is validated: an unexpected reply is counted as an error,
 // with a sample of its text, and never as an operation. Latencies are per
 // request, from the write of its batch to the read of its reply, kept in a

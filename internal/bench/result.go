@@ -38,6 +38,24 @@ type Result struct {
 	GetSet  *GetSetResult  `json:"getset,omitempty"`
 	Handoff *HandoffResult `json:"handoff,omitempty"`
 	Memory  *MemoryResult  `json:"memory,omitempty"`
+	// ServerCPU is the server's CPU over the measured time (cycle, getset,
+	// handoff with Config.ServerPID, on Linux).
+	ServerCPU *CPUResult `json:"server_cpu,omitempty"`
+}
+
+// CPUResult is a server's CPU time over the measured time, in all and in
+// microseconds per op (lock+unlock cycle, get/set request, or hand-off:
+// the unit of the workload's headline rate) and per request (Requests).
+type CPUResult struct {
+	Source          string  `json:"source"`
+	UserSeconds     float64 `json:"user_seconds"`
+	SysSeconds      float64 `json:"sys_seconds"`
+	UserPerOp       float64 `json:"user_us_per_op"`
+	SysPerOp        float64 `json:"sys_us_per_op"`
+	TotalPerOp      float64 `json:"total_us_per_op"`
+	UserPerRequest  float64 `json:"user_us_per_request"`
+	SysPerRequest   float64 `json:"sys_us_per_request"`
+	TotalPerRequest float64 `json:"total_us_per_request"`
 }
 
 // Latency summarizes a Histogram, in microseconds.
@@ -163,6 +181,11 @@ func (r *Result) WriteText(w io.Writer) error {
 		row("fairness", "max/min %.3f (grants per conn %d..%d)", h.Fairness, h.MinGrants, h.MaxGrants)
 		row("wasted polls/s", "%s (%d)", si(h.WastedPollsPerSec), h.WastedPolls)
 	}
+	if c := r.ServerCPU; c != nil {
+		row("server CPU", "%.2fs user + %.2fs sys (%s)", c.UserSeconds, c.SysSeconds, c.Source)
+		row("server CPU/"+opName(r.Workload), "%.3fµs (user %.3f, sys %.3f)", c.TotalPerOp, c.UserPerOp, c.SysPerOp)
+		row("server CPU/request", "%.3fµs (user %.3f, sys %.3f)", c.TotalPerRequest, c.UserPerRequest, c.SysPerRequest)
+	}
 	if m := r.Memory; m != nil {
 		unit := "lock"
 		n := m.Locks
@@ -195,6 +218,18 @@ func unitName(workload string) string {
 		return "grants"
 	default:
 		return "ops"
+	}
+}
+
+// opName names one op of the workload, as CPUResult counts them.
+func opName(workload string) string {
+	switch workload {
+	case WorkloadCycle:
+		return "cycle"
+	case WorkloadHandoff:
+		return "hand-off"
+	default:
+		return "op"
 	}
 }
 

@@ -411,11 +411,13 @@ func (r *runner) timed(ctx context.Context, res *Result) error {
 	go func() { wg.Wait(); close(finished) }()
 
 	sleep(ctx, finished, r.cfg.Warmup)
+	cpu0, cpuOK := serverCPU(r.cfg.ServerPID)
 	r.phase.Store(phaseMeasure)
 	start := time.Now()
 	sleep(ctx, finished, r.cfg.Duration)
 	r.phase.Store(phaseStop)
 	elapsed := time.Since(start)
+	cpu1, cpuOK1 := serverCPU(r.cfg.ServerPID)
 	select {
 	case <-finished:
 	case <-time.After(r.cfg.Timeout):
@@ -430,6 +432,13 @@ func (r *runner) timed(ctx context.Context, res *Result) error {
 		return errors.New("bench: every connection failed")
 	}
 	r.collect(res, ws, elapsed)
+	if cpuOK && cpuOK1 {
+		ops := res.Ops
+		if res.Handoff != nil {
+			ops = res.Handoff.Handoffs
+		}
+		res.ServerCPU = cpuResult(r.cfg.ServerPID, cpu0, cpu1, ops, res.Requests)
+	}
 	return ctx.Err()
 }
 

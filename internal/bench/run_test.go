@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -123,6 +124,25 @@ func TestLatch(t *testing.T) {
 			case bench.WorkloadCycle, bench.WorkloadHandoff, bench.WorkloadHold:
 				if tt.target != bench.TargetDLock && res.Recipe != bench.RecipeLock {
 					t.Errorf("recipe %q for latch, want lock", res.Recipe)
+				}
+			}
+			switch tt.workload {
+			case bench.WorkloadCycle, bench.WorkloadGetSet, bench.WorkloadHandoff:
+				// The server's CPU is this process's, the load
+				// generator's included: only there and positive.
+				c := res.ServerCPU
+				if runtime.GOOS != "linux" {
+					if c != nil {
+						t.Errorf("server CPU on %s: %+v", runtime.GOOS, c)
+					}
+					break
+				}
+				if c == nil || c.TotalPerOp <= 0 || c.TotalPerRequest <= 0 || c.UserPerOp < 0 || c.SysPerOp < 0 {
+					t.Errorf("server CPU: %+v", c)
+				}
+			default:
+				if res.ServerCPU != nil {
+					t.Errorf("server CPU for %s: %+v", tt.workload, res.ServerCPU)
 				}
 			}
 			switch tt.workload {
