@@ -202,11 +202,12 @@ type Batch struct {
 	Results []Result
 }
 
-// Reset empties b, keeping its storage.
+// Reset empties b, keeping its storage. The commands' slots are zeroed
+// (they borrow their callers' slices); the results' are not, since Apply
+// overwrites each one whole.
 func (b *Batch) Reset() {
 	clear(b.Cmds)
 	b.Cmds = b.Cmds[:0]
-	clear(b.Results)
 	b.Results = b.Results[:0]
 }
 
