@@ -29,10 +29,7 @@ const (
 //
 // name is the key as the cache's own string whenever key had an item, live
 // or dead (a dead one is removed on the way), whatever the error; "" if it
-// had none or key or owner is invalid. A caller that keeps a lock table
-// beside the cache (the memcached front end, whose locks also exclude other
-// protocols' lockers) names the key with it without allocating; it may
-// check the item before it takes the key in its table with Name.
+// had none or key or owner is invalid.
 //
 // Errors, in this order: ErrInvalidKey, an error wrapping
 // latch.ErrNoSession if owner is 0, ErrNotFound, ErrLocked.
@@ -44,12 +41,61 @@ func (c *Cache) Lock(now int64, owner latch.SessionID, key []byte, mode LockMode
 	if owner == 0 {
 		return Item{}, "", fmt.Errorf("%w: lock owner 0", latch.ErrNoSession)
 	}
-	e, name, _ := c.lookup(now, key)
+	ref := c.Find(key)
+	it, err = c.LockRef(now, ref, owner, mode, exptime)
+	return it, ref.Name(), err
+}
+
+// Ref is the item of a key as Find found it, for a caller that keeps a lock
+// table beside the cache (the memcached lock, whose locks also exclude
+// other protocols' lockers): it looks the key up once, takes the key in its
+// table under the item's own string (Name, which costs no allocation), and
+// then locks the item with LockRef. A Ref is valid until the cache's next
+// write.
+type Ref struct{ e *entry }
+
+// Find looks key up without changing anything (a read): the Ref names the
+// key's item, live or dead, or none.
+func (c *Cache) Find(key []byte) Ref { return Ref{c.items[string(key)]} }
+
+// Name is the key as the cache's own string, or "" when the key had no
+// item.
+func (r Ref) Name() string {
+	if r.e == nil {
+		return ""
+	}
+	return r.e.key
+}
+
+// Name looks key up without changing anything (a read) and returns the key
+// as the cache's own string if key has an item, live or dead ("" otherwise),
+// whether the item is live at now, and who holds its lock (0: nobody). An
+// invalid key has no item.
+func (c *Cache) Name(now int64, key []byte) (name string, live bool, lockedBy latch.SessionID) {
+	e := c.items[string(key)]
 	if e == nil {
-		return Item{}, name, ErrNotFound
+		return "", false, 0
+	}
+	live, _ = c.state(e, c.at(now))
+	return e.key, live, e.owner
+}
+
+// LockRef is Lock of the item that Find returned, with no write to the
+// cache in between, for a valid key and owner: it fails with ErrNotFound
+// when the item is missing or dead (a dead one is removed) and ErrLocked
+// when it is locked.
+func (c *Cache) LockRef(now int64, ref Ref, owner latch.SessionID, mode LockMode, exptime int64) (Item, error) {
+	now = c.advance(now)
+	e := ref.e
+	if e == nil {
+		return Item{}, ErrNotFound
+	}
+	if live, _ := c.state(e, now); !live {
+		c.reclaim(e)
+		return Item{}, ErrNotFound
 	}
 	if e.owner != 0 {
-		return Item{}, name, ErrLocked
+		return Item{}, ErrLocked
 	}
 	c.lock(e, owner)
 	if mode == LockTouch {
@@ -58,22 +104,7 @@ func (c *Cache) Lock(now int64, owner latch.SessionID, key []byte, mode LockMode
 	if mode != LockOnly {
 		e.fetched = true
 	}
-	return e.item(), name, nil
-}
-
-// Name looks key up without changing anything (a read, see the package
-// documentation) and returns the key as the cache's own string if key has an
-// item, live or dead ("" otherwise), whether the item is live at now, and
-// who holds its lock (0: nobody). A caller that keeps a lock table beside
-// the cache uses it to check the item, in one map probe, before it takes the
-// key in its table and proposes a Lock. An invalid key has no item.
-func (c *Cache) Name(now int64, key []byte) (name string, live bool, lockedBy latch.SessionID) {
-	e := c.items[string(key)]
-	if e == nil {
-		return "", false, 0
-	}
-	live, _ = c.state(e, c.at(now))
-	return e.key, live, e.owner
+	return e.item(), nil
 }
 
 // Unlock releases owner's lock on the live item of key (yrmcds unlock). If

@@ -94,7 +94,8 @@ func (s *State) lockItem(c *Command, r *Result) []engine.Event {
 		r.Err = fmt.Errorf("lock: %w: no session", latch.ErrNoSession)
 		return nil
 	}
-	name, _, _ := s.cache.Name(now, c.Key)
+	ref := s.cache.Find(c.Key)
+	name := ref.Name()
 	if name == "" {
 		name = string(c.Key) // no item: the lock table still answers first
 	}
@@ -109,11 +110,11 @@ func (s *State) lockItem(c *Command, r *Result) []engine.Event {
 		r.Err = err
 		return evs
 	}
-	r.Item, _, r.Err = s.cache.Lock(now, c.Session, c.Key, c.LockMode, c.Exptime)
+	r.Item, r.Err = s.cache.LockRef(now, ref, c.Session, c.LockMode, c.Exptime)
 	if r.Err != nil {
-		// No live item, or one still marked by a session whose lock an
-		// operator force-released before this state dropped marks with
-		// it: give the key back.
+		// No live item (or a marked one, which the lock table's answer
+		// rules out while marks and holds change together): give the key
+		// back.
 		s.evs = append(s.evs[:0], evs...)
 		s.evs = append(s.evs, s.release(now, c.Session, name)...)
 		return s.evs

@@ -29,17 +29,16 @@ type parking struct {
 // this node's origin and its next sequence number, and returns it for the
 // caller to fill in and propose. Called with mu held.
 func (n *Node) command(op fsm.Op) *fsm.Command {
-	n.batch.Reset()
+	n.batch.Cmds = n.batch.Cmds[:0]
 	return n.add(op, n.now())
 }
 
 // add adds a command of op at instant at to the batch, stamped with this
 // node's origin and its next sequence number. Called with mu held.
 func (n *Node) add(op fsm.Op, at int64) *fsm.Command {
-	c := n.batch.Add()
 	n.seq++
-	c.Op, c.At, c.Origin, c.Seq = op, at, n.origin, n.seq
-	return c
+	n.batch.Cmds = append(n.batch.Cmds, fsm.Command{Op: op, At: at, Origin: n.origin, Seq: n.seq})
+	return &n.batch.Cmds[len(n.batch.Cmds)-1]
 }
 
 // propose has the batch that command started applied and returns the

@@ -23,19 +23,20 @@ import (
 
 // Do applies the item command in on behalf of sess and returns its result:
 // in.Op is one of the fsm's item commands but OpItemEvict, and the
-// fields it reads are set; Do stamps the time, the origin, the sequence
-// number and the session. in is borrowed for the call; the result's
+// fields it reads are set (the others zero); Do stamps the time, the
+// origin, the sequence number and the session. in is borrowed for the call; the result's
 // Item.Value may be kept (a stored value is never written again).
 func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
 	if in.Op < fsm.OpItemSet || !in.Op.Valid() || in.Op == fsm.OpItemEvict {
 		return fsm.Result{Err: fmt.Errorf("node: %v is not an item command: %w", in.Op, fsm.ErrUnknownOp)}
 	}
+	var s *session
 	var id latch.SessionID
 	n.mu.Lock()
 	defer n.unlock()
 	if sess != nil {
-		s, ok := sess.(*session)
-		if !ok || s.n != n {
+		var ok bool
+		if s, ok = sess.(*session); !ok || s.n != n {
 			return fsm.Result{Err: fmt.Errorf("%v: %w: not this node's session", in.Op, latch.ErrNoSession)}
 		}
 		if s.ended != nil {
@@ -46,17 +47,18 @@ func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
 	if n.shutdown {
 		return fsm.Result{Err: fmt.Errorf("%v: %w", in.Op, latch.ErrShutdown)}
 	}
-	n.batch.Reset()
+	n.batch.Cmds = n.batch.Cmds[:0]
 	at := n.now()
 	if bound, ok := growBound(in); ok && !n.st.Cache().Fits(bound) {
 		n.evictions(at, in)
 	}
-	c := n.add(in.Op, at)
-	c.Session = id
-	c.Key, c.Value, c.Flags, c.Exptime, c.CAS, c.Delta, c.LockMode = in.Key, in.Value, in.Flags, in.Exptime, in.CAS, in.Delta, in.LockMode
+	n.seq++
+	n.batch.Cmds = append(n.batch.Cmds, *in)
+	c := &n.batch.Cmds[len(n.batch.Cmds)-1]
+	c.At, c.Origin, c.Seq, c.Session = at, n.origin, n.seq, id
 	r := n.propose()
-	if in.Op == fsm.OpItemLock && r.Err == nil && n.obs != nil {
-		n.obs.Granted(sess.(*session).proto, 1, 0)
+	if in.Op == fsm.OpItemLock && r.Err == nil && n.obs != nil && s != nil {
+		n.obs.Granted(s.proto, 1, 0)
 	}
 	return *r
 }
@@ -128,7 +130,7 @@ func (n *Node) SweepItems(limit int) int {
 	if len(victims) == 0 {
 		return 0
 	}
-	n.batch.Reset()
+	n.batch.Cmds = n.batch.Cmds[:0]
 	n.addEvictions(at, victims)
 	n.propose()
 	removed := 0
