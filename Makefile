@@ -5,9 +5,10 @@ FUZZTIME ?= 10s
 
 # Debian packages the tests need (yrmcds, memcached and libmemcached-tools
 # are the memcached front end's real peers and clients; chromium runs the
-# admin status page in internal/admin's browser test). "make deps" installs
+# admin status page in internal/admin's browser test; python3-pymemcache is a
+# Python client, seen by /usr/bin/python3). "make deps" installs
 # the missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools
+DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2

@@ -122,7 +122,7 @@ func FuzzCache(f *testing.F) {
 				write(len(value), false, func() { newCAS, err = c.Set(now, owner, key, value, 0, exptime, casArg) })
 				wrote = true
 			case 5:
-				write(len(value), false, func() { newCAS, err = c.Add(now, owner, key, value, 0, exptime) })
+				write(len(value), false, func() { newCAS, err = c.Add(now, owner, key, value, 0, exptime, 0) })
 				wrote = true
 			case 6:
 				write(len(value), false, func() { newCAS, err = c.Replace(now, owner, key, value, 0, exptime, casArg) })

@@ -152,7 +152,7 @@ func setCAS(o latch.SessionID, key, val string, flags uint32, exptime int64, cas
 
 func add(o latch.SessionID, key, val string, flags uint32, exptime int64) op {
 	return func(c *Cache, now int64) res {
-		return casRes(c.Add(now, o, []byte(key), []byte(val), flags, exptime))
+		return casRes(c.Add(now, o, []byte(key), []byte(val), flags, exptime, 0))
 	}
 }
 

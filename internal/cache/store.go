@@ -37,12 +37,14 @@ func (c *Cache) Set(now int64, owner latch.SessionID, key, value []byte, flags u
 	return c.store(now, modeSet, owner, key, value, flags, exptime, cas)
 }
 
-// Add stores value under key if the key has no live item.
+// Add stores value under key if the key has no live item. A non-zero cas
+// (binary Add carries one) can match no item, so Add never stores then:
+// ErrNotFound without a live item, as yrmcds answers, ErrExists with one.
 //
 // Errors: ErrInvalidKey, ErrTooLarge, ErrLocked, ErrExists (a live item),
-// ErrNoMemory.
-func (c *Cache) Add(now int64, owner latch.SessionID, key, value []byte, flags uint32, exptime int64) (uint64, error) {
-	return c.store(now, modeAdd, owner, key, value, flags, exptime, 0)
+// ErrNotFound (cas given), ErrNoMemory.
+func (c *Cache) Add(now int64, owner latch.SessionID, key, value []byte, flags uint32, exptime int64, cas uint64) (uint64, error) {
+	return c.store(now, modeAdd, owner, key, value, flags, exptime, cas)
 }
 
 // Replace stores value under key if the key has a live item.

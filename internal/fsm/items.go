@@ -22,7 +22,7 @@ func (s *State) applyItem(c *Command, r *Result) []engine.Event {
 	case OpItemSet:
 		r.CAS, r.Err = ch.Set(now, c.Session, c.Key, c.Value, c.Flags, c.Exptime, c.CAS)
 	case OpItemAdd:
-		r.CAS, r.Err = ch.Add(now, c.Session, c.Key, c.Value, c.Flags, c.Exptime)
+		r.CAS, r.Err = ch.Add(now, c.Session, c.Key, c.Value, c.Flags, c.Exptime, c.CAS)
 	case OpItemReplace:
 		r.CAS, r.Err = ch.Replace(now, c.Session, c.Key, c.Value, c.Flags, c.Exptime, c.CAS)
 	case OpItemCAS:
@@ -39,7 +39,7 @@ func (s *State) applyItem(c *Command, r *Result) []engine.Event {
 		}
 		if errors.Is(r.Err, cache.ErrNotFound) && c.Value != nil && c.CAS == 0 {
 			r.Value = decimal(c.Value)
-			r.CAS, r.Err = ch.Add(now, c.Session, c.Key, c.Value, 0, c.Exptime)
+			r.CAS, r.Err = ch.Add(now, c.Session, c.Key, c.Value, 0, c.Exptime, 0)
 		}
 	case OpItemTouch:
 		r.CAS, r.Err = ch.Touch(now, c.Key, c.Exptime)

@@ -141,7 +141,7 @@ type shape struct {
 	known  bool
 	ext    []int // allowed extras lengths; nil: not validated
 	key    int   // 1: required, 0: optional, -1: must be empty
-	value  int   // 1: required (may be empty in latch), -1: must be empty
+	value  int   // 2: required, not empty; 1: required (may be empty in latch); -1: must be empty
 	noBody bool  // body not validated at all
 }
 
@@ -153,6 +153,9 @@ var (
 	extTouch   = []int{4}
 	getShape   = shape{known: true, ext: extExp, key: 1, value: -1}
 	storeShape = shape{known: true, ext: extStore, key: 1, value: 1}
+	// RaU must carry a value (yrmcds answers Invalid without one), where
+	// latch, unlike yrmcds, lets Set, Add and Replace store an empty one.
+	rauShape = shape{known: true, ext: extStore, key: 1, value: 2}
 	concatShp  = shape{known: true, ext: extNone, key: 1, value: 1}
 	keyOnly    = shape{known: true, ext: extNone, key: 1, value: -1}
 	arithShape = shape{known: true, ext: extArith, key: 1, value: -1}
@@ -165,7 +168,7 @@ var shapes = [256]shape{
 	opLaG: getShape, opLaGQ: getShape, opLaGK: getShape, opLaGKQ: getShape,
 	opSet: storeShape, opAdd: storeShape, opReplace: storeShape,
 	opSetQ: storeShape, opAddQ: storeShape, opReplaceQ: storeShape,
-	opRaU: storeShape, opRaUQ: storeShape,
+	opRaU: rauShape, opRaUQ: rauShape,
 	opAppend: concatShp, opPrepend: concatShp, opAppendQ: concatShp, opPrependQ: concatShp,
 	opDelete: keyOnly, opDeleteQ: keyOnly,
 	opLock: keyOnly, opLockQ: keyOnly, opUnlock: keyOnly, opUnlockQ: keyOnly,
@@ -197,7 +200,13 @@ func (s shape) valid(r *request) bool {
 	case s.key == 1 && r.keyLen == 0, s.key == -1 && r.keyLen != 0:
 		return false
 	}
-	return s.value != -1 || len(r.value) == 0
+	switch s.value {
+	case -1:
+		return len(r.value) == 0
+	case 2:
+		return len(r.value) > 0
+	}
+	return true
 }
 
 // hasSpace reports whether key has a space, CR or LF: a key the text
@@ -548,6 +557,8 @@ func (c *conn) binStored(r *request, newCAS uint64, err error, quiet bool) {
 func (c *conn) binCacheError(r *request, err error) {
 	var s uint16
 	switch {
+	case errors.Is(err, cache.ErrNotFound) && r.cas != 0:
+		s = stNotFound // an Add with a CAS, too, as yrmcds answers
 	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrNotStored), errors.Is(err, cache.ErrInvalidKey):
 		s = stNotFound
 		if r.op == opAdd || r.op == opAddQ {

@@ -155,7 +155,7 @@ func TestHostileInput(t *testing.T) {
 		{"garbage", "\x01\x02\xff garbage\r\n", "ERROR\r\n"},
 		{"unknown command", "frobnicate a b c\r\n", "ERROR\r\n"},
 		{"line over MaxLine", "get " + big + "\r\n", "ERROR\r\n"},
-		{"item over max size", fmt.Sprintf("set k 0 0 %d\r\n%s\r\n", len(big), big), "ERROR\r\n"},
+		{"item over max size", fmt.Sprintf("set k 0 0 %d\r\n%s\r\n", len(big), big), "SERVER_ERROR object too large for cache\r\n"},
 		{"size over the request limit", "set k 0 0 999999999999\r\n", "ERROR\r\n"},
 		{"negative size", "set k 0 0 -1\r\n", "ERROR\r\n"},
 		{"block without CRLF", "set k 0 0 1\r\nxyz\r\n", "ERROR\r\n"},

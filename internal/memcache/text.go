@@ -341,11 +341,13 @@ func (c *conn) textStore(op storeOp) error {
 	}
 	c.key = append(c.key[:0], t[1]...) // reading the data moves r's buffer
 	if size > uint64(c.srv.items.MaxItemSize) {
-		// Refuse without keeping the block in memory.
+		// Refuse without keeping the block in memory, with memcached's
+		// answer (yrmcds answers a bare ERROR, which clients read as an
+		// unknown command).
 		if err := c.discard(size + 2); err != nil {
 			return err
 		}
-		c.textError(rError)
+		c.textError(rTooLarge)
 		return nil
 	}
 	data, err := c.readBlock(int(size))
