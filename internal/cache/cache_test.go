@@ -1196,7 +1196,7 @@ func TestStats(t *testing.T) {
 	c.Get(t0, k)                                             // get miss
 	c.Set(t0, 0, k, []byte("1"), 0, 0, 0)                    // set 1
 	c.Get(t0, k)                                             // get hit
-	c.Add(t0, 0, k, []byte("1"), 0, 0, 0)                     // set 2 (not stored)
+	c.Add(t0, 0, k, []byte("1"), 0, 0, 0)                    // set 2 (not stored)
 	c.CAS(t0, 0, k, []byte("2"), 0, 0, 1)                    // set 3, cas hit
 	c.CAS(t0, 0, k, []byte("2"), 0, 0, 1)                    // set 4, cas badval
 	c.CAS(t0, 0, []byte("x"), nil, 0, 0, 1)                  // set 5, cas miss

@@ -155,7 +155,7 @@ var (
 	storeShape = shape{known: true, ext: extStore, key: 1, value: 1}
 	// RaU must carry a value (yrmcds answers Invalid without one), where
 	// latch, unlike yrmcds, lets Set, Add and Replace store an empty one.
-	rauShape = shape{known: true, ext: extStore, key: 1, value: 2}
+	rauShape   = shape{known: true, ext: extStore, key: 1, value: 2}
 	concatShp  = shape{known: true, ext: extNone, key: 1, value: 1}
 	keyOnly    = shape{known: true, ext: extNone, key: 1, value: -1}
 	arithShape = shape{known: true, ext: extArith, key: 1, value: -1}

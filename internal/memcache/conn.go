@@ -43,7 +43,7 @@ type conn struct {
 	// out is w's output: each write to the socket must complete within the
 	// write timeout, or the connection fails. A client that does not read
 	// its replies therefore blocks its own connection's goroutine for at
-	// most that long (it never holds the store's mutex while writing), and
+	// most that long (it never holds the node's mutex while writing), and
 	// its replies are bounded by the write buffer.
 	out *timedwrite.Writer
 	// input is what waitIdle read, not yet taken by r.

@@ -7,9 +7,12 @@
 //
 // Each connection is a latch session. Its locks are locks of the one lock
 // table every protocol shares (they go through latch.Service), and they are
-// released the moment the connection ends, however it ends. The items live in
-// an internal/cache.Cache shared by every connection; the Store keeps the
-// cache's per-item lock marks in step with the lock table.
+// released the moment the connection ends, however it ends. The items live
+// beside the lock table in the node's state: the front end holds no cache,
+// and every change to items is one command of its Service (Service.Do), so
+// that a lock takes the key in the lock table and marks the item in one
+// step, and whatever ends the lock (unlock, the holder's delete or RaU, the
+// end of the session, an operator's force-release) frees both.
 //
 // One goroutine serves each connection: it parses a request, executes it and
 // buffers the reply, and flushes the replies only when it must wait for

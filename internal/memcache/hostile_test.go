@@ -276,7 +276,7 @@ func TestMaxConns(t *testing.T) {
 // TestClientNeverReads checks that a client that pipelines requests and
 // never reads the replies is disconnected after the write timeout, and
 // that meanwhile other clients' requests and locks work: the server never
-// writes while holding the store's mutex.
+// writes while holding the node's mutex.
 func TestClientNeverReads(t *testing.T) {
 	ts := newTCPServer(t, Config{WriteTimeout: 300 * time.Millisecond})
 	by := newBystander(ts)
