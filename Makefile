@@ -22,9 +22,9 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps vet staticcheck unit fuzz proto
+.PHONY: test deps fmt vet staticcheck unit fuzz proto
 
-test: deps vet staticcheck unit fuzz
+test: deps fmt vet staticcheck unit fuzz
 
 # Install the packages of DEB_PKGS that are not installed yet; nothing when
 # DEB_PKGS is empty or every package is there.
@@ -41,6 +41,13 @@ ifneq ($(strip $(DEB_PKGS)),)
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing; \
 	fi
 endif
+
+# Fail on a file gofmt would change and on a go.mod or go.sum that
+# "go mod tidy" would change.
+fmt:
+	@unformatted=$$(gofmt -l .); \
+	if [ -n "$$unformatted" ]; then echo "fmt: not gofmt'ed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) mod tidy -diff
 
 vet:
 	$(GO) vet ./...
