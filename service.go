@@ -125,7 +125,7 @@ type WaiterInfo struct {
 	Protocol string
 	Peer     string
 	Mode     Mode
-	Position int // 0 for the head of the queue
+	Position int // requests ahead of it in the queue: 0 at the head
 	Since    time.Time
 	Deadline time.Time // zero when waiting forever
 	Keys     int       // how many keys the request names

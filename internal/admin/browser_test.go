@@ -110,7 +110,7 @@ func TestStatusPage(t *testing.T) {
 	if got, want := text(row+` td[data-label="Held by"]`), "session "+itoa(holder.ID()); !strings.Contains(got, want) || !strings.Contains(got, "10.1.2.3:40122") {
 		t.Errorf("held by = %q, want %q and the peer", got, want)
 	}
-	if got := text(row + ` td[data-label="Waiting"]`); !strings.Contains(got, "#1") || !strings.Contains(got, "s"+itoa(waiter.ID())) {
+	if got := text(row + ` td[data-label="Waiting"]`); !strings.Contains(got, "0 ahead") || !strings.Contains(got, "s"+itoa(waiter.ID())) {
 		t.Errorf("waiting = %q, want the waiter first in line", got)
 	}
 	if got := text("#t-held"); got != "4" {

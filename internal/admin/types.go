@@ -79,7 +79,7 @@ type Waiter struct {
 	Protocol      string  `json:"protocol,omitempty"`
 	Peer          string  `json:"peer,omitempty"`
 	Mode          string  `json:"mode"`
-	Position      int     `json:"position"` // 0 for the head of the queue
+	Position      int     `json:"position"` // requests ahead of it in the queue: 0 at the head
 	WaitingSince  Time    `json:"waiting_since"`
 	WaitedSeconds float64 `json:"waited_seconds"`
 	// Deadline is when the request gives up; absent when it waits forever.

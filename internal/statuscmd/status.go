@@ -157,7 +157,7 @@ func Write(w io.Writer, st Status, addr string) error {
 				if !wt.Deadline.IsZero() {
 					deadline = fmtDuration(wt.Deadline.Sub(now)) + " left"
 				}
-				state := fmt.Sprintf("waiting #%d", wt.Position+1)
+				state := fmt.Sprintf("waiting (%d ahead)", wt.Position)
 				if wt.Keys > 1 {
 					state += fmt.Sprintf(" (%d keys)", wt.Keys)
 				}

@@ -71,7 +71,7 @@ func TestRunTable(t *testing.T) {
 		"LOCKS: 2 keys, 2 holders, 1 waiter",
 		"SESSIONS: 2",
 		"shared (limit 4)",
-		"waiting #1",
+		"waiting (0 ahead)",
 		"10.0.0.2:2222",
 	} {
 		if !strings.Contains(text, want) {
@@ -95,7 +95,7 @@ func TestRunTable(t *testing.T) {
 		t.Fatalf("missing the header or a row of jobs/a")
 	}
 	for _, col := range []struct{ heading, held, waiting string }{
-		{"STATE", "held", "waiting #1"},
+		{"STATE", "held", "waiting (0 ahead)"},
 		{"MODE", "exclusive", "exclusive"},
 		{"PROTOCOL", "memcache", "dlock"},
 		{"PEER", "10.0.0.1:1111", "10.0.0.2:2222"},

@@ -267,7 +267,7 @@
         " · " + w.mode + (w.keys > 1 ? " · " + w.keys + " keys" : "") +
         (w.deadline ? " · gives up in " + fmtDuration(secondsBetween(state.listTime, w.deadline)) : " · waits forever");
       box.append(el("span", { class: "waiter", title },
-        el("span", { class: "pos", text: "#" + (w.position + 1) }),
+        el("span", { class: "pos", text: w.position + " ahead" }),
         el("span", { text: "s" + w.session }),
         el("span", { class: "for", text: fmtDuration(w.waited_seconds) })));
     }
