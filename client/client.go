@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -310,7 +311,12 @@ func (c *Client) roundTrip(ctx context.Context, req *dlockpb.Request) (*dlockpb.
 // connection breaks or is closed.
 func (c *Client) readLoop() {
 	defer close(c.readerDone)
-	r := frame.NewReader(bufio.NewReader(c.conn), maxResponse)
+	br := bufio.NewReader(c.conn)
+	if err := notDlock(br); err != nil {
+		c.fail(fmt.Errorf("%w: %s %w", ErrProtocol, c.addr, err))
+		return
+	}
+	r := frame.NewReader(br, maxResponse)
 	for {
 		b, err := r.Read()
 		if err != nil {
@@ -407,4 +413,26 @@ func micros(d time.Duration) uint64 {
 		return 0
 	}
 	return uint64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// notDlock looks at the first bytes the server sent: four printable ASCII
+// bytes are a text protocol's answer (a memcached, Redis or HTTP server's
+// error line), not the length of a dlock frame, which would be over
+// 500 MB. It returns an error quoting the line, or nil for anything else
+// (a read error included: the frame reader reports it).
+func notDlock(br *bufio.Reader) error {
+	hdr, err := br.Peek(4)
+	if err != nil {
+		return nil
+	}
+	for _, b := range hdr {
+		if (b < ' ' || b > '~') && b != '\r' && b != '\n' && b != '\t' {
+			return nil
+		}
+	}
+	line, _ := br.Peek(min(br.Buffered(), 120))
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	return fmt.Errorf("answered %q, a text protocol's reply: this is not a dlock port (a memcached, Redis or HTTP one?)", bytes.TrimSpace(line))
 }

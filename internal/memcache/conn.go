@@ -49,6 +49,7 @@ type conn struct {
 	// input is what waitIdle read, not yet taken by r.
 	input idleread.Input
 
+	started    bool             // a request has been served
 	bodyPeeked int              // bytes of the current binary body still in r's buffer
 	cmd        *metrics.Command // the current text command's, nil when unknown
 	// op is the item command of the current request (command, exec):
@@ -223,11 +224,25 @@ func (c *conn) serve() {
 			return
 		}
 		c.reqDeadline = time.Time{}
-		if b[0] == magicRequest {
+		switch b[0] {
+		case magicRequest:
 			err = c.serveBinary()
-		} else {
+		case 0:
+			if !c.started {
+				// No memcached client starts a connection so; a dlock
+				// client at this port does (its frames start with a
+				// 4-byte length). Say so at once and close, rather than
+				// wait for a line that never comes. (Later, a NUL byte
+				// starts a text line like any other, as in yrmcds.)
+				c.w.WriteString(rNotMemcached)
+				err = errClose
+				break
+			}
+			err = c.serveText()
+		default:
 			err = c.serveText()
 		}
+		c.started = true
 		if err != nil {
 			if errors.Is(err, errClose) {
 				c.w.Flush()

@@ -17,21 +17,24 @@ import (
 // sends CLIENT_ERROR only for the two cases below; latch adds memcached's
 // replies for what yrmcds gets wrong (negative deltas, oversized appends).
 const (
-	rError       = "ERROR\r\n"
-	rStored      = "STORED\r\n"
-	rNotStored   = "NOT_STORED\r\n"
-	rExists      = "EXISTS\r\n"
-	rNotFound    = "NOT_FOUND\r\n"
-	rLocked      = "LOCKED\r\n"
-	rDeleted     = "DELETED\r\n"
-	rTouched     = "TOUCHED\r\n"
-	rOK          = "OK\r\n"
-	rEnd         = "END\r\n"
-	rNonNumeric  = "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
-	rNotLocked   = "CLIENT_ERROR object is not locked or not found\r\n"
-	rBadDelta    = "CLIENT_ERROR invalid numeric delta argument\r\n"
-	rTooLarge    = "SERVER_ERROR object too large for cache\r\n"
-	rOutOfMemory = "SERVER_ERROR out of memory storing object\r\n"
+	rError      = "ERROR\r\n"
+	rStored     = "STORED\r\n"
+	rNotStored  = "NOT_STORED\r\n"
+	rExists     = "EXISTS\r\n"
+	rNotFound   = "NOT_FOUND\r\n"
+	rLocked     = "LOCKED\r\n"
+	rDeleted    = "DELETED\r\n"
+	rTouched    = "TOUCHED\r\n"
+	rOK         = "OK\r\n"
+	rEnd        = "END\r\n"
+	rNonNumeric = "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+	rNotLocked  = "CLIENT_ERROR object is not locked or not found\r\n"
+	rBadDelta   = "CLIENT_ERROR invalid numeric delta argument\r\n"
+	rTooLarge   = "SERVER_ERROR object too large for cache\r\n"
+	// rNotMemcached answers a request that starts with a NUL byte, as a
+	// dlock frame does, and ends the connection.
+	rNotMemcached = "CLIENT_ERROR not a memcached request (a dlock client at the memcached port?)\r\n"
+	rOutOfMemory  = "SERVER_ERROR out of memory storing object\r\n"
 )
 
 // maxRequest is the most bytes one request may announce (yrmcds's
