@@ -65,3 +65,24 @@ func TestAdminFreesItemLock(t *testing.T) {
 		})
 	}
 }
+
+// TestWritesObeyItemLocksOnly pins a decision: a key held over another
+// protocol (dlock, here the service directly) is LOCKED to memcached's
+// lock, but the item's writes still work: the holder holds the name, not
+// the item.
+func TestWritesObeyItemLocksOnly(t *testing.T) {
+	ts := newTestServer(t)
+	other, err := ts.svc.OpenSession(latch.SessionOptions{Protocol: "dlock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Acquire(t.Context(), latch.LockRequest{Keys: []string{"xk"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := ts.dialInteractive()
+	defer c.finish()
+	if got := c.exchange([]byte("set xk 0 0 1\r\nx\r\nlock xk\r\nappend xk 0 0 1\r\ny\r\nget xk\r\n")); string(got) != "STORED\r\nLOCKED\r\nSTORED\r\nVALUE xk 0 2\r\nxy\r\nEND\r\n" {
+		t.Fatalf("set, lock, append, get of a key held over dlock = %q", got)
+	}
+}
