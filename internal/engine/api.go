@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/latchd/latch"
@@ -102,6 +103,31 @@ type Event struct {
 	Expires int64
 	Key     string
 	Keys    []string
+}
+
+// String formats every non-zero field of ev, so that two events format
+// alike exactly when they are equal (for logs and test failures).
+func (ev Event) String() string {
+	s := fmt.Sprintf("@%d %v", ev.At, ev.Kind)
+	if ev.Waiter != 0 {
+		s += fmt.Sprintf(" w%d", ev.Waiter)
+	}
+	if ev.Session != 0 {
+		s += fmt.Sprintf(" s%d", ev.Session)
+	}
+	if ev.Key != "" {
+		s += fmt.Sprintf(" key=%s", ev.Key)
+	}
+	if ev.Token != 0 {
+		s += fmt.Sprintf(" tok=%d", ev.Token)
+	}
+	if ev.Expires != 0 {
+		s += fmt.Sprintf(" exp=%d", ev.Expires)
+	}
+	if ev.Keys != nil {
+		s += fmt.Sprintf(" keys=%q", ev.Keys)
+	}
+	return s
 }
 
 // DropCause says why a hold ended.

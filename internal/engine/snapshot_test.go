@@ -668,30 +668,7 @@ func eventsString(evs []Event) string {
 	}
 	s := make([]string, len(evs))
 	for i, ev := range evs {
-		s[i] = eventString(ev)
+		s[i] = ev.String()
 	}
 	return strings.Join(s, " | ")
-}
-
-func eventString(ev Event) string {
-	s := fmt.Sprintf("@%d %v", ev.At, ev.Kind)
-	if ev.Waiter != 0 {
-		s += fmt.Sprintf(" w%d", ev.Waiter)
-	}
-	if ev.Session != 0 {
-		s += fmt.Sprintf(" s%d", ev.Session)
-	}
-	if ev.Key != "" {
-		s += fmt.Sprintf(" key=%s", ev.Key)
-	}
-	if ev.Token != 0 {
-		s += fmt.Sprintf(" tok=%d", ev.Token)
-	}
-	if ev.Expires != 0 {
-		s += fmt.Sprintf(" exp=%d", ev.Expires)
-	}
-	if ev.Keys != nil {
-		s += fmt.Sprintf(" keys=%q", ev.Keys)
-	}
-	return s
 }

@@ -416,34 +416,9 @@ func (o Outcome) Summary(kind OpKind) string {
 		b.WriteString("ok")
 	}
 	for _, ev := range o.Events {
-		b.WriteString(" | " + mEventString(ev))
+		b.WriteString(" | " + ev.String())
 	}
 	return b.String()
-}
-
-// mEventString formats every non-zero field of an event, so that two events
-// format alike exactly when they are equal.
-func mEventString(ev engine.Event) string {
-	s := fmt.Sprintf("@%d %v", ev.At, ev.Kind)
-	if ev.Waiter != 0 {
-		s += fmt.Sprintf(" w%d", ev.Waiter)
-	}
-	if ev.Session != 0 {
-		s += fmt.Sprintf(" s%d", ev.Session)
-	}
-	if ev.Key != "" {
-		s += fmt.Sprintf(" key=%s", ev.Key)
-	}
-	if ev.Token != 0 {
-		s += fmt.Sprintf(" tok=%d", ev.Token)
-	}
-	if ev.Expires != 0 {
-		s += fmt.Sprintf(" exp=%d", ev.Expires)
-	}
-	if ev.Keys != nil {
-		s += fmt.Sprintf(" keys=%q", ev.Keys)
-	}
-	return s
 }
 
 // CopyEvents returns a deep copy of evs, which the engine reuses: an empty

@@ -207,7 +207,7 @@ func (h *Harness) compareEvents(got []engine.Event) {
 	canon := func(evs []engine.Event) []string {
 		out := make([]string, len(evs))
 		for i, ev := range evs {
-			out[i] = mEventString(ev)
+			out[i] = ev.String()
 		}
 		slices.Sort(out)
 		return out
@@ -223,7 +223,7 @@ func mEventsString(evs []engine.Event) string {
 	}
 	s := make([]string, len(evs))
 	for i, ev := range evs {
-		s[i] = mEventString(ev)
+		s[i] = ev.String()
 	}
 	return strings.Join(s, " | ")
 }
@@ -406,7 +406,7 @@ func (h *Harness) checkTime(o Op, pre modelSnapshot, evs []engine.Event, post mo
 	last, deadlineAt := pre.now, int64(-1)
 	for _, ev := range evs {
 		if ev.At < last || ev.At > post.now {
-			Failf("event %s out of time order (previous instant %d, call at %d)", mEventString(ev), last, post.now)
+			Failf("event %s out of time order (previous instant %d, call at %d)", ev.String(), last, post.now)
 		}
 		last = ev.At
 		switch ev.Kind {
@@ -414,7 +414,7 @@ func (h *Harness) checkTime(o Op, pre modelSnapshot, evs []engine.Event, post mo
 			deadlineAt = ev.At
 		case engine.EventLeaseExpired, engine.EventSessionExpired:
 			if ev.At == deadlineAt {
-				Failf("event %s comes after a deadline of the same instant: expiries go first", mEventString(ev))
+				Failf("event %s comes after a deadline of the same instant: expiries go first", ev.String())
 			}
 		}
 	}
@@ -434,13 +434,13 @@ func (h *Harness) checkWaiters(o Op, got Outcome, post modelSnapshot) {
 			ending[ev.Session] = true
 		case engine.EventGranted, engine.EventTimedOut, engine.EventAborted:
 			if !h.live[ev.Waiter] {
-				Failf("event %s for a request that is not waiting", mEventString(ev))
+				Failf("event %s for a request that is not waiting", ev.String())
 			}
 			if ev.Session != h.reqs[ev.Waiter].sess {
-				Failf("event %s names the wrong session: w%d belongs to s%d", mEventString(ev), ev.Waiter, h.reqs[ev.Waiter].sess)
+				Failf("event %s names the wrong session: w%d belongs to s%d", ev.String(), ev.Waiter, h.reqs[ev.Waiter].sess)
 			}
 			if ev.Kind == engine.EventAborted && !ending[ev.Session] {
-				Failf("event %s, but session s%d did not end", mEventString(ev), ev.Session)
+				Failf("event %s, but session s%d did not end", ev.String(), ev.Session)
 			}
 			delete(h.live, ev.Waiter)
 		}
@@ -549,17 +549,17 @@ func (h *Harness) checkExpiryInstants(pre modelSnapshot, evs []engine.Event, pos
 				return x.key == ev.Key && x.sess == ev.Session && x.expires == ev.At
 			})
 			if i < 0 {
-				Failf("event %s: no lease on %s of s%d ends at %d", mEventString(ev), ev.Key, ev.Session, ev.At)
+				Failf("event %s: no lease on %s of s%d ends at %d", ev.String(), ev.Key, ev.Session, ev.At)
 			}
 			holds = slices.Delete(holds, i, i+1)
 			for _, k := range post.keys {
 				if k.Key == ev.Key && slices.ContainsFunc(k.Holders, func(hs engine.HolderState) bool { return hs.Token == ev.Token }) {
-					Failf("event %s, but the hold is still there: %+v", mEventString(ev), k.Holders)
+					Failf("event %s, but the hold is still there: %+v", ev.String(), k.Holders)
 				}
 			}
 		case engine.EventSessionExpired:
 			if exp := sessionExpires[ev.Session]; exp != ev.At {
-				Failf("event %s: the session's TTL ends at %d", mEventString(ev), exp)
+				Failf("event %s: the session's TTL ends at %d", ev.String(), exp)
 			}
 			holds = slices.DeleteFunc(holds, func(x *held) bool { return x.sess == ev.Session && x.expires == 0 })
 			for _, x := range holds {
