@@ -318,214 +318,303 @@ func (c *conn) binCommand(r *request) error {
 	c.srv.binCmds[r.op].Request()
 	switch r.op {
 	case opGet, opGetQ, opGetK, opGetKQ, opGaT, opGaTQ, opGaTK, opGaTKQ:
-		var it cache.Item
-		var err error
-		if exp, touch := exptimeExtra(r.extras); touch {
-			c.command(fsm.OpItemGetAndTouch, r.key).Exptime = exp
-			res := c.exec()
-			it, err = res.Item, res.Err
-		} else {
-			it, err = c.srv.svc.Get(r.key)
-		}
-		quiet := r.op == opGetQ || r.op == opGetKQ || r.op == opGaTQ || r.op == opGaTKQ
-		withKey := r.op == opGetK || r.op == opGetKQ || r.op == opGaTK || r.op == opGaTKQ
-		if err != nil {
-			if !quiet {
-				c.binError(r, stNotFound)
-			}
-			return nil
-		}
-		c.binItem(r, it, withKey)
-
+		return c.binGet(r)
 	case opSet, opSetQ, opAdd, opAddQ, opReplace, opReplaceQ:
-		flags := binary.BigEndian.Uint32(r.extras)
-		exp := int64(binary.BigEndian.Uint32(r.extras[4:]))
-		op := fsm.OpItemReplace
-		switch r.op {
-		case opSet, opSetQ:
-			op = fsm.OpItemSet
-		case opAdd, opAddQ:
-			op = fsm.OpItemAdd
-		}
-		cmd := c.command(op, r.key)
-		cmd.Value, cmd.Flags, cmd.Exptime, cmd.CAS = r.value, flags, exp, r.cas
-		res := c.exec()
-		newCAS, err := res.CAS, res.Err
-		c.binStored(r, newCAS, err, r.op == opSetQ || r.op == opAddQ || r.op == opReplaceQ)
-
+		return c.binStore(r)
 	case opAppend, opAppendQ, opPrepend, opPrependQ:
-		op := fsm.OpItemPrepend
-		if r.op == opAppend || r.op == opAppendQ {
-			op = fsm.OpItemAppend
-		}
-		cmd := c.command(op, r.key)
-		cmd.Value, cmd.CAS = r.value, r.cas
-		res := c.exec()
-		newCAS, err := res.CAS, res.Err
-		c.binStored(r, newCAS, err, r.op == opAppendQ || r.op == opPrependQ)
-
+		return c.binConcat(r)
 	case opDelete, opDeleteQ:
-		c.command(fsm.OpItemDelete, r.key).CAS = r.cas
-		err := c.exec().Err
-		switch {
-		case err == nil:
-			if r.op == opDelete {
-				c.binOK(r, 0, nil, nil, nil)
-			}
-		case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
-			if r.op == opDelete {
-				c.binError(r, stNotFound)
-			}
-		default:
-			c.binCacheError(r, err)
-		}
-
+		return c.binDelete(r)
 	case opIncrement, opIncrementQ, opDecrement, opDecrementQ:
-		delta := binary.BigEndian.Uint64(r.extras)
-		initial := binary.BigEndian.Uint64(r.extras[8:])
-		exp := binary.BigEndian.Uint32(r.extras[16:])
-		incr := r.op == opIncrement || r.op == opIncrementQ
-		op := fsm.OpItemDecr
-		if incr {
-			op = fsm.OpItemIncr
-		}
-		cmd := c.command(op, r.key)
-		cmd.Delta, cmd.CAS = delta, r.cas
-		if exp != noExptime {
-			// A miss stores the initial value (in one command with the
-			// incr, so that no other write comes between).
-			c.num = strconv.AppendUint(c.num[:0], initial, 10)
-			cmd.Value, cmd.Exptime = c.num, int64(exp)
-		}
-		res := c.exec()
-		v, newCAS, err := res.Value, res.CAS, res.Err
-		if err != nil {
-			c.binCacheError(r, err)
-			return nil
-		}
-		if r.op == opIncrement || r.op == opDecrement {
-			var b [8]byte
-			binary.BigEndian.PutUint64(b[:], v)
-			c.binOK(r, newCAS, nil, nil, b[:])
-		}
-
+		return c.binArith(r)
 	case opTouch:
-		exp := int64(binary.BigEndian.Uint32(r.extras))
-		c.command(fsm.OpItemTouch, r.key).Exptime = exp
-		res := c.exec()
-		casv, err := res.CAS, res.Err
-		if err != nil {
-			c.binError(r, stNotFound)
-			return nil
-		}
-		c.binOK(r, casv, nil, nil, nil)
-
+		return c.binTouch(r)
 	case opFlush, opFlushQ:
-		var delay int64
-		if len(r.extras) == 4 {
-			delay = int64(binary.BigEndian.Uint32(r.extras))
-		}
-		c.command(fsm.OpItemFlush, nil).Exptime = delay
-		c.exec()
-		if r.op == opFlush {
-			c.binOK(r, 0, nil, nil, nil)
-		}
-
+		return c.binFlush(r)
 	case opNoop:
-		c.binOK(r, 0, nil, nil, nil)
-
+		return c.binNoop(r)
 	case opVersion:
-		c.binOK(r, 0, nil, nil, []byte("latch "+c.srv.cfg.Version))
-
+		return c.binVersion(r)
 	case opStat:
-		lines, _ := c.srv.stats(string(r.key), true)
-		for _, kv := range lines {
-			c.binOK(r, 0, nil, []byte(kv.Name), []byte(kv.Value))
-		}
-		c.binOK(r, 0, nil, nil, nil)
-
+		return c.binStat(r)
 	case opKeys:
-		keys := c.srv.svc.ItemKeys(r.key)
-		slices.Sort(keys)
-		for _, k := range keys {
-			c.binOK(r, 0, nil, []byte(k), nil)
-		}
-		c.binOK(r, 0, nil, nil, nil)
-
+		return c.binKeys(r)
 	case opQuit:
-		c.unlockAll()
-		c.binOK(r, 0, nil, nil, nil)
-		return errClose
-
+		return c.binQuit(r)
 	case opQuitQ:
-		c.unlockAll()
-		return errClose
-
+		return c.binQuitQ(r)
 	case opLock, opLockQ:
-		c.command(fsm.OpItemLock, r.key)
-		err := c.exec().Err
-		if err != nil {
-			c.binCacheError(r, err)
-			return nil
-		}
-		if r.op == opLock {
-			c.binOK(r, 0, nil, nil, nil)
-		}
-
+		return c.binLock(r)
 	case opUnlock, opUnlockQ:
-		c.command(fsm.OpItemUnlock, r.key)
-		err := c.exec().Err
-		switch {
-		case err == nil:
-			if r.op == opUnlock {
-				c.binOK(r, 0, nil, nil, nil)
-			}
-		case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
-			c.binError(r, stNotFound)
-		default:
-			c.binError(r, stNotLocked)
-		}
-
+		return c.binUnlock(r)
 	case opUnlockAll, opUnlockAllQ:
-		c.unlockAll()
-		if r.op == opUnlockAll {
+		return c.binUnlockAll(r)
+	case opLaG, opLaGQ, opLaGK, opLaGKQ:
+		return c.binLaG(r)
+	case opRaU, opRaUQ:
+		return c.binRaU(r)
+	}
+	return nil
+}
+
+// binGet serves Get, GetQ, GetK, GetKQ and the GaT variants: a read, or a touch that returns the item.
+func (c *conn) binGet(r *request) error {
+	var it cache.Item
+	var err error
+	if exp, touch := exptimeExtra(r.extras); touch {
+		c.command(fsm.OpItemGetAndTouch, r.key).Exptime = exp
+		res := c.exec()
+		it, err = res.Item, res.Err
+	} else {
+		it, err = c.srv.svc.Get(r.key)
+	}
+	quiet := r.op == opGetQ || r.op == opGetKQ || r.op == opGaTQ || r.op == opGaTKQ
+	withKey := r.op == opGetK || r.op == opGetKQ || r.op == opGaTK || r.op == opGaTKQ
+	if err != nil {
+		if !quiet {
+			c.binError(r, stNotFound)
+		}
+		return nil
+	}
+	c.binItem(r, it, withKey)
+	return nil
+}
+
+// binStore serves Set, Add, Replace and their quiet variants.
+func (c *conn) binStore(r *request) error {
+	flags := binary.BigEndian.Uint32(r.extras)
+	exp := int64(binary.BigEndian.Uint32(r.extras[4:]))
+	op := fsm.OpItemReplace
+	switch r.op {
+	case opSet, opSetQ:
+		op = fsm.OpItemSet
+	case opAdd, opAddQ:
+		op = fsm.OpItemAdd
+	}
+	cmd := c.command(op, r.key)
+	cmd.Value, cmd.Flags, cmd.Exptime, cmd.CAS = r.value, flags, exp, r.cas
+	res := c.exec()
+	newCAS, err := res.CAS, res.Err
+	c.binStored(r, newCAS, err, r.op == opSetQ || r.op == opAddQ || r.op == opReplaceQ)
+	return nil
+}
+
+// binConcat serves Append, Prepend and their quiet variants.
+func (c *conn) binConcat(r *request) error {
+	op := fsm.OpItemPrepend
+	if r.op == opAppend || r.op == opAppendQ {
+		op = fsm.OpItemAppend
+	}
+	cmd := c.command(op, r.key)
+	cmd.Value, cmd.CAS = r.value, r.cas
+	res := c.exec()
+	newCAS, err := res.CAS, res.Err
+	c.binStored(r, newCAS, err, r.op == opAppendQ || r.op == opPrependQ)
+	return nil
+}
+
+// binDelete serves Delete and DeleteQ; the holder's delete drops the lock too.
+func (c *conn) binDelete(r *request) error {
+	c.command(fsm.OpItemDelete, r.key).CAS = r.cas
+	err := c.exec().Err
+	switch {
+	case err == nil:
+		if r.op == opDelete {
 			c.binOK(r, 0, nil, nil, nil)
 		}
-
-	case opLaG, opLaGQ, opLaGK, opLaGKQ:
-		mode := cache.LockGet
-		exp, touch := exptimeExtra(r.extras)
-		if touch {
-			mode = cache.LockTouch
+	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
+		if r.op == opDelete {
+			c.binError(r, stNotFound)
 		}
-		cmd := c.command(fsm.OpItemLock, r.key)
-		cmd.LockMode, cmd.Exptime = mode, exp
-		res := c.exec()
-		it, err := res.Item, res.Err
-		if err != nil {
-			// LaGKQ is silent on a miss; LaGQ is not (yrmcds.md 10).
-			if r.op == opLaGKQ && errors.Is(err, cache.ErrNotFound) {
-				return nil
-			}
-			c.binCacheError(r, err)
+	default:
+		c.binCacheError(r, err)
+	}
+	return nil
+}
+
+// binArith serves Increment, Decrement and their quiet variants, creating a missing item with the initial value unless the exptime is 0xffffffff.
+func (c *conn) binArith(r *request) error {
+	delta := binary.BigEndian.Uint64(r.extras)
+	initial := binary.BigEndian.Uint64(r.extras[8:])
+	exp := binary.BigEndian.Uint32(r.extras[16:])
+	incr := r.op == opIncrement || r.op == opIncrementQ
+	op := fsm.OpItemDecr
+	if incr {
+		op = fsm.OpItemIncr
+	}
+	cmd := c.command(op, r.key)
+	cmd.Delta, cmd.CAS = delta, r.cas
+	if exp != noExptime {
+		// A miss stores the initial value (in one command with the
+		// incr, so that no other write comes between).
+		c.num = strconv.AppendUint(c.num[:0], initial, 10)
+		cmd.Value, cmd.Exptime = c.num, int64(exp)
+	}
+	res := c.exec()
+	v, newCAS, err := res.Value, res.CAS, res.Err
+	if err != nil {
+		c.binCacheError(r, err)
+		return nil
+	}
+	if r.op == opIncrement || r.op == opDecrement {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], v)
+		c.binOK(r, newCAS, nil, nil, b[:])
+	}
+	return nil
+}
+
+// binTouch serves Touch.
+func (c *conn) binTouch(r *request) error {
+	exp := int64(binary.BigEndian.Uint32(r.extras))
+	c.command(fsm.OpItemTouch, r.key).Exptime = exp
+	res := c.exec()
+	casv, err := res.CAS, res.Err
+	if err != nil {
+		c.binError(r, stNotFound)
+		return nil
+	}
+	c.binOK(r, casv, nil, nil, nil)
+	return nil
+}
+
+// binFlush serves Flush and FlushQ.
+func (c *conn) binFlush(r *request) error {
+	var delay int64
+	if len(r.extras) == 4 {
+		delay = int64(binary.BigEndian.Uint32(r.extras))
+	}
+	c.command(fsm.OpItemFlush, nil).Exptime = delay
+	c.exec()
+	if r.op == opFlush {
+		c.binOK(r, 0, nil, nil, nil)
+	}
+	return nil
+}
+
+// binNoop serves Noop.
+func (c *conn) binNoop(r *request) error {
+	c.binOK(r, 0, nil, nil, nil)
+	return nil
+}
+
+// binVersion serves Version.
+func (c *conn) binVersion(r *request) error {
+	c.binOK(r, 0, nil, nil, []byte("latch "+c.srv.cfg.Version))
+	return nil
+}
+
+// binStat serves Stat: one response per statistic, then an empty one.
+func (c *conn) binStat(r *request) error {
+	lines, _ := c.srv.stats(string(r.key), true)
+	for _, kv := range lines {
+		c.binOK(r, 0, nil, []byte(kv.Name), []byte(kv.Value))
+	}
+	c.binOK(r, 0, nil, nil, nil)
+	return nil
+}
+
+// binKeys serves yrmcds's Keys: one response per live key with the prefix, then an empty one.
+func (c *conn) binKeys(r *request) error {
+	keys := c.srv.svc.ItemKeys(r.key)
+	slices.Sort(keys)
+	for _, k := range keys {
+		c.binOK(r, 0, nil, []byte(k), nil)
+	}
+	c.binOK(r, 0, nil, nil, nil)
+	return nil
+}
+
+// binQuit serves Quit: the answer, then the connection closes, its locks released.
+func (c *conn) binQuit(r *request) error {
+	c.unlockAll()
+	c.binOK(r, 0, nil, nil, nil)
+	return errClose
+}
+
+// binQuitQ serves QuitQ: the connection closes without an answer, its locks released.
+func (c *conn) binQuitQ(r *request) error {
+	c.unlockAll()
+	return errClose
+}
+
+// binLock serves yrmcds's Lock and LockQ.
+func (c *conn) binLock(r *request) error {
+	c.command(fsm.OpItemLock, r.key)
+	err := c.exec().Err
+	if err != nil {
+		c.binCacheError(r, err)
+		return nil
+	}
+	if r.op == opLock {
+		c.binOK(r, 0, nil, nil, nil)
+	}
+	return nil
+}
+
+// binUnlock serves yrmcds's Unlock and UnlockQ.
+func (c *conn) binUnlock(r *request) error {
+	c.command(fsm.OpItemUnlock, r.key)
+	err := c.exec().Err
+	switch {
+	case err == nil:
+		if r.op == opUnlock {
+			c.binOK(r, 0, nil, nil, nil)
+		}
+	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
+		c.binError(r, stNotFound)
+	default:
+		c.binError(r, stNotLocked)
+	}
+	return nil
+}
+
+// binUnlockAll serves yrmcds's UnlockAll and UnlockAllQ.
+func (c *conn) binUnlockAll(r *request) error {
+	c.unlockAll()
+	if r.op == opUnlockAll {
+		c.binOK(r, 0, nil, nil, nil)
+	}
+	return nil
+}
+
+// binLaG serves yrmcds's lock-and-get: LaG, LaGQ, LaGK, LaGKQ.
+func (c *conn) binLaG(r *request) error {
+	mode := cache.LockGet
+	exp, touch := exptimeExtra(r.extras)
+	if touch {
+		mode = cache.LockTouch
+	}
+	cmd := c.command(fsm.OpItemLock, r.key)
+	cmd.LockMode, cmd.Exptime = mode, exp
+	res := c.exec()
+	it, err := res.Item, res.Err
+	if err != nil {
+		// LaGKQ is silent on a miss; LaGQ is not (yrmcds.md 10).
+		if r.op == opLaGKQ && errors.Is(err, cache.ErrNotFound) {
 			return nil
 		}
-		c.binItem(r, it, r.op == opLaGK || r.op == opLaGKQ)
+		c.binCacheError(r, err)
+		return nil
+	}
+	c.binItem(r, it, r.op == opLaGK || r.op == opLaGKQ)
+	return nil
+}
 
-	case opRaU, opRaUQ:
-		flags := binary.BigEndian.Uint32(r.extras)
-		exp := int64(binary.BigEndian.Uint32(r.extras[4:]))
-		cmd := c.command(fsm.OpItemReplaceAndUnlock, r.key)
-		cmd.Value, cmd.Flags, cmd.Exptime, cmd.CAS = r.value, flags, exp, r.cas
-		res := c.exec()
-		newCAS, err := res.CAS, res.Err
-		if err != nil {
-			c.binCacheError(r, err)
-			return nil
-		}
-		if r.op == opRaU {
-			c.binOK(r, newCAS, nil, nil, nil)
-		}
+// binRaU serves yrmcds's replace-and-unlock: RaU and RaUQ.
+func (c *conn) binRaU(r *request) error {
+	flags := binary.BigEndian.Uint32(r.extras)
+	exp := int64(binary.BigEndian.Uint32(r.extras[4:]))
+	cmd := c.command(fsm.OpItemReplaceAndUnlock, r.key)
+	cmd.Value, cmd.Flags, cmd.Exptime, cmd.CAS = r.value, flags, exp, r.cas
+	res := c.exec()
+	newCAS, err := res.CAS, res.Err
+	if err != nil {
+		c.binCacheError(r, err)
+		return nil
+	}
+	if r.op == opRaU {
+		c.binOK(r, newCAS, nil, nil, nil)
 	}
 	return nil
 }
