@@ -642,36 +642,6 @@ func (c *conn) binStored(r *request, newCAS uint64, err error, quiet bool) {
 	}
 }
 
-// binCacheError answers a request that failed with a cache error.
-func (c *conn) binCacheError(r *request, err error) {
-	var s uint16
-	switch {
-	case errors.Is(err, cache.ErrNotFound) && r.cas != 0:
-		s = stNotFound // an Add with a CAS, too, as yrmcds answers
-	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrNotStored), errors.Is(err, cache.ErrInvalidKey):
-		s = stNotFound
-		if r.op == opAdd || r.op == opAddQ {
-			s = stNotStored // an invalid key; Add never misses
-		}
-	case errors.Is(err, cache.ErrExists):
-		s = stExists
-	case errors.Is(err, cache.ErrLocked):
-		s = stLocked
-	case errors.Is(err, cache.ErrNotLocked):
-		s = stNotLocked
-	case errors.Is(err, cache.ErrTooLarge):
-		s = stTooLarge
-	case errors.Is(err, cache.ErrNonNumeric):
-		s = stNonNumeric
-	case errors.Is(err, cache.ErrNoMemory):
-		s = stOutOfMemory
-	default:
-		c.srv.log.Error("memcache: unexpected error", "op", r.op, "err", err)
-		s = stInvalid
-	}
-	c.binError(r, s)
-}
-
 // binItem answers a hit: flags as extras, the key when asked, the value.
 func (c *conn) binItem(r *request, it cache.Item, withKey bool) {
 	var flags [4]byte

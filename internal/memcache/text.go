@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/latchd/latch"
-	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/fsm"
 )
 
@@ -372,33 +371,15 @@ func (c *conn) textStore(op storeOp) error {
 	if op == storeCAS {
 		cmd.CAS = casv
 	}
-	sErr := c.exec().Err
-	reply := rStored
-	switch {
-	case sErr == nil:
-	case errors.Is(sErr, cache.ErrLocked):
-		reply = rLocked
-	case errors.Is(sErr, cache.ErrExists):
-		reply = rNotStored
+	if err := c.exec().Err; err != nil {
+		pick := func(r *textReply) string { return r.store }
 		if op == storeCAS {
-			reply = rExists
+			pick = func(r *textReply) string { return r.cas }
 		}
-	case errors.Is(sErr, cache.ErrNotFound), errors.Is(sErr, cache.ErrNotStored), errors.Is(sErr, cache.ErrInvalidKey):
-		reply = rNotStored
-		if op == storeCAS {
-			reply = rNotFound
-		}
-	case errors.Is(sErr, cache.ErrTooLarge):
-		reply = rTooLarge
-		quiet = false
-	case errors.Is(sErr, cache.ErrNoMemory):
-		reply = rOutOfMemory
-		quiet = false
-	default:
-		return sErr
+		return c.textFailed(err, quiet, pick)
 	}
 	if !quiet {
-		c.w.WriteString(reply)
+		c.w.WriteString(rStored)
 	}
 	return nil
 }
@@ -462,19 +443,11 @@ func (c *conn) textDelete() error {
 		return nil
 	}
 	c.command(fsm.OpItemDelete, c.toks[1])
-	err := c.exec().Err
-	reply := rDeleted
-	switch {
-	case err == nil:
-	case errors.Is(err, cache.ErrLocked):
-		reply = rLocked
-	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
-		reply = rNotFound
-	default:
-		return err
+	if err := c.exec().Err; err != nil {
+		return c.textFailed(err, quiet, func(r *textReply) string { return r.del })
 	}
 	if !quiet {
-		c.w.WriteString(reply)
+		c.w.WriteString(rDeleted)
 	}
 	return nil
 }
@@ -508,30 +481,13 @@ func (c *conn) textArith(incr bool) error {
 	}
 	c.command(op, c.toks[1]).Delta = delta
 	r := c.exec()
-	v, err := r.Value, r.Err
-	switch {
-	case err == nil:
-		if !quiet {
-			c.num = strconv.AppendUint(c.num[:0], v, 10)
-			c.num = append(c.num, '\r', '\n')
-			c.w.Write(c.num)
-		}
-	case errors.Is(err, cache.ErrLocked):
-		if !quiet {
-			c.w.WriteString(rLocked)
-		}
-	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
-		if !quiet {
-			c.w.WriteString(rNotFound)
-		}
-	case errors.Is(err, cache.ErrNonNumeric):
-		if !quiet {
-			c.w.WriteString(rNonNumeric)
-		}
-	case errors.Is(err, cache.ErrNoMemory):
-		c.textError(rOutOfMemory)
-	default:
-		return err
+	if r.Err != nil {
+		return c.textFailed(r.Err, quiet, func(r *textReply) string { return r.arith })
+	}
+	if !quiet {
+		c.num = strconv.AppendUint(c.num[:0], r.Value, 10)
+		c.num = append(c.num, '\r', '\n')
+		c.w.Write(c.num)
 	}
 	return nil
 }
@@ -568,17 +524,10 @@ func (c *conn) textLock() error {
 		return nil
 	}
 	c.command(fsm.OpItemLock, c.toks[1])
-	err := c.exec().Err
-	switch {
-	case err == nil:
-		c.w.WriteString(rOK)
-	case errors.Is(err, cache.ErrLocked):
-		c.w.WriteString(rLocked)
-	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey), errors.Is(err, latch.ErrInvalidKey):
-		c.w.WriteString(rNotFound)
-	default:
-		return err
+	if err := c.exec().Err; err != nil {
+		return c.textFailed(err, false, func(r *textReply) string { return r.lock })
 	}
+	c.w.WriteString(rOK)
 	return nil
 }
 
