@@ -26,8 +26,12 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 test: deps fmt vet staticcheck unit fuzz
 
-# Install the packages of DEB_PKGS that are not installed yet; nothing when
-# DEB_PKGS is empty or every package is there.
+# npm clients of the memcached front end's tests, pinned by the lock file
+# in NPM_DIR; installed with the machine's node and npm.
+NPM_DIR := internal/memcache/testdata/npm
+
+# Install the packages of DEB_PKGS that are not installed yet (nothing when
+# DEB_PKGS is empty or every package is there), then the npm clients.
 deps:
 	@:
 ifneq ($(strip $(DEB_PKGS)),)
@@ -41,6 +45,7 @@ ifneq ($(strip $(DEB_PKGS)),)
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing; \
 	fi
 endif
+	@test -d $(NPM_DIR)/node_modules/memcached || npm ci --prefix $(NPM_DIR) --no-audit --no-fund
 
 # Fail on a file gofmt would change and on a go.mod or go.sum that
 # "go mod tidy" would change.

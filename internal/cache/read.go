@@ -121,6 +121,35 @@ func (c *Cache) AppendKeys(dst []string, now int64, prefix []byte) []string {
 	return dst
 }
 
+// Entry describes a live item for a listing (memcached's stats
+// cachedump): its key, its size as Stats.Bytes counts it, and its expiry
+// instant (0: none).
+type Entry struct {
+	Key  string
+	Size int64
+	Exp  int64
+}
+
+// AppendEntries appends to dst up to limit live items (limit <= 0: all),
+// locked ones included, in no order. It reads only, like AppendKeys.
+func (c *Cache) AppendEntries(dst []Entry, now int64, limit int) []Entry {
+	now = c.at(now)
+	for k, e := range c.items {
+		if limit > 0 && len(dst) >= limit {
+			break
+		}
+		if c.dead(e, now) {
+			continue
+		}
+		exp := e.exp
+		if exp == never {
+			exp = 0
+		}
+		dst = append(dst, Entry{Key: k, Size: e.size(), Exp: exp})
+	}
+	return dst
+}
+
 // CountSizes counts the live items by size (key + value + ItemOverhead):
 // counts[i] is the number of items of size at most bounds[i] (and above
 // bounds[i-1]); the last element counts the items larger than every bound.

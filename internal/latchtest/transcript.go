@@ -494,9 +494,11 @@ func countVersionCommands(p []byte) int {
 		if !bytes.HasSuffix(line, []byte("\r\n")) {
 			continue
 		}
-		// Only the space separates tokens, as in yrmcds.
-		line = bytes.TrimLeft(bytes.TrimSuffix(line, []byte("\r\n")), " ")
-		if cmd, _, _ := bytes.Cut(line, []byte(" ")); string(cmd) == "version" {
+		// Only the space separates tokens, as in yrmcds. A version with
+		// more tokens is owed no VERSION: latch answers it ERROR, as
+		// memcached does.
+		line = bytes.Trim(bytes.TrimSuffix(line, []byte("\r\n")), " ")
+		if string(line) == "version" {
 			n++
 		}
 	}

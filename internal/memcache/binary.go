@@ -500,7 +500,7 @@ func (c *conn) binNoop(r *request) error {
 
 // binVersion serves Version.
 func (c *conn) binVersion(r *request) error {
-	c.binOK(r, 0, nil, nil, []byte("latch "+c.srv.cfg.Version))
+	c.binOK(r, 0, nil, nil, []byte(c.srv.version))
 	return nil
 }
 

@@ -101,6 +101,10 @@ func (pc *pipeConn) finish() []byte {
 	return <-pc.out
 }
 
+// versionTest is the reply to version of a server whose Config.Version is
+// "test".
+const versionTest = "VERSION 1.5.3 latch-test\r\n"
+
 // exchange sends b, then a version request as a marker, and returns the
 // replies before the marker's.
 func (pc *pipeConn) exchange(b []byte) []byte {
@@ -114,7 +118,7 @@ func (pc *pipeConn) exchange(b []byte) []byte {
 	for {
 		n, err := pc.client.Read(buf)
 		got = append(got, buf[:n]...)
-		if i := bytes.LastIndex(got, []byte("VERSION latch test\r\n")); i >= 0 && i+20 == len(got) {
+		if i := bytes.LastIndex(got, []byte(versionTest)); i >= 0 && i+len(versionTest) == len(got) {
 			return got[:i]
 		}
 		if err != nil {

@@ -22,7 +22,8 @@ import (
 type Config struct {
 	// Addr is the TCP address to listen on, "host:port".
 	Addr string
-	// Version is what the version command reports after "latch ".
+	// Version is latch's version, which the version commands and stats
+	// report after the memcached protocol version (wireVersion).
 	Version string
 	// MaxLine bounds a text request line; a longer one is answered ERROR
 	// and skipped without being kept in memory. Default 1 MiB.
@@ -70,8 +71,10 @@ type Server struct {
 	cfg   Config
 	svc   Service
 	items cache.Config // the service's item cache's limits
-	now   func() int64 // the clock of read batches and idle gaps
-	log   *slog.Logger
+	// version is what the version commands and stats report.
+	version string
+	now     func() int64 // the clock of read batches and idle gaps
+	log     *slog.Logger
 
 	counters counters
 	textCmds [len(textCommands)]*metrics.Command
@@ -109,13 +112,14 @@ func New(svc Service, cfg Config) (*Server, error) {
 	start := time.Now()
 	base := start.UnixNano()
 	s := &Server{
-		cfg:   cfg,
-		svc:   svc,
-		items: svc.ItemConfig(),
-		now:   func() int64 { return base + int64(time.Since(start)) },
-		log:   cfg.Logger,
-		conns: make(map[*conn]struct{}),
-		quit:  make(chan struct{}),
+		cfg:     cfg,
+		svc:     svc,
+		items:   svc.ItemConfig(),
+		version: wireVersion(cfg.Version),
+		now:     func() int64 { return base + int64(time.Since(start)) },
+		log:     cfg.Logger,
+		conns:   make(map[*conn]struct{}),
+		quit:    make(chan struct{}),
 	}
 	s.refuser = refuse.New(&s.wg)
 	s.counters.started = time.Now()

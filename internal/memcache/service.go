@@ -25,6 +25,9 @@ type Service interface {
 	// ItemKeys returns the keys of live items starting with prefix, in
 	// no order.
 	ItemKeys(prefix []byte) []string
+	// ItemEntries lists up to limit live items (limit <= 0: all), in no
+	// order.
+	ItemEntries(limit int) []cache.Entry
 	// ItemStats returns the cache's counters; ItemSizes counts live items
 	// by size; ItemConfig returns the cache's limits.
 	ItemStats() cache.Stats

@@ -146,7 +146,8 @@ func (s *Server) generalStats() []Stat {
 	out := []Stat{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"time", strconv.FormatInt(time.Now().Unix(), 10)},
-		{"version", "latch " + s.cfg.Version},
+		{"version", protocolVersion},
+		{"latch_version", versionWord(s.cfg.Version)},
 		{"pointer_size", strconv.Itoa(strconv.IntSize)},
 		{"rusage_user", tv(ru.Utime)},
 		{"rusage_system", tv(ru.Stime)},
@@ -272,6 +273,9 @@ func (c *conn) textStats() error {
 	if len(c.toks) > 1 {
 		group = string(c.toks[1])
 	}
+	if group == "cachedump" {
+		return c.textCachedump()
+	}
 	lines, ok := c.srv.stats(group, false)
 	if !ok {
 		c.w.WriteString(rError)
@@ -283,6 +287,38 @@ func (c *conn) textStats() error {
 		c.w.WriteString(" ")
 		c.w.WriteString(l.Value)
 		c.w.WriteString("\r\n")
+	}
+	c.w.WriteString(rEnd)
+	return nil
+}
+
+// textCachedump serves memcached's stats cachedump <slab> <limit>, which
+// libmemcached's memcdump lists keys with: every item is in slab class 1
+// (stats items), so slab 1 lists up to limit live items (0: all) as
+// "ITEM <key> [<size> b; <expiry> s]", the expiry as a Unix time (0: none);
+// another slab lists none.
+func (c *conn) textCachedump() error {
+	if len(c.toks) != 4 {
+		c.textError(rError)
+		return nil
+	}
+	slab, ok1 := parseUint(c.toks[2], 32)
+	limit, ok2 := parseUint(c.toks[3], 31)
+	if !ok1 || !ok2 {
+		c.textError(rError)
+		return nil
+	}
+	if slab == 1 {
+		for _, e := range c.srv.svc.ItemEntries(int(limit)) {
+			c.w.WriteString("ITEM ")
+			c.w.WriteString(e.Key)
+			c.num = append(c.num[:0], " ["...)
+			c.num = strconv.AppendInt(c.num, e.Size, 10)
+			c.num = append(c.num, " b; "...)
+			c.num = strconv.AppendInt(c.num, e.Exp/int64(time.Second), 10)
+			c.num = append(c.num, " s]\r\n"...)
+			c.w.Write(c.num)
+		}
 	}
 	c.w.WriteString(rEnd)
 	return nil

@@ -183,8 +183,12 @@ func (c *conn) textCommand() error {
 	case "flush_all":
 		return c.textFlush()
 	case "version":
-		c.w.WriteString("VERSION latch ")
-		c.w.WriteString(c.srv.cfg.Version)
+		if len(c.toks) != 1 {
+			c.textError(rError) // memcached's answer (yrmcds ignores them)
+			return nil
+		}
+		c.w.WriteString("VERSION ")
+		c.w.WriteString(c.srv.version)
 		c.w.WriteString("\r\n")
 		return nil
 	case "verbosity":
@@ -195,6 +199,10 @@ func (c *conn) textCommand() error {
 		c.w.WriteString(rOK)
 		return nil
 	case "quit":
+		if len(c.toks) != 1 {
+			c.textError(rError) // memcached's answer (yrmcds quits)
+			return nil
+		}
 		c.unlockAll()
 		return errClose
 	}

@@ -155,6 +155,14 @@ func (n *Node) ItemKeys(prefix []byte) []string {
 	return n.st.Cache().AppendKeys(nil, n.now(), prefix)
 }
 
+// ItemEntries lists up to limit live items (limit <= 0: all), in no order
+// (memcached's stats cachedump). It reads only.
+func (n *Node) ItemEntries(limit int) []cache.Entry {
+	n.mu.Lock()
+	defer n.unlock()
+	return n.st.Cache().AppendEntries(nil, n.now(), limit)
+}
+
 // ItemStats returns the item cache's counters.
 func (n *Node) ItemStats() cache.Stats {
 	n.mu.Lock()
