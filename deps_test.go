@@ -15,7 +15,7 @@ import (
 
 const module = "github.com/latchd/latch"
 
-// allowedImports is DESIGN.md section 2 as code: for each package of the
+// allowedImports is the package table of docs/architecture.md as code: for each package of the
 // module (by its path inside the module), the module packages its non-test
 // files may import. "*" allows every package of the module. A package that
 // is not listed fails the test, so a new package must take its place here.
@@ -72,7 +72,7 @@ func TestPackageDependencies(t *testing.T) {
 	for dir, files := range pkgs {
 		allowed, ok := allowedImports[dir]
 		if !ok {
-			t.Errorf("package %q is not in the dependency table (deps_test.go, DESIGN.md section 2)", dir)
+			t.Errorf("package %q is not in the dependency table (deps_test.go, docs/architecture.md)", dir)
 			continue
 		}
 		for _, f := range files {

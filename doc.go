@@ -4,7 +4,7 @@
 // front ends (memcached, dlock, admin) call.
 //
 // The package imports nothing from the rest of the module. The lock model it
-// names is described in DESIGN.md section 1: exclusive and shared locks, FIFO
+// names is described in docs/lock-model.md: exclusive and shared locks, FIFO
 // wait queues with immediate hand-off, all-or-nothing multi-key requests,
 // sessions, leases and a fencing token on every grant.
 package latch

@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.recipe = cfg.Recipe
 		if r.recipe == RecipeAuto {
 			r.recipe = RecipeAdd
-			if strings.Contains(version, "yrmcds") || strings.HasPrefix(version, "latch") {
+			if strings.Contains(version, "yrmcds") || strings.Contains(version, "latch") {
 				r.recipe = RecipeLock
 			}
 		}

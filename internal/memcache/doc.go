@@ -1,9 +1,10 @@
 // Package memcache is latch's memcached front end: the text and binary
 // protocols on one port (the first byte of each request decides, so both may
 // be mixed on one connection), with yrmcds's lock extension. It is a drop-in
-// for Debian's yrmcds 1.1.9, whose exact behaviour is written down in
-// shared/protocols/yrmcds.md, except for the yrmcds bugs listed in the
-// README's compatibility section.
+// for Debian's yrmcds 1.1.9, whose replies the differential suite
+// (testdata/scenarios) compares with latch's, except for the yrmcds bugs
+// latch does not copy, listed in docs/memcached.md and pinned by
+// testdata/scenarios_latch.
 //
 // Each connection is a latch session. Its locks are locks of the one lock
 // table every protocol shares (they go through latch.Service), and they are

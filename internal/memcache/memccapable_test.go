@@ -29,7 +29,7 @@ const (
 // memccapableKnownFailures are the memccapable checks that latch fails, and
 // why: in each, memccapable expects memcached's behaviour and latch keeps
 // yrmcds 1.1.9's, so that yrmcds clients see no difference. Keep this table
-// in step with the README's "memccapable" compatibility subsection.
+// in step with the "memccapable" subsection of docs/memcached.md.
 var memccapableKnownFailures = []struct {
 	check  string
 	reason string
@@ -293,7 +293,7 @@ func TestMemccapable(t *testing.T) {
 				case latch.verdicts[check] == "":
 					t.Errorf("%q is a documented failure but memccapable has no such check", check)
 				case !slices.Contains(got, check):
-					t.Errorf("%q is a documented failure but latch says %q: update memccapableKnownFailures and the README", check, latch.verdicts[check])
+					t.Errorf("%q is a documented failure but latch says %q: update memccapableKnownFailures and docs/memcached.md", check, latch.verdicts[check])
 				case yrmcds.verdicts[check] != "FAIL":
 					t.Errorf("%q is documented as following yrmcds, but yrmcds says %q", check, yrmcds.verdicts[check])
 				}

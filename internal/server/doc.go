@@ -4,6 +4,7 @@
 // Shutdown of the whole.
 //
 // Each front end (memcached, dlock, the admin HTTP API) is a component with
-// Start and Shutdown, added to the server as its protocol arrives. Today the
-// server runs the lock service alone: it has no listener yet.
+// Start and Shutdown; the configuration says which listen, and where. The
+// lock service shuts down first, so that the front ends can still answer
+// their clients' waiting requests before they close.
 package server
