@@ -55,7 +55,7 @@ type Config struct {
 	GetRatio  int // getset: gets per SetRatio sets
 	SetRatio  int
 
-	PollInterval time.Duration // handoff over memcached: pause after a refused lock and after a release
+	PollInterval time.Duration // handoff over memcached: pause after a refused lock
 	Exptime      int           // add recipe: the exptime of the lock item, seconds
 	DLockVersion int           // 2 or 3
 
@@ -112,7 +112,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.GetRatio, c.SetRatio = gi, si
 		return nil
 	})
-	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "handoff over memcached: pause before retrying a refused lock, and after a release")
+	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "handoff over memcached: pause before retrying a refused lock")
 	fs.IntVar(&c.Exptime, "exptime", c.Exptime, "add recipe: exptime of the lock item, seconds")
 	fs.IntVar(&c.DLockVersion, "dlock-version", c.DLockVersion, "dlock protocol version: 2 or 3")
 	fs.IntVar(&c.Locks, "locks", c.Locks, "hold: locks to take and hold")

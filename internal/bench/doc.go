@@ -12,8 +12,10 @@
 //     set first, since a lock needs it), or, for plain memcached, "add" with
 //     an exptime then "delete" (recipe "add"); dlock uses Lock and Unlock.
 //   - handoff: every connection contends for one key. dlock waits in the
-//     server; the memcached recipes poll, retrying a refused lock after
-//     Config.PollInterval. Reports hand-offs per second, the hand-off
+//     server; the memcached recipes poll as their clients do, retrying a
+//     refused lock after Config.PollInterval and asking again at once after
+//     their own release (taking the key straight back is a regrant,
+//     counted apart). Reports hand-offs per second, the hand-off
 //     latency (from one connection's unlock being sent to another's grant
 //     being received, on one in-process monotonic clock), the wait, the
 //     fairness (grants per connection, min and max) and the wasted polls.

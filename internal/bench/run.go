@@ -688,9 +688,10 @@ func (wk *worker) handoffQueued() error {
 	}
 }
 
-// handoffPolling contends for the key over memcached: a refused lock is
-// retried after the poll interval, and a holder waits the poll interval
-// after its release too, so that it does not take the key straight back.
+// handoffPolling contends for the key over memcached as the client recipes
+// do: a refused lock is retried after the poll interval, and a holder
+// that released asks again at once. Taking the key straight back is a
+// regrant, counted apart from the hand-offs (granted).
 func (wk *worker) handoffPolling() error {
 	lock, unlock := wk.r.lockOps()
 	key := wk.keys[0]
@@ -727,7 +728,6 @@ func (wk *worker) handoffPolling() error {
 		if wk.rep[0].err == nil && measure {
 			wk.reqs++
 		}
-		time.Sleep(poll)
 	}
 }
 
