@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/internal/config"
-	"github.com/latchd/latch/internal/server"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 // TestDialMemcachedPort: a client pointed at latch's memcached port is told
@@ -16,20 +15,12 @@ import (
 // memcached front end answers a connection that starts like a dlock frame
 // with an error line, and the client recognises a text reply.
 func TestDialMemcachedPort(t *testing.T) {
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr = "127.0.0.1:0"
-	cfg.DLock.Addr = ""
-	cfg.Admin.Addr = ""
-	srv, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
+	addr := latchtest.StartLatch(t) // memcached only
 
 	// A long dial timeout: the answer must not come from it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := Dial(ctx, srv.MemcacheAddr().String(), DialTimeout(time.Minute))
+	c, err := Dial(ctx, addr, DialTimeout(time.Minute))
 	if err == nil {
 		c.Close()
 		t.Fatal("Dial of a memcached port succeeded")

@@ -72,12 +72,21 @@ func (r Ref) Name() string {
 // whether the item is live at now, and who holds its lock (0: nobody). An
 // invalid key has no item.
 func (c *Cache) Name(now int64, key []byte) (name string, live bool, lockedBy latch.SessionID) {
-	e := c.items[string(key)]
-	if e == nil {
+	ref := c.Find(key)
+	if ref.e == nil {
 		return "", false, 0
 	}
-	live, _ = c.state(e, c.at(now))
-	return e.key, live, e.owner
+	live, _ = c.state(ref.e, c.at(now))
+	return ref.e.key, live, ref.Owner()
+}
+
+// Owner is who holds the lock of the key's item; 0 when nobody does or
+// there is no item.
+func (r Ref) Owner() latch.SessionID {
+	if r.e == nil {
+		return 0
+	}
+	return r.e.owner
 }
 
 // LockRef is Lock of the item that Find returned, with no write to the

@@ -135,7 +135,7 @@ func (s *State) release(now int64, id latch.SessionID, key string) []engine.Even
 // unmark drops the lock mark on key's item, whoever holds it: an operator
 // force-released the key in the lock table.
 func (s *State) unmark(now int64, key []byte) {
-	if _, _, owner := s.cache.Name(now, key); owner != 0 {
+	if owner := s.cache.Find(key).Owner(); owner != 0 {
 		_, _ = s.cache.Unlock(now, owner, key)
 	}
 }

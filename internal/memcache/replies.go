@@ -65,13 +65,13 @@ func (c *conn) textFailed(err error, quiet bool, pick func(*textReply) string) e
 	return nil
 }
 
-// binStatuses is the binary protocol's answer to item errors. Add and the
-// commands with a CAS have their exceptions in binCacheError.
+// binStatuses is the binary protocol's answer to item errors; binCacheError
+// has the one exception, Add's invalid key.
 var binStatuses = []struct {
 	err    error
 	status uint16
 }{
-	{cache.ErrNotFound, stNotFound},
+	{cache.ErrNotFound, stNotFound}, // also an Add with a CAS, as yrmcds answers
 	{cache.ErrNotStored, stNotFound},
 	{cache.ErrInvalidKey, stNotFound},
 	{cache.ErrExists, stExists},
@@ -94,10 +94,8 @@ func (c *conn) binCacheError(r *request, err error) {
 	switch {
 	case s == stInvalid:
 		c.srv.log.Error("memcache: unexpected error", "op", r.op, "err", err)
-	case s == stNotFound && (r.op == opAdd || r.op == opAddQ) && !(errors.Is(err, cache.ErrNotFound) && r.cas != 0):
-		// Add never misses: its NotFound is an invalid key. An Add with a
-		// CAS that finds no item is NotFound, as yrmcds answers.
-		s = stNotStored
+	case (r.op == opAdd || r.op == opAddQ) && errors.Is(err, cache.ErrInvalidKey):
+		s = stNotStored // as yrmcds: Add answers NotStored, never NotFound, to a bad key
 	}
 	c.binError(r, s)
 }

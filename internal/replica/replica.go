@@ -25,11 +25,6 @@ import (
 // ErrClosed is returned by a Replicator after Close.
 var ErrClosed = errors.New("replica: closed")
 
-// ErrNotLeader is returned by Propose on a replica that cannot have
-// commands applied now (it lost its leader, or is not one and cannot
-// forward).
-var ErrNotLeader = errors.New("replica: not the leader")
-
 // StateMachine is what a Replicator applies batches to: the node, which
 // holds the fsm.State and acts on each command's result and events.
 //
@@ -62,7 +57,8 @@ type Replicator interface {
 	// returns, and b may be reused as soon as Propose returns. The
 	// proposer learns each command's outcome when its own StateMachine
 	// applies it, which for Local has happened before Propose returns. An
-	// error (ErrClosed, ErrNotLeader) means that b will not be applied.
+	// error (ErrClosed, or a replicator's own) means that b will not be
+	// applied.
 	Propose(b *fsm.Batch) error
 
 	// Leader reports the current leader's id and whether this replica is
