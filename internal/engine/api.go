@@ -9,11 +9,6 @@ import (
 
 // Config configures an Engine.
 type Config struct {
-	// FirstToken is the token counter's start: the first grant gets
-	// FirstToken+1. A single node seeds it from its start time so that
-	// tokens keep growing across restarts. Restore ignores it: the
-	// counter is part of the snapshot (see also Engine.SeedToken).
-	FirstToken latch.Token
 	// MaxKeys limits the keys of one request; 0 means no limit.
 	MaxKeys int
 	// MaxWaitersPerKey limits the requests queued on one key; 0 (or more

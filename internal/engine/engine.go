@@ -57,7 +57,6 @@ type Engine struct {
 func New(cfg Config) *Engine {
 	return &Engine{
 		cfg:      cfg,
-		token:    cfg.FirstToken,
 		keys:     make(map[string]*key),
 		sessions: make(map[latch.SessionID]*session),
 		waiters:  make(map[WaiterID]*waiter),

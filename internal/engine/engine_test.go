@@ -20,7 +20,9 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return &harness{t: t, e: New(Config{FirstToken: 100, MaxKeys: 8}), now: 1_000}
+	e := New(Config{MaxKeys: 8})
+	e.SeedToken(100)
+	return &harness{t: t, e: e, now: 1_000}
 }
 
 func (h *harness) open(opts ...SessionOptions) latch.SessionID {

@@ -48,6 +48,7 @@ const (
 type snapshotTwin struct {
 	h     *enginemodel.Harness
 	cfg   engine.Config // the harness's engine's
+	first latch.Token   // and its first token
 	r     *rand.Rand    // when to restart the twin; apart from the op stream
 	every int           // restart the twin from a snapshot once in this many ops; 0: never
 	twin  *engine.Engine
@@ -83,7 +84,6 @@ func (tw *snapshotTwin) afterStep(o enginemodel.Op, got enginemodel.Outcome) {
 // counters agree.
 func restoreChecked(e *engine.Engine, cfg engine.Config) *engine.Engine {
 	snap := e.AppendSnapshot(nil)
-	cfg.FirstToken = 12345 // ignored
 	r, err := engine.Restore(cfg, snap)
 	if err != nil {
 		enginemodel.Failf("Restore of a snapshot: %v", err)
@@ -102,15 +102,16 @@ func restoreChecked(e *engine.Engine, cfg engine.Config) *engine.Engine {
 // the same ops from the start (every == 0).
 func runSnapshotSeed(seed uint64, every int) (string, error) {
 	tw := &snapshotTwin{r: rand.New(rand.NewPCG(seed, 0x5a95)), every: every}
-	newDriver := func(cfg engine.Config) enginemodel.Driver {
+	newDriver := func(cfg engine.Config, first latch.Token) enginemodel.Driver {
 		cfg.RecordDrops = true
-		tw.cfg = cfg
-		return enginemodel.NewDirect(cfg)
+		tw.cfg, tw.first = cfg, first
+		return enginemodel.NewDirect(cfg, first)
 	}
 	log, err := enginemodel.Run(enginemodel.SeedSource(seed), newDriver, func(h *enginemodel.Harness) {
 		tw.h = h
 		if every == 0 {
 			tw.twin = engine.New(tw.cfg)
+			tw.twin.SeedToken(tw.first)
 		}
 		h.AfterStep = tw.afterStep
 	})

@@ -158,8 +158,8 @@ func appendTimer(dst []byte, t *timer) []byte {
 // Restore returns an Engine in the state that snap, made by AppendSnapshot,
 // describes, configured by cfg. From then on it behaves exactly as the
 // engine that made snap did: the same calls return the same results,
-// events, tokens and IDs. cfg.FirstToken is ignored: the token counter is
-// part of the snapshot (SeedToken raises it).
+// events, tokens and IDs. The token counter is part of the snapshot
+// (SeedToken raises it).
 //
 // Restore checks snap thoroughly and never panics on bad input: an unknown
 // version, a truncated or overlong encoding, and a state the engine could

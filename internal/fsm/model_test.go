@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
 	"github.com/latchd/latch/internal/engine/enginemodel"
@@ -89,12 +90,9 @@ type commandDriver struct {
 }
 
 // newCommandDriver returns the driver of a new state configured with cfg.
-// The token counter starts at cfg.FirstToken, seeded by an OpSeed command
-// at instant 0 (as a proposer seeds a new state) instead of the
-// configuration.
-func newCommandDriver(cfg engine.Config) enginemodel.Driver {
-	first := cfg.FirstToken
-	cfg.FirstToken = 0
+// The token counter starts at first, seeded by an OpSeed command at instant
+// 0, as a proposer seeds a new state.
+func newCommandDriver(cfg engine.Config, first latch.Token) enginemodel.Driver {
 	s, err := fsm.New(fsm.Config{Engine: cfg, Cache: cache.DefaultConfig()})
 	if err != nil {
 		enginemodel.Failf("fsm.New: %v", err)

@@ -66,7 +66,15 @@ type Driver interface {
 type Direct struct{ E *engine.Engine }
 
 // NewDirect returns a Direct driver of a new engine, for Run.
-func NewDirect(cfg engine.Config) Driver { return Direct{engine.New(cfg)} }
+func NewDirect(cfg engine.Config, first latch.Token) Driver {
+	e := engine.New(cfg)
+	e.SeedToken(first)
+	return Direct{e}
+}
+
+// NewDriver makes the driver of a new lock table configured with cfg whose
+// token counter starts at first (the first grant gets first+1).
+type NewDriver func(cfg engine.Config, first latch.Token) Driver
 
 // Engine returns d.E.
 func (d Direct) Engine() *engine.Engine { return d.E }
@@ -110,7 +118,7 @@ func (d Direct) Run(o Op) (out Outcome) {
 // from its own seed, on the drivers newDriver returns: the body of a
 // TestModel. pkg is the package directory the replay hint names
 // ("./internal/engine/").
-func Test(t *testing.T, pkg string, newDriver func(engine.Config) Driver) {
+func Test(t *testing.T, pkg string, newDriver NewDriver) {
 	t.Helper()
 	if seed, ok := modelReplaySeed(t); ok {
 		log, err := runModelSeed(seed, pkg, newDriver)
@@ -155,7 +163,7 @@ func modelReplaySeed(t *testing.T) (uint64, bool) {
 }
 
 // runModelSeed runs the sequence of one seed and returns its operation log.
-func runModelSeed(seed uint64, pkg string, newDriver func(engine.Config) Driver) (string, error) {
+func runModelSeed(seed uint64, pkg string, newDriver NewDriver) (string, error) {
 	log, err := Run(SeedSource(seed), newDriver)
 	if err != nil {
 		return log, fmt.Errorf("seed %d (replay: go test %s -run 'TestModel$' -v -model.seed=%d)\n%w", seed, pkg, seed, err)
@@ -167,7 +175,7 @@ func runModelSeed(seed uint64, pkg string, newDriver func(engine.Config) Driver)
 // newDriver, then drains the table. It calls the setup functions on the
 // harness first. It returns the operation log and, on failure, an error
 // that includes it.
-func Run(src Source, newDriver func(engine.Config) Driver, setup ...func(*Harness)) (log string, err error) {
+func Run(src Source, newDriver NewDriver, setup ...func(*Harness)) (log string, err error) {
 	var h *Harness
 	defer func() {
 		if r := recover(); r != nil {

@@ -64,12 +64,12 @@ type mGhostKey struct {
 
 // newHarness makes the harness of a sequence: it chooses the engine's
 // configuration and has newDriver make the driver.
-func newHarness(src Source, newDriver func(engine.Config) Driver) *Harness {
+func newHarness(src Source, newDriver NewDriver) *Harness {
 	maxKeys := []int{0, 0, 0, 2, 3}[src.intn(5)]
 	first := []latch.Token{0, 0, 1 << 40}[src.intn(3)]
 	h := &Harness{
 		src:        src,
-		d:          newDriver(engine.Config{FirstToken: first, MaxKeys: maxKeys}),
+		d:          newDriver(engine.Config{MaxKeys: maxKeys}, first),
 		model:      newRefModel(maxKeys, first),
 		limit:      uint32(src.intn(4)),
 		reqs:       make(map[engine.WaiterID]mWaitReq),
@@ -80,7 +80,7 @@ func newHarness(src Source, newDriver func(engine.Config) Driver) *Harness {
 		ghostLimit: make(map[mGhostKey]uint32),
 		maxToken:   first,
 	}
-	h.config = fmt.Sprintf("config: MaxKeys=%d FirstToken=%d, shared limit mostly %d", maxKeys, first, h.limit)
+	h.config = fmt.Sprintf("config: MaxKeys=%d first token %d, shared limit mostly %d", maxKeys, first, h.limit)
 	return h
 }
 
