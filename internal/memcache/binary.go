@@ -366,7 +366,7 @@ func (c *conn) binGet(r *request) error {
 		res := c.exec()
 		it, err = res.Item, res.Err
 	} else {
-		it, err = c.srv.svc.Get(r.key)
+		it, err = c.srv.svc.Get(c.now, r.key)
 	}
 	quiet := r.op == opGetQ || r.op == opGetKQ || r.op == opGaTQ || r.op == opGaTKQ
 	withKey := r.op == opGetK || r.op == opGetKQ || r.op == opGaTK || r.op == opGaTKQ

@@ -56,7 +56,7 @@ type conn struct {
 	// every change to items is one command of the node.
 	op fsm.Command
 
-	// now is the server's clock, read once per read from the socket: the
+	// now is the service's clock (Service.Now), read once per read from the socket: the
 	// requests of one pipelined batch share it, as memcached's requests
 	// share its clock of one-second ticks. gap is the time between the
 	// last two reads (see waitIdle); huge at first.
@@ -142,7 +142,7 @@ func (c *conn) waitIdle() (bool, error) {
 // tick reads the server's clock after a read from the socket: c.now, and
 // c.gap since the read before.
 func (c *conn) tick() {
-	now := c.srv.now()
+	now := c.srv.svc.Now()
 	c.gap, c.now = now-c.now, now
 }
 
@@ -262,9 +262,10 @@ func (c *conn) finish() {
 }
 
 // command starts the item command of the current request, c.op, with op
-// and key, and returns it for the caller to fill in.
+// and key, at the time of the read that brought the request (c.now), and
+// returns it for the caller to fill in.
 func (c *conn) command(op fsm.Op, key []byte) *fsm.Command {
-	c.op = fsm.Command{Op: op, Key: key}
+	c.op = fsm.Command{Op: op, At: c.now, Key: key}
 	return &c.op
 }
 

@@ -73,7 +73,6 @@ type Server struct {
 	items cache.Config // the service's item cache's limits
 	// version is what the version commands and stats report.
 	version string
-	now     func() int64 // the clock of read batches and idle gaps
 	log     *slog.Logger
 
 	counters counters
@@ -109,14 +108,11 @@ func New(svc Service, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	start := time.Now()
-	base := start.UnixNano()
 	s := &Server{
 		cfg:     cfg,
 		svc:     svc,
 		items:   svc.ItemConfig(),
 		version: wireVersion(cfg.Version),
-		now:     func() int64 { return base + int64(time.Since(start)) },
 		log:     cfg.Logger,
 		conns:   make(map[*conn]struct{}),
 		quit:    make(chan struct{}),

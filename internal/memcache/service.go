@@ -15,13 +15,19 @@ import (
 type Service interface {
 	latch.Service
 
+	// Now reads the service's clock, in nanoseconds since the Unix
+	// epoch. The front end reads it once per read from a socket: the
+	// requests of a pipelined batch share it, as memcached's requests
+	// share its clock of one-second ticks.
+	Now() int64
 	// Do applies the item command c (one of fsm's OpItem commands but
-	// OpItemEvict, with the fields it reads set) on behalf of sess, at
-	// the service's time, and returns its result. c is borrowed for the
-	// call only.
+	// OpItemEvict, with the fields it reads set, and At a reading of Now,
+	// or 0 for the service to read it) on behalf of sess, and returns its
+	// result. c is borrowed for the call only.
 	Do(sess latch.Session, c *fsm.Command) fsm.Result
-	// Get returns the live item of key. It changes nothing replicated.
-	Get(key []byte) (cache.Item, error)
+	// Get returns the live item of key at now (a reading of Now). It
+	// changes nothing replicated.
+	Get(now int64, key []byte) (cache.Item, error)
 	// ItemKeys returns the keys of live items starting with prefix, in
 	// no order.
 	ItemKeys(prefix []byte) []string

@@ -270,7 +270,7 @@ func (c *conn) textGet(withCAS bool) error {
 		return nil
 	}
 	for _, key := range c.toks[1:] {
-		it, err := c.srv.svc.Get(key)
+		it, err := c.srv.svc.Get(c.now, key)
 		if err != nil {
 			continue
 		}

@@ -23,8 +23,9 @@ import (
 
 // Do applies the item command in on behalf of sess and returns its result:
 // in.Op is one of the fsm's item commands but OpItemEvict, and the
-// fields it reads are set (the others zero); Do stamps the time, the
-// origin, the sequence number and the session. in is borrowed for the call; the result's
+// fields it reads are set (the others zero). in.At is its time, a reading
+// of Now that a front end takes once per batch of requests (0: Do reads
+// the clock); Do stamps the origin, the sequence number and the session. in is borrowed for the call; the result's
 // Item.Value may be kept (a stored value is never written again).
 func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
 	if in.Op < fsm.OpItemSet || !in.Op.Valid() || in.Op == fsm.OpItemEvict {
@@ -48,7 +49,10 @@ func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
 		return fsm.Result{Err: fmt.Errorf("%v: %w", in.Op, latch.ErrShutdown)}
 	}
 	n.batch.Cmds = n.batch.Cmds[:0]
-	at := n.now()
+	at := in.At
+	if at == 0 {
+		at = n.now()
+	}
 	if bound, ok := growBound(in); ok && !n.st.Cache().Fits(bound) {
 		n.evictions(at, in)
 	}
@@ -140,11 +144,16 @@ func (n *Node) SweepItems(limit int) int {
 	return removed
 }
 
-// Get returns the live item of key (memcached get). It reads only.
-func (n *Node) Get(key []byte) (cache.Item, error) {
+// Now reads the node's clock: wall-clock nanoseconds at its start plus the
+// monotonic time since, the time it stamps into its commands.
+func (n *Node) Now() int64 { return n.now() }
+
+// Get returns the live item of key at now, a reading of Now (memcached
+// get). It reads only.
+func (n *Node) Get(now int64, key []byte) (cache.Item, error) {
 	n.mu.Lock()
 	defer n.unlock()
-	return n.st.Cache().Get(n.now(), key)
+	return n.st.Cache().Get(now, key)
 }
 
 // ItemKeys returns the keys of the live items that start with prefix, in
