@@ -102,7 +102,11 @@ func opFields(op Op) (fields, bool) {
 	case OpSeed:
 		return fToken, true
 	case OpOpenSession:
-		return fTTL | fLockDelay, true
+		return fTTL | fLockDelay | fKey, true
+	case OpPromote:
+		return fTTL, true
+	case OpNodeAlive, OpEndOwner:
+		return fKey, true
 	case OpKeepAlive, OpEndSession, OpReleaseAll, OpItemUnlockAll:
 		return fSession, true
 	case OpAcquire:

@@ -35,7 +35,9 @@ func testCommands() map[Op]Command {
 		cmds[c.Op] = c
 	}
 	add(hdr(OpSeed, 1), func(c *Command) { c.Token = latch.Token(t0 / 1000) })
-	add(hdr(OpOpenSession, 2), func(c *Command) { c.TTL, c.LockDelay = 30*time.Second, 15*time.Second })
+	add(hdr(OpOpenSession, 2), func(c *Command) {
+		c.TTL, c.LockDelay, c.Key = 30*time.Second, 15*time.Second, []byte("node-b")
+	})
 	add(hdr(OpKeepAlive, 3), func(c *Command) { c.Session = 17 })
 	add(hdr(OpEndSession, 4), func(c *Command) { c.Session = 18 })
 	add(hdr(OpAcquire, 5), func(c *Command) {
@@ -62,6 +64,9 @@ func testCommands() map[Op]Command {
 	})
 	add(hdr(OpForceRelease, 10), func(c *Command) { c.Key = []byte("jobs/nightly") })
 	add(hdr(OpTick, 11), func(*Command) {})
+	add(hdr(OpPromote, 12), func(c *Command) { c.TTL = 4 * time.Second })
+	add(hdr(OpNodeAlive, 13), func(c *Command) { c.Key = []byte("node-b") })
+	add(hdr(OpEndOwner, 14), func(c *Command) { c.Key = []byte("node-c") })
 	for i, op := range []Op{OpItemSet, OpItemAdd, OpItemReplace, OpItemCAS, OpItemReplaceAndUnlock} {
 		add(hdr(op, 20+uint64(i)), func(c *Command) {
 			c.Session = latch.SessionID(100 + i)
@@ -135,7 +140,11 @@ func normalize(c *Command) bool {
 	case OpSeed:
 		n.Token = c.Token
 	case OpOpenSession:
-		n.TTL, n.LockDelay = c.TTL, c.LockDelay
+		n.TTL, n.LockDelay, n.Key = c.TTL, c.LockDelay, c.Key
+	case OpPromote:
+		n.TTL = c.TTL
+	case OpNodeAlive, OpEndOwner:
+		n.Key = c.Key
 	case OpKeepAlive, OpEndSession, OpReleaseAll, OpItemUnlockAll:
 		n.Session = c.Session
 	case OpAcquire:

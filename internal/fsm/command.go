@@ -20,7 +20,9 @@ const (
 	// tokens keep growing across in-memory restarts.
 	OpSeed Op = iota + 1
 	// OpOpenSession opens a session with TTL and LockDelay; the result's
-	// Session names it.
+	// Session names it. A non-empty Key names the node that owns the
+	// session (a connection-bound session of a cluster node): OpNodeAlive
+	// keeps it alive, OpEndOwner ends it.
 	OpOpenSession
 	// OpKeepAlive restarts Session's TTL.
 	OpKeepAlive
@@ -47,6 +49,18 @@ const (
 	// OpTick brings the state up to At: leases, session TTLs, lock-delays
 	// and wait deadlines that are due end.
 	OpTick
+	// OpPromote is a new leader's first command: every session's TTL
+	// deadline and every leased hold's end that falls before At+TTL is
+	// moved to At+TTL (the grace period), so that a failover never ends
+	// a lease or a session by itself.
+	OpPromote
+	// OpNodeAlive is the heartbeat of the node named Key: it restarts the
+	// TTL of every session the node owns and records the instant.
+	OpNodeAlive
+	// OpEndOwner ends every session owned by the node named Key, as
+	// OpEndSession does (a node that restarts ends its previous
+	// incarnation's sessions); Count says how many.
+	OpEndOwner
 
 	// The item cache's commands (memcached), by Session (0 for none).
 
@@ -107,6 +121,9 @@ var opNames = [numOps]string{
 	OpRenew:                "renew",
 	OpForceRelease:         "force-release",
 	OpTick:                 "tick",
+	OpPromote:              "promote",
+	OpNodeAlive:            "node-alive",
+	OpEndOwner:             "end-owner",
 	OpItemSet:              "item-set",
 	OpItemAdd:              "item-add",
 	OpItemReplace:          "item-replace",
@@ -161,12 +178,13 @@ type Command struct {
 	Req latch.LockRequest
 	// Waiter is OpCancel's request.
 	Waiter engine.WaiterID
-	// TTL and LockDelay are OpOpenSession's.
+	// TTL and LockDelay are OpOpenSession's; TTL is OpPromote's grace.
 	TTL, LockDelay time.Duration
 	// Token is OpSeed's.
 	Token latch.Token
 
-	// Key is an item's key, or OpForceRelease's key.
+	// Key is an item's key, OpForceRelease's key, or the node that owns
+	// sessions (OpOpenSession, OpNodeAlive, OpEndOwner).
 	Key      []byte
 	Value    []byte
 	Flags    uint32
@@ -188,7 +206,7 @@ type Result struct {
 	Token   latch.Token
 	Expires int64
 	Waiter  engine.WaiterID // a queued OpAcquire
-	Count   int             // OpReleaseAll, OpForceRelease, OpItemUnlockAll, OpItemEvict
+	Count   int             // OpReleaseAll, OpForceRelease, OpItemUnlockAll, OpItemEvict, OpEndOwner
 
 	Item  cache.Item // OpItemGetAndTouch, OpItemLock
 	CAS   uint64     // item writes

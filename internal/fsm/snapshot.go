@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
 )
 
-// SnapshotVersion is the format of AppendSnapshot: a version byte, the last
-// Seq applied per Origin (a uvarint count, then pairs of uvarints in Origin
-// order), then the lock table's and the item cache's own snapshots, each
-// prefixed with its length as a uvarint.
-const SnapshotVersion = 1
+// SnapshotVersion is the format of AppendSnapshot: a version byte; the
+// replicated clock (State.Now) as a varint; the last Seq applied per Origin
+// (a uvarint count, then pairs of uvarints in Origin order); the nodes that
+// own sessions (a uvarint count, then per node in name order: its name as a
+// uvarint length and bytes, its last heartbeat as a varint, a uvarint count
+// of sessions and each session id as the uvarint difference from the one
+// before, ascending); then the lock table's and the item cache's own
+// snapshots, each prefixed with its length as a uvarint.
+const SnapshotVersion = 2
 
 // ErrSnapshot is wrapped by the errors of Restore.
 var ErrSnapshot = errors.New("fsm: bad snapshot")
@@ -23,6 +28,7 @@ var ErrSnapshot = errors.New("fsm: bad snapshot")
 // commands applied from the same state) give identical bytes.
 func (s *State) AppendSnapshot(dst []byte) []byte {
 	dst = append(dst, SnapshotVersion)
+	dst = binary.AppendVarint(dst, s.now)
 	origins := make([]uint64, 0, len(s.seqs)+1)
 	for o := range s.seqs {
 		origins = append(origins, o)
@@ -40,8 +46,85 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, o)
 		dst = binary.AppendUvarint(dst, seq)
 	}
+	dst = s.owners.appendTo(dst)
 	dst = appendPart(dst, s.eng.AppendSnapshot)
 	return appendPart(dst, s.cache.AppendSnapshot)
+}
+
+// appendTo appends the owner table as SnapshotVersion lays it out.
+func (o *owners) appendTo(dst []byte) []byte {
+	names := make([]string, 0, len(o.nodes))
+	for name := range o.nodes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	dst = binary.AppendUvarint(dst, uint64(len(names)))
+	for _, name := range names {
+		n := o.nodes[name]
+		dst = binary.AppendUvarint(dst, uint64(len(name)))
+		dst = append(dst, name...)
+		dst = binary.AppendVarint(dst, n.alive)
+		dst = binary.AppendUvarint(dst, uint64(len(n.sessions)))
+		var prev latch.SessionID
+		for _, id := range n.sessions {
+			dst = binary.AppendUvarint(dst, uint64(id-prev))
+			prev = id
+		}
+	}
+	return dst
+}
+
+// restoreOwners reads the owner table from the front of b.
+func restoreOwners(b []byte) (owners, []byte, error) {
+	o := newOwners()
+	n, b, err := uvarint(b)
+	if err != nil {
+		return o, nil, err
+	}
+	if n > uint64(len(b))/3 {
+		return o, nil, fmt.Errorf("fsm: restore: %d owners in %d bytes: %w", n, len(b), ErrSnapshot)
+	}
+	prevName := ""
+	for i := range n {
+		var name []byte
+		if name, b, err = bytesPart(b); err != nil {
+			return o, nil, err
+		}
+		if i > 0 && string(name) <= prevName || len(name) == 0 {
+			return o, nil, fmt.Errorf("fsm: restore: owners out of order: %w", ErrSnapshot)
+		}
+		prevName = string(name)
+		rec := o.get(prevName)
+		v, m := binary.Varint(b)
+		if m <= 0 {
+			return o, nil, fmt.Errorf("fsm: restore: bad varint: %w", ErrSnapshot)
+		}
+		rec.alive, b = v, b[m:]
+		var count uint64
+		if count, b, err = uvarint(b); err != nil {
+			return o, nil, err
+		}
+		if count > uint64(len(b)) {
+			return o, nil, fmt.Errorf("fsm: restore: %d sessions in %d bytes: %w", count, len(b), ErrSnapshot)
+		}
+		var id latch.SessionID
+		for j := range count {
+			var d uint64
+			if d, b, err = uvarint(b); err != nil {
+				return o, nil, err
+			}
+			if d == 0 && j > 0 || d == 0 && id == 0 {
+				return o, nil, fmt.Errorf("fsm: restore: owned sessions out of order: %w", ErrSnapshot)
+			}
+			id += latch.SessionID(d)
+			if _, dup := o.of[id]; dup {
+				return o, nil, fmt.Errorf("fsm: restore: session %d owned twice: %w", id, ErrSnapshot)
+			}
+			rec.sessions = append(rec.sessions, id)
+			o.of[id] = prevName
+		}
+	}
+	return o, b, nil
 }
 
 // appendPart appends a length-prefixed part written by write.
@@ -59,6 +142,11 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 		return nil, fmt.Errorf("fsm: restore: unknown version: %w", ErrSnapshot)
 	}
 	b := snap[1:]
+	now, m := binary.Varint(b)
+	if m <= 0 {
+		return nil, fmt.Errorf("fsm: restore: bad varint: %w", ErrSnapshot)
+	}
+	b = b[m:]
 	n, b, err := uvarint(b)
 	if err != nil {
 		return nil, err
@@ -66,7 +154,7 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 	if n > uint64(len(b))/2 {
 		return nil, fmt.Errorf("fsm: restore: %d origins in %d bytes: %w", n, len(b), ErrSnapshot)
 	}
-	st := &State{seqs: make(map[uint64]uint64, n), cfg: cfg}
+	st := &State{seqs: make(map[uint64]uint64, n), now: now, cfg: cfg}
 	var prev uint64
 	for i := range n {
 		var o, seq uint64
@@ -82,12 +170,20 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 		prev = o
 		st.seqs[o] = seq
 	}
+	if st.owners, b, err = restoreOwners(b); err != nil {
+		return nil, err
+	}
 	var part []byte
 	if part, b, err = bytesPart(b); err != nil {
 		return nil, err
 	}
 	if st.eng, err = engine.Restore(cfg.Engine, part); err != nil {
 		return nil, fmt.Errorf("fsm: restore: %w", err)
+	}
+	for id := range st.owners.of {
+		if _, ok := st.eng.Session(id); !ok {
+			return nil, fmt.Errorf("fsm: restore: owned session %d not in the lock table: %w", id, ErrSnapshot)
+		}
 	}
 	if part, b, err = bytesPart(b); err != nil {
 		return nil, err

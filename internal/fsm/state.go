@@ -37,6 +37,12 @@ type State struct {
 	seqs                map[uint64]uint64
 	lastOrigin, lastSeq uint64
 
+	// now is the latest instant applied: the replicated clock, from which
+	// a new leader's clock resumes.
+	now int64
+	// owners records the sessions that cluster nodes own.
+	owners owners
+
 	cfg  Config
 	keys [1]string      // scratch: one key naming a lock-table request
 	evs  []engine.Event // scratch: the events of two lock-table calls
@@ -48,8 +54,12 @@ func New(cfg Config) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: %w", err)
 	}
-	return &State{eng: engine.New(cfg.Engine), cache: c, seqs: make(map[uint64]uint64), cfg: cfg}, nil
+	return &State{eng: engine.New(cfg.Engine), cache: c, seqs: make(map[uint64]uint64), owners: newOwners(), cfg: cfg}, nil
 }
+
+// Now returns the latest instant of a command applied (or restored): the
+// replicated clock. It never goes back.
+func (s *State) Now() int64 { return s.now }
 
 // Config returns the configuration the state was made with.
 func (s *State) Config() Config { return s.cfg }
@@ -96,6 +106,7 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 		r.Err = fmt.Errorf("apply %v from %x #%d: %w", c.Op, c.Origin, c.Seq, ErrDuplicate)
 		return nil
 	}
+	s.now = max(s.now, c.At)
 	if c.Op >= OpItemSet {
 		return s.applyItem(c, r)
 	}
@@ -107,12 +118,16 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 		evs = s.eng.Tick(now)
 	case OpOpenSession:
 		r.Session, evs = s.eng.OpenSession(now, engine.SessionOptions{TTL: c.TTL, LockDelay: c.LockDelay})
+		if len(c.Key) > 0 {
+			s.owners.add(string(c.Key), r.Session)
+		}
 	case OpKeepAlive:
 		evs, r.Err = s.eng.KeepAlive(now, c.Session)
 	case OpEndSession:
 		evs, r.Err = s.eng.EndSession(now, c.Session)
 		if r.Err == nil {
 			s.cache.UnlockAll(now, c.Session)
+			s.owners.remove(c.Session)
 		}
 	case OpAcquire:
 		var res engine.Result
@@ -131,6 +146,12 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 		s.unmark(now, c.Key)
 	case OpTick:
 		evs = s.eng.Tick(now)
+	case OpPromote:
+		evs = s.eng.Promote(now, c.TTL)
+	case OpNodeAlive:
+		evs = s.nodeAlive(now, string(c.Key))
+	case OpEndOwner:
+		r.Count, evs = s.endOwner(now, string(c.Key))
 	}
 	s.expired(now, evs)
 	return evs
@@ -142,6 +163,7 @@ func (s *State) expired(now int64, evs []engine.Event) {
 	for i := range evs {
 		if evs[i].Kind == engine.EventSessionExpired {
 			s.cache.UnlockAll(now, evs[i].Session)
+			s.owners.remove(evs[i].Session)
 		}
 	}
 }

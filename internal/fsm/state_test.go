@@ -47,6 +47,7 @@ func newHistory(seed uint64) *history {
 var (
 	histKeys  = []string{"a", "b", "c", "d"}
 	histItems = [][]byte{[]byte("a"), []byte("b"), []byte("i1"), []byte("i2"), []byte("bad key")}
+	histNodes = [][]byte{[]byte("n1"), []byte("n2")}
 )
 
 func (h *history) session() latch.SessionID {
@@ -81,11 +82,14 @@ func (h *history) next() Command {
 	c := Command{At: h.now, Origin: 1 + h.rng.Uint64N(2), Seq: h.seq}
 	item := func() []byte { return histItems[h.rng.IntN(len(histItems))] }
 	value := func() []byte { return bytes.Repeat([]byte{'v'}, h.rng.IntN(400)) }
-	switch h.rng.IntN(24) {
+	switch h.rng.IntN(25) {
 	case 0, 1:
 		c.Op = OpOpenSession
 		if h.rng.IntN(2) == 0 {
 			c.TTL = h.dur(5 * time.Second)
+		}
+		if h.rng.IntN(3) == 0 {
+			c.Key = histNodes[h.rng.IntN(len(histNodes))]
 		}
 		c.LockDelay = h.dur(time.Second) * time.Duration(h.rng.IntN(2))
 		h.sessions++
@@ -159,6 +163,16 @@ func (h *history) next() Command {
 			c.Op, c.Session, c.Key, c.Value = OpItemReplaceAndUnlock, h.session(), item(), value()
 		case 1:
 			c.Op, c.Key, c.CAS = OpItemEvict, item(), h.rng.Uint64N(40)
+		}
+	case 24: // a cluster's commands
+		node := histNodes[h.rng.IntN(len(histNodes))]
+		switch h.rng.IntN(4) {
+		case 0:
+			c.Op, c.TTL = OpPromote, h.dur(4*time.Second)
+		case 1, 2:
+			c.Op, c.Key = OpNodeAlive, node
+		case 3:
+			c.Op, c.Key = OpEndOwner, node
 		}
 	}
 	if h.rng.IntN(50) == 0 && h.seq > 1 {
