@@ -49,6 +49,11 @@ var (
 	ErrSessionEnded = errors.New("latch: session ended")
 	// ErrShutdown: the server is shutting down.
 	ErrShutdown = errors.New("latch: server shutting down")
+	// ErrUnavailable: the server cannot reach a majority of its cluster,
+	// so it cannot change the lock table now. The request was not
+	// applied, or its outcome is unknown and the session was ended; a
+	// client retries, on another server if it has one.
+	ErrUnavailable = errors.New("latch: cluster unavailable")
 )
 
 // BusyError is returned when a request could not be granted in time

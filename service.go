@@ -136,9 +136,13 @@ type SessionInfo struct {
 	ID       SessionID
 	Protocol string
 	Peer     string
-	Opened   time.Time
-	TTL      time.Duration
-	Expires  time.Time // zero without a TTL
-	Held     int       // keys held
-	Waiting  int       // requests waiting
+	// Node is the cluster node whose client connection the session is
+	// bound to: it lives while that node does. Empty for a session with a
+	// TTL and on a single node.
+	Node    string
+	Opened  time.Time
+	TTL     time.Duration
+	Expires time.Time // zero without a TTL
+	Held    int       // keys held
+	Waiting int       // requests waiting
 }

@@ -115,8 +115,9 @@ func (s *State) lockItem(c *Command, r *Result) []engine.Event {
 		// No live item (or a marked one, which the lock table's answer
 		// rules out while marks and holds change together): give the key
 		// back.
-		s.evs = append(s.evs[:0], evs...)
-		s.evs = append(s.evs, s.release(now, c.Session, name)...)
+		s.evs = s.evs[:0]
+		s.gather(evs)
+		s.gather(s.release(now, c.Session, name))
 		return s.evs
 	}
 	return evs

@@ -56,6 +56,13 @@ func (o *owners) remove(id latch.SessionID) {
 	}
 }
 
+// Owner returns the node that owns session id, and false for a session no
+// node owns.
+func (s *State) Owner(id latch.SessionID) (string, bool) {
+	name, ok := s.owners.of[id]
+	return name, ok
+}
+
 // Alive returns the instant of the last heartbeat of the node named name,
 // and false if none was applied.
 func (s *State) Alive(name string) (int64, bool) {
@@ -70,12 +77,11 @@ func (s *State) Alive(name string) (int64, bool) {
 func (s *State) nodeAlive(now int64, name string) []engine.Event {
 	n := s.owners.get(name)
 	n.alive = max(n.alive, now)
-	s.evs = append(s.evs[:0], s.eng.Tick(now)...)
+	s.evs = s.evs[:0]
+	s.gather(s.eng.Tick(now))
 	for _, id := range n.sessions {
-		evs, err := s.eng.KeepAlive(now, id)
-		if err == nil {
-			s.evs = append(s.evs, evs...)
-		}
+		evs, _ := s.eng.KeepAlive(now, id) // every owned session exists
+		s.gather(evs)
 	}
 	return s.evs
 }
@@ -83,7 +89,8 @@ func (s *State) nodeAlive(now int64, name string) []engine.Event {
 // endOwner ends every session name owns, oldest first, and returns how
 // many it ended.
 func (s *State) endOwner(now int64, name string) (int, []engine.Event) {
-	s.evs = append(s.evs[:0], s.eng.Tick(now)...)
+	s.evs = s.evs[:0]
+	s.gather(s.eng.Tick(now))
 	n := s.owners.nodes[name]
 	if n == nil {
 		return 0, s.evs
@@ -92,7 +99,7 @@ func (s *State) endOwner(now int64, name string) (int, []engine.Event) {
 	ended := 0
 	for _, id := range ids {
 		evs, err := s.eng.EndSession(now, id)
-		s.evs = append(s.evs, evs...)
+		s.gather(evs)
 		if err == nil {
 			ended++
 			s.cache.UnlockAll(now, id)

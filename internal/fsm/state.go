@@ -43,6 +43,11 @@ type State struct {
 	// owners records the sessions that cluster nodes own.
 	owners owners
 
+	// drops gathers the holds ended by a command that makes several
+	// lock-table calls (multi set), which Drops returns.
+	drops []engine.Drop
+	multi bool
+
 	cfg  Config
 	keys [1]string      // scratch: one key naming a lock-table request
 	evs  []engine.Event // scratch: the events of two lock-table calls
@@ -55,6 +60,24 @@ func New(cfg Config) (*State, error) {
 		return nil, fmt.Errorf("fsm: %w", err)
 	}
 	return &State{eng: engine.New(cfg.Engine), cache: c, seqs: make(map[uint64]uint64), owners: newOwners(), cfg: cfg}, nil
+}
+
+// Drops returns the holds that the last command applied ended, when the
+// lock table records them (engine.Config.RecordDrops); valid until the
+// next Apply.
+func (s *State) Drops() []engine.Drop {
+	if s.multi {
+		return s.drops
+	}
+	return s.eng.Drops()
+}
+
+// gather keeps the drops of one of several lock-table calls of a command,
+// for Drops. evs are the call's events, appended to s.evs.
+func (s *State) gather(evs []engine.Event) {
+	s.multi = true
+	s.drops = append(s.drops, s.eng.Drops()...)
+	s.evs = append(s.evs, evs...)
 }
 
 // Now returns the latest instant of a command applied (or restored): the
@@ -95,9 +118,13 @@ func (s *State) fresh(c *Command) bool {
 // r. It returns what the lock table reported (grants of queued requests,
 // timeouts, aborts, expiries), in order; the slice is owned by the lock
 // table and valid until the next Apply. The holds that the command ended
-// are in Engine().Drops() until then too, when the engine records them.
+// are in Drops() until then too, when the engine records them.
 func (s *State) Apply(c *Command, r *Result) []engine.Event {
 	*r = Result{}
+	if s.multi {
+		clear(s.drops)
+		s.drops, s.multi = s.drops[:0], false
+	}
 	if !c.Op.Valid() {
 		r.Err = fmt.Errorf("apply %v: %w", c.Op, ErrUnknownOp)
 		return nil

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/engine"
@@ -92,6 +93,10 @@ func (n *Node) Sessions() []latch.SessionInfo {
 			Expires: toTime(st.Expires),
 			Held:    st.Held,
 			Waiting: st.Waiting,
+		}
+		if node, ok := n.st.Owner(st.ID); ok {
+			// Its TTL in the state is its node's: to its client it has none.
+			si.Node, si.TTL, si.Expires = node, 0, time.Time{}
 		}
 		if s := n.sessions[st.ID]; s != nil {
 			si.Protocol, si.Peer = s.opts.Protocol, s.opts.Peer

@@ -19,41 +19,9 @@ import (
 // proposed (Node.parked), so that whichever goroutine applies the command
 // can park it under the lock table's id before any later command grants it.
 type parking struct {
-	seq  uint64
-	sess *session
-	done func(latch.Grant, error)
-	n    int // keys
-}
-
-// command starts a new batch of one command of op, stamped with the time,
-// this node's origin and its next sequence number, and returns it for the
-// caller to fill in and propose. Called with mu held.
-func (n *Node) command(op fsm.Op) *fsm.Command {
-	n.batch.Cmds = n.batch.Cmds[:0]
-	return n.add(op, n.now())
-}
-
-// add adds a command of op at instant at to the batch, stamped with this
-// node's origin and its next sequence number. Called with mu held.
-func (n *Node) add(op fsm.Op, at int64) *fsm.Command {
-	n.seq++
-	n.batch.Cmds = append(n.batch.Cmds, fsm.Command{Op: op, At: at, Origin: n.origin, Seq: n.seq})
-	return &n.batch.Cmds[len(n.batch.Cmds)-1]
-}
-
-// propose has the batch that command started applied and returns the
-// result of its last command. The Local replicator applies it before Propose
-// returns, so the result is there; a replicator that cannot (it is
-// closed) gives its error as the result's. Called with mu held.
-func (n *Node) propose() *fsm.Result {
-	if err := n.rep.Propose(&n.batch); err != nil {
-		n.batch.Results = n.batch.Results[:0]
-		for range n.batch.Cmds {
-			n.batch.Results = append(n.batch.Results, fsm.Result{Err: err})
-		}
-		n.parked = n.parked[:0]
-	}
-	return &n.batch.Results[len(n.batch.Results)-1]
+	seq uint64
+	w   *waiter // its session and done set; the caller's to recycle if unparked
+	n   int     // keys
 }
 
 // machine is the node as its Replicator sees it (replica.StateMachine):
@@ -63,7 +31,7 @@ type machine struct{ n *Node }
 var _ replica.StateMachine = machine{}
 
 func (m machine) Lock()                      { m.n.mu.Lock() }
-func (m machine) Unlock()                    { m.n.unlock() }
+func (m machine) Unlock()                    { m.n.unlockApplied() }
 func (m machine) Apply(b *fsm.Batch)         { m.n.apply(b) }
 func (m machine) Snapshot(w io.Writer) error { return m.n.snapshot(w) }
 func (m machine) Restore(r io.Reader) error  { return m.n.restore(r) }
@@ -81,8 +49,16 @@ func (n *Node) apply(b *fsm.Batch) {
 	for i := range b.Cmds {
 		c, r := &b.Cmds[i], &b.Results[i]
 		evs := n.st.Apply(c, r)
-		if c.Origin == n.origin && c.Op == fsm.OpAcquire && len(n.parked) > 0 {
-			n.park(c, r)
+		if c.Origin == n.origin {
+			if c.Op == fsm.OpAcquire && len(n.parked) > 0 {
+				n.park(c, r)
+			}
+			if c.Op == fsm.OpNodeAlive {
+				n.beatApplied(c.Seq)
+			}
+			if len(n.calls) > 0 {
+				n.answer(c.Seq, r)
+			}
 		}
 		n.dispatch(evs)
 		at = max(at, c.At)
@@ -112,9 +88,8 @@ func (n *Node) park(c *fsm.Command, r *fsm.Result) {
 	if r.Err != nil || r.Waiter == 0 {
 		return
 	}
-	w := n.getWaiter()
-	w.since, w.nkeys, w.proto = c.At, p.n, p.sess.proto
-	w.sess, w.done = p.sess, p.done
+	w := p.w
+	w.since, w.nkeys, w.proto = c.At, p.n, w.sess.proto
 	n.waiters[r.Waiter] = w
 }
 
@@ -126,7 +101,7 @@ func (n *Node) park(c *fsm.Command, r *fsm.Result) {
 // other replicas are not this node's to act on. Called with mu held.
 func (n *Node) dispatch(evs []engine.Event) {
 	if n.obs != nil {
-		if drops := n.st.Engine().Drops(); len(drops) > 0 {
+		if drops := n.st.Drops(); len(drops) > 0 {
 			n.released(drops)
 		}
 	}
@@ -250,8 +225,14 @@ func (n *Node) fire() {
 		return
 	}
 	n.armedOK = false
+	if n.rep == nil {
+		return // still in New: the replicator is replaying its log
+	}
+	if _, self, _ := n.rep.Leader(); !self {
+		return // the leader's node ticks; every apply re-arms this timer
+	}
 	n.command(fsm.OpTick)
-	n.propose()
+	n.send()
 }
 
 // snapshot writes the node's whole replicated state. Called with mu held.
@@ -262,9 +243,12 @@ func (n *Node) snapshot(w io.Writer) error {
 	return nil
 }
 
-// restore replaces the node's state with a snapshot read from r. The node's own sessions and parked requests are
-// not in a snapshot: a node restores only before it serves, or after it
-// has let go of its clients. Called with mu held.
+// restore replaces the node's state with a snapshot read from r. The
+// node's own sessions, parked requests and waiting callers are not in a
+// snapshot, and the events that concerned them between the old state and
+// the new one are lost: a node that restores while it serves (a follower
+// sent the leader's snapshot) lets go of its clients first, as when it
+// cannot commit. Called with mu held.
 func (n *Node) restore(r io.Reader) error {
 	b, err := io.ReadAll(r)
 	if err != nil {
@@ -274,7 +258,8 @@ func (n *Node) restore(r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("node: restore: %w", err)
 	}
+	n.letGo("restored a snapshot")
 	n.st = st
-	n.rearm(n.now())
+	n.rearm(st.Now())
 	return nil
 }

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,8 +14,22 @@ import (
 	"github.com/latchd/latch"
 )
 
+// TestMain runs every test twice: over replica.Local, then (when the first
+// run passed) with newNode's nodes in a cluster of one over
+// asyncReplicator.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if code == 0 {
+		asyncReplicas = true
+		code = m.Run()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // firstToken is the token counter's start in tests: the first grant is 101.
@@ -24,6 +40,9 @@ func newNode(t *testing.T, cfg Config) *Node {
 	t.Helper()
 	if cfg.FirstToken == 0 {
 		cfg.FirstToken = firstToken
+	}
+	if asyncReplicas && cfg.Replicator == nil {
+		cfg.Replicator, cfg.NodeID = newAsyncReplicator, "test-node"
 	}
 	n, err := New(cfg)
 	if err != nil {

@@ -64,7 +64,7 @@ func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
 	if in.Op == fsm.OpItemLock && r.Err == nil && n.obs != nil && s != nil {
 		n.obs.Granted(s.proto, 1, 0)
 	}
-	return *r
+	return r
 }
 
 // growBound returns the most that in's write can grow the cache by, and
@@ -120,7 +120,8 @@ func (n *Node) addEvictions(at int64, victims []cache.Victim) {
 }
 
 // SweepItems proposes the removal of expired items among the next limit
-// unlocked items of the LRU list, oldest first, and returns how many went:
+// unlocked items of the LRU list, oldest first, and returns how many went
+// (in a cluster, where only the leader sweeps: how many it proposed):
 // the proposer's share of expiry (memcached's LRU crawler), so that dead
 // items nobody reads give their memory back on every replica.
 func (n *Node) SweepItems(limit int) int {
@@ -136,7 +137,16 @@ func (n *Node) SweepItems(limit int) int {
 	}
 	n.batch.Cmds = n.batch.Cmds[:0]
 	n.addEvictions(at, victims)
-	n.propose()
+	proposed := len(n.batch.Cmds)
+	if _, self, _ := n.rep.Leader(); !self {
+		return 0 // expiry is the leader's to propose
+	}
+	if err := n.send(); err != nil {
+		return 0
+	}
+	if len(n.batch.Results) < proposed {
+		return proposed // applied later; the cache's CAS check decides each
+	}
 	removed := 0
 	for i := range n.batch.Results {
 		removed += n.batch.Results[i].Count

@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"fmt"
+	"errors"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -39,6 +42,18 @@ type Config struct {
 	// Observer, when set, is told about sessions, grants, releases,
 	// timeouts and expiries, for metrics. nil: nobody is.
 	Observer Observer
+
+	// Replicator, when set, makes the node's replicator over the node's
+	// state machine (a cluster's); New calls it once. nil: replica.Local,
+	// the in-memory single node.
+	Replicator func(replica.StateMachine) (replica.Replicator, error)
+	// NodeID names the node in its cluster; it is required with
+	// Replicator. The node owns its connection-bound sessions under this
+	// name (see cluster.go).
+	NodeID string
+	// NodeTTL is how long a cluster node's connection-bound sessions
+	// outlive its last committed heartbeat. 0: 10 s.
+	NodeTTL time.Duration
 }
 
 // Node is a single-node latch.Service: the replicated state (internal/fsm)
@@ -80,7 +95,22 @@ type Node struct {
 	armedOK  bool
 	shutdown bool // guarded by mu
 
-	pool sync.Pool // of *waiter; per node, so that no channel crosses a synctest bubble
+	// calls holds the callers waiting for their commands to be applied,
+	// by Seq (propose.go); guarded by mu.
+	calls map[uint64]*proposal
+	// A cluster node's heartbeat (cluster.go): the timer, the heartbeats
+	// proposed and not yet applied, and when the last one applied was
+	// sent. Guarded by mu.
+	beatTimer *time.Timer
+	beats     []beat
+	vouched   time.Time
+
+	// reports runs the done functions of AcquireFunc requests that a
+	// cluster replicator's goroutine ended; nil with replica.Local.
+	reports *reporter
+
+	pool     sync.Pool // of *waiter; per node, so that no channel crosses a synctest bubble
+	callPool sync.Pool // of *proposal, likewise
 
 	// ready holds the ends of AcquireFunc requests that dispatch decided,
 	// for unlock to report once mu is released. Guarded by mu.
@@ -99,10 +129,17 @@ var _ latch.Service = (*Node)(nil)
 const localOrigin = 1
 
 // New returns a running Node with an empty state, replicated by nothing
-// but itself (replica.Local).
+// but itself (replica.Local), or by the replicator cfg.Replicator makes,
+// which may restore the state from its log before New returns.
 func New(cfg Config) (*Node, error) {
 	if cfg.Cache == (cache.Config{}) {
 		cfg.Cache = cache.DefaultConfig()
+	}
+	if cfg.Replicator != nil && cfg.NodeID == "" {
+		return nil, fmt.Errorf("node: a cluster node needs a NodeID")
+	}
+	if cfg.NodeTTL <= 0 {
+		cfg.NodeTTL = defaultNodeTTL
 	}
 	st, err := fsm.New(fsm.Config{
 		Engine: engine.Config{
@@ -127,28 +164,46 @@ func New(cfg Config) (*Node, error) {
 		origin:   localOrigin,
 		sessions: make(map[latch.SessionID]*session),
 		waiters:  make(map[engine.WaiterID]*waiter),
+		calls:    make(map[uint64]*proposal),
 	}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
-	n.rep = replica.NewLocal(machine{n})
 	tok := cfg.FirstToken
 	if tok == 0 {
 		tok = latch.Token(n.startNs)
 	}
+	if cfg.Replicator == nil {
+		n.rep = replica.NewLocal(machine{n})
+		n.mu.Lock()
+		c := n.command(fsm.OpSeed)
+		c.Token = tok
+		n.propose()
+		n.unlock()
+		return n, nil
+	}
+	// A cluster node's commands are told apart from those of its other
+	// incarnations by a random origin (the sequence numbers start again).
+	for n.origin <= localOrigin {
+		n.origin = rand.Uint64()
+	}
+	n.reports = newReporter(n)
+	rep, err := cfg.Replicator(machine{n})
+	if err != nil {
+		n.reports.stop()
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	n.mu.Lock()
-	c := n.command(fsm.OpSeed)
-	c.Token = tok
-	n.propose()
+	n.rep = rep
+	n.startCluster(tok)
 	n.unlock()
 	return n, nil
 }
 
-// now is the node's clock: wall-clock nanoseconds at start plus the
-// monotonic time since. The node stamps it into the commands it proposes.
-func (n *Node) now() int64 {
-	return n.startNs + int64(time.Since(n.start))
-}
+// now is the node's clock, which it stamps into the commands it proposes:
+// the replicator's (replica.Local: wall-clock nanoseconds at start plus
+// the monotonic time since).
+func (n *Node) now() int64 { return n.rep.Now() }
 
 // toTime converts an engine instant to a time; 0 (none) gives the zero time.
 func toTime(ns int64) time.Time {
@@ -182,6 +237,10 @@ func (n *Node) OpenSession(opts latch.SessionOptions) (latch.Session, error) {
 	}
 	c := n.command(fsm.OpOpenSession)
 	c.TTL, c.LockDelay = ttl, delay
+	if n.cfg.NodeID != "" && ttl == 0 {
+		// Bound to its connection: it lives while this node does.
+		c.TTL, c.Key = n.cfg.NodeTTL, []byte(n.cfg.NodeID)
+	}
 	r := n.propose()
 	if r.Err != nil {
 		if n.obs != nil {
@@ -206,53 +265,74 @@ func (n *Node) OpenSession(opts latch.SessionOptions) (latch.Session, error) {
 // makes nobody grantable, and no lock released by an ending session is
 // handed to a request that is about to be told the node shut down.
 func (n *Node) Shutdown(ctx context.Context) error {
+	if !n.shutdownLocked(ctx) {
+		return nil
+	}
+	// The replicator's goroutines may be waiting for mu: close it without.
+	_ = n.rep.Close()
+	n.mu.Lock()
+	n.letGo("shut down") // callers still waiting will wait for nothing
+	n.unlock()
+	if n.reports != nil {
+		n.reports.stop() // after unlock queued the last ends
+	}
+	return nil
+}
+
+// shutdownLocked is Shutdown but for closing the replicator and the
+// reporter; it reports false if another Shutdown came first.
+func (n *Node) shutdownLocked(ctx context.Context) bool {
 	n.mu.Lock()
 	defer n.unlock()
 	if n.shutdown {
-		return nil
+		return false
 	}
 	// What was due before the shutdown still happens normally.
 	n.command(fsm.OpTick)
-	n.propose()
+	n.proposeCtx(ctx)
+	if n.shutdown {
+		return false // a concurrent Shutdown ran while this one waited
+	}
 	n.shutdown = true
 
-	wids := make([]engine.WaiterID, 0, len(n.waiters))
-	for id := range n.waiters {
-		wids = append(wids, id)
-	}
-	slices.Sort(wids)
+	// One batch: the parked requests, newest first, then the sessions.
+	wids := slices.Sorted(maps.Keys(n.waiters))
+	sids := slices.Sorted(maps.Keys(n.sessions))
+	n.batch.Cmds = n.batch.Cmds[:0]
+	at := n.now()
 	for _, id := range slices.Backward(wids) {
-		c := n.command(fsm.OpCancel)
+		c := n.add(fsm.OpCancel, at)
 		c.Waiter = id
-		if r := n.propose(); r.Err != nil {
-			n.log.Error("node: shutdown: lock table lost a waiter", "waiter", id, "err", r.Err)
+	}
+	for _, id := range sids {
+		c := n.add(fsm.OpEndSession, at)
+		c.Session = id
+	}
+	if len(n.batch.Cmds) > 0 {
+		if r := n.proposeCtx(ctx); r.Err != nil && !errors.Is(r.Err, latch.ErrNoSession) && !errors.Is(r.Err, latch.ErrNotHeld) {
+			n.log.Warn("node: shutdown: the lock table did not take the ends of this node's sessions", "err", r.Err)
 		}
+	}
+	for _, id := range slices.Backward(wids) {
 		if w := n.waiters[id]; w != nil {
 			n.forget(id)
 			n.deliver(w, result{err: latch.ErrShutdown})
 		}
 	}
-
-	sids := make([]latch.SessionID, 0, len(n.sessions))
-	for id := range n.sessions {
-		sids = append(sids, id)
-	}
-	slices.Sort(sids)
 	for _, id := range sids {
-		c := n.command(fsm.OpEndSession)
-		c.Session = id
-		if r := n.propose(); r.Err != nil {
-			n.log.Error("node: shutdown: lock table lost a session", "session", id, "err", r.Err)
-		}
 		n.endSession(n.sessions[id], latch.ErrShutdown)
 	}
+	// Requests parked while the batch was applied (their sessions ended
+	// with it) have been aborted by it; none is left.
 	if n.timer != nil {
 		n.timer.Stop()
 	}
+	if n.beatTimer != nil {
+		n.beatTimer.Stop()
+	}
 	n.armedOK = false
-	_ = n.rep.Close()
 	n.log.Info("node: shut down", "sessions", len(sids), "waiters", len(wids))
-	return nil
+	return true
 }
 
 // endSession marks s ended, closes its Done channel and, unless its Close
@@ -294,6 +374,21 @@ func (n *Node) unlock() {
 		g, err := n.woken(c.w, c.r)
 		done(g, err)
 	}
+}
+
+// unlockApplied is unlock for the replicator's goroutine, after it
+// applied batches: with replica.Local it is the proposer's goroutine and
+// reports the ends as unlock does; a cluster replicator's goroutine hands
+// them to the reporter instead.
+func (n *Node) unlockApplied() {
+	if n.reports == nil || len(n.ready) == 0 {
+		n.unlock()
+		return
+	}
+	n.reports.add(n.ready)
+	clear(n.ready)
+	n.ready = n.ready[:0]
+	n.mu.Unlock()
 }
 
 // deliver ends the parked request w with r: a caller of Acquire receives r

@@ -617,9 +617,9 @@ func TestAdmin(t *testing.T) {
 		}
 
 		wantSessions := []latch.SessionInfo{
-			{ID: s1.ID(), Protocol: "memcache", Peer: "10.0.0.1:5000", Opened: start, Held: 2},
+			{ID: s1.ID(), Protocol: "memcache", Peer: "10.0.0.1:5000", Node: n.cfg.NodeID, Opened: start, Held: 2},
 			{ID: s2.ID(), Protocol: "dlock", Peer: "10.0.0.2:6000", Opened: start, TTL: time.Minute, Expires: start.Add(time.Minute), Held: 1},
-			{ID: s3.ID(), Protocol: "dlock", Peer: "10.0.0.3:7000", Opened: start, Waiting: 1},
+			{ID: s3.ID(), Protocol: "dlock", Peer: "10.0.0.3:7000", Node: n.cfg.NodeID, Opened: start, Waiting: 1},
 		}
 		if diff := cmp.Diff(wantSessions, n.Sessions()); diff != "" {
 			t.Errorf("Sessions (-want +got):\n%s", diff)

@@ -122,37 +122,45 @@ func (s *session) AcquireFunc(req latch.LockRequest, done func(latch.Grant, erro
 func (s *session) start(req latch.LockRequest, done func(latch.Grant, error)) (latch.Grant, engine.WaiterID, *waiter, error) {
 	n := s.n
 	n.mu.Lock()
-	if s.ended != nil {
+	if s.ended != nil || n.shutdown {
 		err := s.gone("acquire")
+		if s.ended == nil {
+			err = fmt.Errorf("acquire: %w", latch.ErrShutdown)
+		}
 		n.unlock()
 		return latch.Grant{}, 0, nil, err
 	}
 	c := n.command(fsm.OpAcquire)
 	c.Session, c.Req = s.id, req
+	var w *waiter
 	if req.Wait != latch.NoWait {
-		n.parked = append(n.parked, parking{seq: c.Seq, sess: s, done: done, n: len(req.Keys)})
+		w = n.getWaiter()
+		w.sess, w.done = s, done
+		n.parked = append(n.parked, parking{seq: c.Seq, w: w, n: len(req.Keys)})
 	}
 	r := n.propose()
-	if r.Err != nil || r.Granted {
+	if r.Err != nil || r.Granted || r.Waiter == 0 {
 		g, err := latch.Grant{Token: r.Token, Expires: toTime(r.Expires)}, r.Err
+		if err == nil && !r.Granted {
+			err = fmt.Errorf("acquire: the lock table neither granted nor queued the request: %w", latch.ErrInvalidRequest)
+		}
 		if err == nil && n.obs != nil {
 			n.obs.Granted(s.proto, len(req.Keys), 0)
 		}
 		n.unlock()
+		if w != nil {
+			n.putWaiter(w)
+		}
 		if err != nil {
 			return latch.Grant{}, 0, nil, err
 		}
 		return g, 0, nil, nil
 	}
-	id := r.Waiter
-	w := n.waiters[id]
+	// Parked by apply under r.Waiter; a later command may have ended it
+	// already (a cluster applies while propose waits): its result is then
+	// in w.ch, or with unlock for an AcquireFunc request.
 	n.unlock()
-	if w == nil {
-		// Parked by apply, and already ended by a later command of the
-		// same batch: impossible with one command per batch.
-		return latch.Grant{}, 0, nil, fmt.Errorf("acquire: request %d ended before it was parked: %w", id, latch.ErrShutdown)
-	}
-	return latch.Grant{}, id, w, nil
+	return latch.Grant{}, r.Waiter, w, nil
 }
 
 // woken finishes a parked Acquire that received r: it reports the hand-off
@@ -293,6 +301,7 @@ func (s *session) Close() error {
 	if s.ended != nil {
 		return nil
 	}
+	s.closing = true
 	c := n.command(fsm.OpEndSession)
 	c.Session = s.id
 	if err := n.propose().Err; err != nil && !errors.Is(err, latch.ErrNoSession) {
@@ -301,7 +310,6 @@ func (s *session) Close() error {
 	// If the lock table had already ended it (TTL lapsed at an instant
 	// now passed), dispatch has just closed Done; endSession is a no-op
 	// then.
-	s.closing = true
 	n.endSession(s, latch.ErrSessionEnded)
 	return nil
 }

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/latchd/latch/internal/fsm"
 )
@@ -11,15 +12,24 @@ import (
 // always the leader. Propose applies the batch at once, in process and
 // without encoding it, so the single-node path costs a call, not a log.
 type Local struct {
-	sm     StateMachine
-	closed atomic.Bool
+	sm      StateMachine
+	closed  atomic.Bool
+	start   time.Time // carries the monotonic reading Now is taken from
+	startNs int64
 }
 
 // LocalID is the leader id that Local reports.
 const LocalID = "local"
 
 // NewLocal returns the replicator of sm alone.
-func NewLocal(sm StateMachine) *Local { return &Local{sm: sm} }
+func NewLocal(sm StateMachine) *Local {
+	start := time.Now()
+	return &Local{sm: sm, start: start, startNs: start.UnixNano()}
+}
+
+// Now is the wall-clock time at NewLocal plus the monotonic time since: a
+// step of the wall clock does not move it.
+func (l *Local) Now() int64 { return l.startNs + int64(time.Since(l.start)) }
 
 // Propose applies b to the StateMachine before it returns, in the caller's
 // goroutine, which holds the StateMachine's lock (see Replicator).

@@ -16,14 +16,21 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/fsm"
 )
 
 // ErrClosed is returned by a Replicator after Close.
 var ErrClosed = errors.New("replica: closed")
+
+// ErrUnavailable is returned by Propose when the replicator cannot have a
+// batch applied in time: a cluster replica that has had no leader for
+// longer than an election should take. It wraps latch.ErrUnavailable.
+var ErrUnavailable = fmt.Errorf("replica: no leader: %w", latch.ErrUnavailable)
 
 // StateMachine is what a Replicator applies batches to: the node, which
 // holds the fsm.State and acts on each command's result and events.
@@ -56,15 +63,24 @@ type Replicator interface {
 	// be applied: a replicator that cannot apply it at once encodes b and
 	// returns, and b may be reused as soon as Propose returns. The
 	// proposer learns each command's outcome when its own StateMachine
-	// applies it, which for Local has happened before Propose returns. An
-	// error (ErrClosed, or a replicator's own) means that b will not be
-	// applied.
+	// applies it, matched by (Origin, Seq): Local has applied b (and
+	// filled b.Results) before Propose returns; a cluster replicator
+	// applies it later, from its own goroutine, and never fills b.Results.
+	// A replicator that is not sure a batch was applied sends it again:
+	// the state applies a command once (fsm.ErrDuplicate). An error
+	// (ErrClosed, ErrUnavailable, or a replicator's own) means that b will
+	// not be applied.
 	Propose(b *fsm.Batch) error
 
 	// Leader reports the current leader's id and whether this replica is
 	// it. The leader alone stamps time and proposes the commands that time
 	// causes (Tick, Evict). ok is false while there is no leader.
 	Leader() (id string, self bool, ok bool)
+
+	// Now reads the replicated clock as this replica knows it: on the
+	// leader, the instant it would stamp into a batch now; elsewhere, an
+	// estimate from the last batch applied. It never goes back.
+	Now() int64
 
 	// Barrier returns once every batch proposed before it on any replica
 	// and committed has been applied here, or ctx is done.

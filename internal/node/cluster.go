@@ -1,0 +1,83 @@
+package node
+
+import (
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
+)
+
+// A node of a cluster (Config.NodeID set) owns the sessions that are bound
+// to its clients' connections (memcached, dlock version 2, version 3
+// without a TTL): it opens them owned by its id, with Config.NodeTTL as
+// their TTL in the replicated state, and keeps them alive with one
+// heartbeat command (fsm.OpNodeAlive) every NodeTTL/10. If the node dies,
+// its heartbeats stop, and the cluster ends its sessions (releasing their
+// locks, with their lock-delay) a NodeTTL after the last one that
+// committed. When it starts, it ends what a previous incarnation owned
+// (fsm.OpEndOwner), before any session of its own.
+//
+// The node also watches its own heartbeats: if none of those sent in the
+// last NodeTTL - NodeTTL/5 has been applied, the cluster may be about to
+// end its sessions, so the node lets go of its clients first (letGo): it
+// closes their connections rather than let them believe they hold locks
+// that may already be another's. The margin covers the rate difference of
+// two machines' clocks and the time a heartbeat takes to be stamped.
+
+// defaultNodeTTL is Config.NodeTTL's default.
+const defaultNodeTTL = 10 * time.Second
+
+// beat is a heartbeat proposed and not yet applied.
+type beat struct {
+	seq  uint64
+	sent time.Time
+}
+
+// startCluster proposes the seed of the token counter (which only ever
+// raises it) and the end of a previous incarnation's sessions, and starts
+// the heartbeat. Called with mu held, from New.
+func (n *Node) startCluster(token latch.Token) {
+	c := n.command(fsm.OpSeed)
+	c.Token = token
+	c = n.add(fsm.OpEndOwner, c.At)
+	c.Key = []byte(n.cfg.NodeID)
+	if err := n.send(); err != nil {
+		n.log.Warn("node: could not propose the end of a previous incarnation's sessions", "err", err)
+	}
+	n.vouched = time.Now()
+	n.beatTimer = time.AfterFunc(n.cfg.NodeTTL/10, n.heartbeat)
+}
+
+// heartbeat proposes this node's heartbeat and checks that one sent
+// recently enough was applied; it runs every NodeTTL/10.
+func (n *Node) heartbeat() {
+	n.mu.Lock()
+	defer n.unlock()
+	if n.shutdown {
+		return
+	}
+	now := time.Now()
+	if len(n.sessions) > 0 && now.Sub(n.vouched) > n.cfg.NodeTTL-n.cfg.NodeTTL/5 {
+		n.letGo("no heartbeat of this node committed within its node TTL")
+	}
+	c := n.command(fsm.OpNodeAlive)
+	c.Key = []byte(n.cfg.NodeID)
+	if err := n.send(); err == nil {
+		n.beats = append(n.beats, beat{seq: c.Seq, sent: now})
+	}
+	n.beatTimer.Reset(n.cfg.NodeTTL / 10)
+}
+
+// beatApplied records that this node's heartbeat seq was applied: the
+// sessions it owns live at least a NodeTTL from when it was sent. Called
+// with mu held, by apply.
+func (n *Node) beatApplied(seq uint64) {
+	i := 0
+	for i < len(n.beats) && n.beats[i].seq <= seq {
+		if n.beats[i].seq == seq {
+			n.vouched = n.beats[i].sent
+		}
+		i++
+	}
+	n.beats = append(n.beats[:0], n.beats[i:]...)
+}

@@ -1,0 +1,159 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
+)
+
+// A node proposes the commands of its callers one batch at a time, under
+// mu: command (or Do) starts the batch, add appends to it, and propose
+// submits it and returns the result of its last command.
+//
+// replica.Local applies the batch inside Propose, so the result is in
+// Node.batch when Propose returns and the caller never lets go of mu. A
+// cluster replicator applies it later, from its own goroutine: propose
+// then registers a proposal under the last command's sequence number, lets go
+// of mu while it waits, and takes mu again once apply has answered the
+// call (answer) or the node let go of its clients (letGo). Either way the
+// caller holds mu before and after propose; what it read of the node's
+// maps before may have changed when it returns.
+
+// proposal is a caller waiting for the result of its command.
+type proposal struct {
+	r  fsm.Result
+	ch chan struct{} // capacity 1: receives once, when r is set
+}
+
+func (n *Node) getProposal() *proposal {
+	if cl, ok := n.callPool.Get().(*proposal); ok {
+		return cl
+	}
+	return &proposal{ch: make(chan struct{}, 1)}
+}
+
+// command starts a new batch of one command of op, stamped with the time,
+// this node's origin and its next sequence number, and returns it for the
+// caller to fill in and propose. Called with mu held.
+func (n *Node) command(op fsm.Op) *fsm.Command {
+	n.batch.Cmds = n.batch.Cmds[:0]
+	return n.add(op, n.now())
+}
+
+// add adds a command of op at instant at to the batch, stamped with this
+// node's origin and its next sequence number. Called with mu held.
+func (n *Node) add(op fsm.Op, at int64) *fsm.Command {
+	n.seq++
+	n.batch.Cmds = append(n.batch.Cmds, fsm.Command{Op: op, At: at, Origin: n.origin, Seq: n.seq})
+	return &n.batch.Cmds[len(n.batch.Cmds)-1]
+}
+
+// propose has the batch applied and returns the result of its last
+// command, waiting for it as long as it takes (see proposeCtx). Called
+// with mu held.
+func (n *Node) propose() fsm.Result { return n.proposeCtx(nil) }
+
+// proposeCtx has the batch applied and returns the result of its last
+// command. A replicator that refuses the batch gives its error as the
+// result. When the batch is applied later (a cluster), proposeCtx lets go
+// of mu until it is, until the node lets go of its clients (the result is
+// then latch.ErrUnavailable: the outcome is unknown), or until ctx (when
+// not nil) is done. Called with mu held; returns with it held.
+func (n *Node) proposeCtx(ctx context.Context) fsm.Result {
+	b := &n.batch
+	last := b.Cmds[len(b.Cmds)-1].Seq
+	b.Results = b.Results[:0]
+	if err := n.rep.Propose(b); err != nil {
+		n.parked = n.parked[:0]
+		return fsm.Result{Err: err}
+	}
+	if len(b.Results) == len(b.Cmds) {
+		return b.Results[len(b.Results)-1] // applied in Propose
+	}
+	cl := n.getProposal()
+	n.calls[last] = cl
+	n.unlock()
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	select {
+	case <-cl.ch:
+		n.mu.Lock()
+	case <-done:
+		n.mu.Lock()
+		if n.calls[last] == cl {
+			delete(n.calls, last)
+			// The batch may still be applied; the caller learns nothing.
+			return fsm.Result{Err: fmt.Errorf("%w: %w", latch.ErrUnavailable, ctx.Err())}
+		}
+		<-cl.ch // answered as ctx ended
+	}
+	r := cl.r
+	cl.r = fsm.Result{}
+	n.callPool.Put(cl)
+	return r
+}
+
+// send proposes the batch without waiting for its outcome: what time
+// causes (ticks, heartbeats) and what the node does on its own behalf.
+// Called with mu held.
+func (n *Node) send() error {
+	n.batch.Results = n.batch.Results[:0]
+	return n.rep.Propose(&n.batch)
+}
+
+// answer gives r to the caller waiting for this node's command seq, if
+// one is. Called with mu held, by apply.
+func (n *Node) answer(seq uint64, r *fsm.Result) {
+	cl := n.calls[seq]
+	if cl == nil {
+		return
+	}
+	delete(n.calls, seq)
+	cl.r = *r
+	cl.ch <- struct{}{}
+}
+
+// letGo ends everything this node holds for its clients, because it can
+// no longer vouch for them: it cannot commit (its sessions may end
+// elsewhere), or its state was replaced by a snapshot. Waiting callers get
+// latch.ErrUnavailable (their outcome is unknown), parked requests and
+// sessions end (their OnEnd closes their connections), and the end of
+// each session is proposed, for when the cluster can commit again. Called
+// with mu held.
+func (n *Node) letGo(why string) {
+	if len(n.calls) == 0 && len(n.sessions) == 0 && len(n.waiters) == 0 {
+		return
+	}
+	n.log.Warn("node: letting go of this node's clients", "why", why,
+		"sessions", len(n.sessions), "waiting", len(n.waiters), "calls", len(n.calls))
+	for seq, cl := range n.calls {
+		delete(n.calls, seq)
+		cl.r = fsm.Result{Err: fmt.Errorf("%s: %w", why, latch.ErrUnavailable)}
+		cl.ch <- struct{}{}
+	}
+	n.parked = n.parked[:0]
+	for id, w := range n.waiters {
+		n.forget(id)
+		n.deliver(w, result{err: fmt.Errorf("%s: %w (%w)", why, latch.ErrSessionEnded, latch.ErrUnavailable)})
+	}
+	if len(n.sessions) == 0 {
+		return
+	}
+	ids := slices.Sorted(maps.Keys(n.sessions))
+	n.batch.Cmds = n.batch.Cmds[:0]
+	at := n.now()
+	for _, id := range ids {
+		c := n.add(fsm.OpEndSession, at)
+		c.Session = id
+		n.endSession(n.sessions[id], latch.ErrSessionEnded)
+	}
+	if err := n.send(); err != nil {
+		n.log.Debug("node: the ends of the sessions were not proposed", "err", err)
+	}
+}
