@@ -18,49 +18,39 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/config"
-	"github.com/latchd/latch/internal/server"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// testServer is an in-process latch server (internal/server) serving
-// dlock only.
+// testServer is an in-process latch server (latchtest.Start) and its
+// lock service.
 type testServer struct {
-	*server.Server
-	addr string
+	*latchtest.Server
+	addr string // the dlock front end's
 	svc  latch.Service
 }
 
-// startServer starts a server with its dlock listener on a free loopback
-// port and shuts it down when the test ends. maxKeys is its limit of keys
-// per request; tokens, when given, are the access tokens it requires.
+// startServer starts a server with every listener on a free loopback port
+// and shuts it down when the test ends. maxKeys is its limit of keys per
+// request; tokens, when given, are the access tokens its dlock front end
+// requires.
 func startServer(t *testing.T, maxKeys int, tokens ...string) *testServer {
 	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr = ""
-	cfg.Admin.Addr = ""
-	cfg.DLock.Addr = "127.0.0.1:0"
-	cfg.Lock.MaxKeys = maxKeys
+	tokensFile := ""
 	if len(tokens) > 0 {
-		cfg.DLock.TokensFile = filepath.Join(t.TempDir(), "tokens")
-		if err := os.WriteFile(cfg.DLock.TokensFile, []byte(strings.Join(tokens, "\n")), 0o600); err != nil {
+		tokensFile = filepath.Join(t.TempDir(), "tokens")
+		if err := os.WriteFile(tokensFile, []byte(strings.Join(tokens, "\n")), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	srv, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatalf("server.New() error = %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("server Shutdown() error = %v", err)
-		}
+	srv := latchtest.Start(t, func(c *config.Config) {
+		c.Lock.MaxKeys = maxKeys
+		c.DLock.TokensFile = tokensFile
 	})
-	return &testServer{Server: srv, addr: srv.DLockAddr().String(), svc: srv.Service()}
+	return &testServer{Server: srv, addr: srv.DLock, svc: srv.Service()}
 }
 
 // holders returns the sessions holding key.

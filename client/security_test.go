@@ -8,22 +8,16 @@ import (
 	"time"
 
 	"github.com/latchd/latch/internal/config"
-	"github.com/latchd/latch/internal/server"
+	"github.com/latchd/latch/internal/latchtest"
 	"github.com/latchd/latch/internal/tlsconf/tlstest"
 )
 
 // TestDialTLS dials a server that requires client certificates.
 func TestDialTLS(t *testing.T) {
 	pki := tlstest.New(t)
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr, cfg.Admin.Addr, cfg.DLock.Addr = "", "", "127.0.0.1:0"
-	cfg.TLS = config.TLSConfig{Cert: pki.ServerCertFile, Key: pki.ServerKeyFile, ClientCA: pki.CAFile}
-	srv, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	addr := srv.DLockAddr().String()
+	addr := latchtest.Start(t, func(c *config.Config) {
+		c.TLS = config.TLSConfig{Cert: pki.ServerCertFile, Key: pki.ServerKeyFile, ClientCA: pki.CAFile}
+	}).DLock
 
 	tests := []struct {
 		name string

@@ -15,7 +15,7 @@ import (
 // memcached front end answers a connection that starts like a dlock frame
 // with an error line, and the client recognises a text reply.
 func TestDialMemcachedPort(t *testing.T) {
-	addr := latchtest.StartLatch(t) // memcached only
+	addr := latchtest.Start(t).Memcache
 
 	// A long dial timeout: the answer must not come from it.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -5,21 +5,12 @@ import (
 	"testing"
 
 	"github.com/latchd/latch"
-	"github.com/latchd/latch/internal/config"
-	"github.com/latchd/latch/internal/server"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 // TestStatus runs "latch status" in process against an in-process server.
 func TestStatus(t *testing.T) {
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr = ""
-	cfg.DLock.Addr = ""
-	cfg.Admin.Addr = "127.0.0.1:0"
-	srv, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	srv := latchtest.Start(t)
 	sess, err := srv.Service().OpenSession(latch.SessionOptions{Protocol: "dlock", Peer: "192.0.2.7:999"})
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +18,7 @@ func TestStatus(t *testing.T) {
 	if _, err := sess.Acquire(context.Background(), latch.LockRequest{Keys: []string{"backup/db"}}); err != nil {
 		t.Fatal(err)
 	}
-	addr := srv.AdminAddr().String()
+	addr := srv.Admin
 
 	tests := []cliCase{
 		{name: "flag", args: []string{"status", "--admin-addr", addr}, wantStdout: "backup/db  held"},

@@ -3,11 +3,10 @@
 package main
 
 import (
-	"context"
 	"testing"
 
 	"github.com/latchd/latch/internal/config"
-	"github.com/latchd/latch/internal/server"
+	"github.com/latchd/latch/internal/latchtest"
 	"github.com/latchd/latch/internal/tlsconf/tlstest"
 )
 
@@ -15,17 +14,10 @@ import (
 // a server that requires client certificates.
 func TestClientTLSFlags(t *testing.T) {
 	pki := tlstest.New(t)
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr = ""
-	cfg.DLock.Addr = "127.0.0.1:0"
-	cfg.Admin.Addr = "127.0.0.1:0"
-	cfg.TLS = config.TLSConfig{Cert: pki.ServerCertFile, Key: pki.ServerKeyFile, ClientCA: pki.CAFile}
-	srv, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	dlockAddr, adminAddr := srv.DLockAddr().String(), srv.AdminAddr().String()
+	srv := latchtest.Start(t, func(c *config.Config) {
+		c.TLS = config.TLSConfig{Cert: pki.ServerCertFile, Key: pki.ServerKeyFile, ClientCA: pki.CAFile}
+	})
+	dlockAddr, adminAddr := srv.DLock, srv.Admin
 	tlsArgs := []string{"--tls-ca", pki.CAFile, "--tls-cert", pki.ClientCertFile, "--tls-key", pki.ClientKeyFile}
 	with := func(args ...string) []string {
 		return append(append(args[:1:1], tlsArgs...), args[1:]...)

@@ -250,7 +250,7 @@ func TestActionsNeedToken(t *testing.T) {
 			}
 		})
 	}
-	if got := e.logs.logLines(t, "admin: refused an action without a valid token"); len(got) == 0 {
+	if got := e.logLines("admin: refused an action without a valid token"); len(got) == 0 {
 		t.Error("refused actions were not logged")
 	}
 
@@ -270,7 +270,7 @@ func TestActionsNeedToken(t *testing.T) {
 	if len(ki.Holders) != 1 || ki.Holders[0].Session != tb.s2.ID() || len(ki.Waiters) != 1 {
 		t.Errorf("after release app/a = %+v, want s2 holding and s3 waiting", ki)
 	}
-	lines := e.logs.logLines(t, "admin: force-release")
+	lines := e.logLines("admin: force-release")
 	if len(lines) != 1 || lines[0]["key"] != "app/a" || lines[0]["reason"] != "stuck deploy" ||
 		!strings.HasPrefix(lines[0]["remote"].(string), "127.0.0.1:") || lines[0]["level"] != "INFO" {
 		t.Errorf("force-release log = %v", lines)
@@ -319,7 +319,7 @@ func TestEndSession(t *testing.T) {
 	if err := <-tb.w2; err != nil {
 		t.Fatalf("the first waiter got %v, want the lock", err)
 	}
-	lines := e.logs.logLines(t, "admin: end-session")
+	lines := e.logLines("admin: end-session")
 	if len(lines) != 1 || lines[0]["reason"] != "client hung" || lines[0]["session"] != float64(tb.s1.ID()) {
 		t.Errorf("end-session log = %v", lines)
 	}
@@ -381,13 +381,13 @@ func TestHealth(t *testing.T) {
 		t.Errorf("Content-Security-Policy = %q", csp)
 	}
 	// Requests are logged at debug level only.
-	e.eventually("request log", func() bool { return len(e.logs.logLines(t, "admin: request")) > 0 })
-	for _, l := range e.logs.logLines(t, "admin: request") {
+	e.eventually("request log", func() bool { return len(e.logLines("admin: request")) > 0 })
+	for _, l := range e.logLines("admin: request") {
 		if l["level"] != "DEBUG" {
 			t.Errorf("request logged at %v", l["level"])
 		}
 	}
-	if l := e.logs.logLines(t, "admin: listening"); len(l) != 1 || l[0]["level"] != "INFO" || l[0]["addr"] != e.srv.AdminAddr().String() {
+	if l := e.logLines("admin: listening"); len(l) != 1 || l[0]["level"] != "INFO" || l[0]["addr"] != e.srv.AdminAddr().String() {
 		t.Errorf("listening log = %v", l)
 	}
 }

@@ -1,52 +1,31 @@
 package admin_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/admin"
 	"github.com/latchd/latch/internal/config"
+	"github.com/latchd/latch/internal/latchtest"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/node"
-	"github.com/latchd/latch/internal/server"
 )
 
-// syncBuffer is a bytes.Buffer safe for concurrent use: the server's log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// logLines returns the JSON log lines whose msg is msg.
-func (b *syncBuffer) logLines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
+// logLines returns the JSON log lines of e's server whose msg is msg.
+func (e *env) logLines(msg string) []map[string]any {
+	e.t.Helper()
 	var out []map[string]any
-	for line := range strings.Lines(b.String()) {
+	for line := range strings.Lines(e.logs.String()) {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line is not JSON: %q", line)
+			e.t.Fatalf("log line is not JSON: %q", line)
 		}
 		if m["msg"] == msg {
 			out = append(out, m)
@@ -55,39 +34,25 @@ func (b *syncBuffer) logLines(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-// env is a running latch server with only its admin front end, on a free
-// loopback port, and a client for it.
+// env is a running latch server, or an admin server alone, and a client
+// for its admin HTTP server.
 type env struct {
 	t    *testing.T
-	srv  *server.Server
+	srv  *latchtest.Server // nil for an admin server alone
 	svc  latch.Service
 	base string // http://127.0.0.1:port
-	logs *syncBuffer
+	logs *latchtest.SyncBuffer
 }
 
-// start starts a server whose admin actions require token ("" for none).
+// start starts a whole server whose admin actions require token ("" for
+// none).
 func start(t *testing.T, token string) *env {
 	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr = ""
-	cfg.DLock.Addr = ""
-	cfg.Admin.Addr = "127.0.0.1:0"
-	cfg.Admin.Token = token
-	cfg.Server.Version = "v0.0.0-test"
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := server.New(cfg, logger)
-	if err != nil {
-		t.Fatalf("server.New() error = %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown() error = %v", err)
-		}
+	srv := latchtest.Start(t, func(c *config.Config) {
+		c.Admin.Token = token
+		c.Server.Version = "v0.0.0-test"
 	})
-	return &env{t: t, srv: srv, svc: srv.Service(), base: "http://" + srv.AdminAddr().String(), logs: logs}
+	return &env{t: t, srv: srv, svc: srv.Service(), base: "http://" + srv.Admin, logs: srv.Logs}
 }
 
 // open opens a session that the test closes at its end.
@@ -221,5 +186,5 @@ func newTestAdminWith(t *testing.T, set func(*admin.Config)) *env {
 			t.Errorf("admin Shutdown() error = %v", err)
 		}
 	})
-	return &env{t: t, svc: n, base: "http://" + a.Addr().String(), logs: &syncBuffer{}}
+	return &env{t: t, svc: n, base: "http://" + a.Addr().String(), logs: new(latchtest.SyncBuffer)}
 }

@@ -18,43 +18,91 @@ import (
 	"github.com/latchd/latch/internal/metrics"
 )
 
-// Config configures a Server.
+// Config configures a Server. Start from DefaultConfig. The toml tags name
+// the settings of the configuration file's [admin] table (internal/config);
+// the fields tagged "-" are set by the program.
 type Config struct {
 	// Addr is the TCP address Start listens on, for example
 	// "127.0.0.1:11280" (port 0: any free port).
-	Addr string
-	// Service is the lock table to show and act on. Required.
-	Service latch.Admin
+	Addr string `toml:"addr"`
+	// Service is the lock table to show and act on. Required by New.
+	Service latch.Admin `toml:"-"`
 	// Metrics is the registry /metrics serves and the source of /v1/stats.
-	// Required.
-	Metrics *metrics.Metrics
+	// Required by New.
+	Metrics *metrics.Metrics `toml:"-"`
 	// Token, when not empty, is the bearer token admin actions require.
-	Token string
+	Token string `toml:"token"`
 	// Ready reports whether the server is ready for clients (/readyz): nil
 	// when it is, or why not. nil: always ready.
-	Ready func() error
+	Ready func() error `toml:"-"`
 	// Logger receives lifecycle, admin actions (info) and requests (debug).
 	// nil: discard.
-	Logger *slog.Logger
+	Logger *slog.Logger `toml:"-"`
 	// Version is shown on the status page and in /v1/stats.
-	Version string
+	Version string `toml:"-"`
 	// TLS, when set, makes Start serve HTTPS only, with this
 	// configuration.
-	TLS *tls.Config
+	TLS *tls.Config `toml:"-"`
 	// MaxConns limits the open connections Start accepts; one more is
 	// answered 503 (over TLS: closed) at once. 0: no limit.
-	MaxConns int
+	MaxConns int `toml:"max-conns"`
 	// ReadTimeout bounds the arrival of a whole request; WriteTimeout the
 	// writing of its answer (a pprof profile or trace gets its seconds on
 	// top). Zero: 30s each.
-	ReadTimeout  time.Duration
-	WriteTimeout time.Duration
+	ReadTimeout  time.Duration `toml:"-"`
+	WriteTimeout time.Duration `toml:"-"`
 
 	// HistoryInterval and HistorySize shape /v1/stats/history: one
 	// sample every HistoryInterval, the last HistorySize kept. Zero: 1s
 	// and 300 (five minutes).
-	HistoryInterval time.Duration
-	HistorySize     int
+	HistoryInterval time.Duration `toml:"-"`
+	HistorySize     int           `toml:"-"`
+}
+
+// DefaultConfig returns the defaults of latch serve: 127.0.0.1:11280, at
+// most 256 connections, 30s to read a request and to write an answer, a
+// history of five minutes sampled every second. Service and Metrics are
+// left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		Addr:            "127.0.0.1:11280",
+		MaxConns:        256,
+		ReadTimeout:     defaultTimeout,
+		WriteTimeout:    defaultTimeout,
+		HistoryInterval: time.Second,
+		HistorySize:     300,
+	}
+}
+
+// Validate reports every invalid setting of c, joined into one error. Each
+// names its field. It does not check Service and Metrics, which New
+// requires.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("admin: invalid Addr %q: want host:port: %w", c.Addr, err))
+		}
+	}
+	if c.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("admin: invalid MaxConns %d: must not be negative (0: no limit)", c.MaxConns))
+	}
+	if c.HistorySize < 0 {
+		errs = append(errs, fmt.Errorf("admin: invalid HistorySize %d: must not be negative (0: 300)", c.HistorySize))
+	}
+	for _, v := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"ReadTimeout", c.ReadTimeout},
+		{"WriteTimeout", c.WriteTimeout},
+		{"HistoryInterval", c.HistoryInterval},
+	} {
+		if v.d < 0 {
+			errs = append(errs, fmt.Errorf("admin: invalid %s %v: must not be negative (0: the default)", v.name, v.d))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Server is the admin HTTP server. It is a server component: Start, then
@@ -72,8 +120,12 @@ type Server struct {
 	wg   sync.WaitGroup
 }
 
-// New returns a Server for cfg; Start starts it.
+// New returns a Server for cfg; Start starts it. It returns Validate's
+// error for an invalid cfg.
 func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Service == nil {
 		return nil, errors.New("admin: no Service")
 	}

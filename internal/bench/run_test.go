@@ -9,33 +9,8 @@ import (
 	"time"
 
 	"github.com/latchd/latch/internal/bench"
-	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/latchtest"
-	"github.com/latchd/latch/internal/server"
 )
-
-// latchServer starts an in-process latch with every listener on a free
-// loopback port.
-func latchServer(t *testing.T) *server.Server {
-	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr = "127.0.0.1:0"
-	cfg.DLock.Addr = "127.0.0.1:0"
-	cfg.Admin.Addr = "127.0.0.1:0"
-	cfg.Log.Level = "error"
-	s, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return s
-}
 
 // smoke is a short run: it checks that the tool works and that every reply
 // was valid, never how fast the server is.
@@ -77,8 +52,8 @@ func check(t *testing.T, cfg bench.Config) *bench.Result {
 }
 
 func TestLatch(t *testing.T) {
-	s := latchServer(t)
-	mc, dl, admin := s.MemcacheAddr().String(), s.DLockAddr().String(), s.AdminAddr().String()
+	s := latchtest.Start(t)
+	mc, dl, admin := s.Memcache, s.DLock, s.Admin
 	tests := []struct {
 		target, workload string
 		pipeline         int

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/latchd/latch/internal/admin"
 )
 
 func TestAdminLoadToken(t *testing.T) {
@@ -23,7 +25,7 @@ func TestAdminLoadToken(t *testing.T) {
 		wantErr string
 	}{
 		{"none", AdminConfig{}, "", ""},
-		{"inline", AdminConfig{Token: "s3cret"}, "s3cret", ""},
+		{"inline", AdminConfig{Config: admin.Config{Token: "s3cret"}}, "s3cret", ""},
 		{"file", AdminConfig{TokenFile: write("tok", "  s3cret\n")}, "s3cret", ""},
 		{"empty file", AdminConfig{TokenFile: write("empty", "\n\t\n")}, "", "is empty"},
 		{"missing file", AdminConfig{TokenFile: filepath.Join(dir, "nope")}, "", "admin-token-file"},

@@ -9,6 +9,13 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/latchd/latch/internal/admin"
+	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/dlock"
+	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/memcache"
+	"github.com/latchd/latch/internal/node"
 )
 
 // Config is the configuration of one latch server. The zero value is not
@@ -37,21 +44,14 @@ type TLSConfig struct {
 }
 
 // AdminConfig configures the admin HTTP server: metrics, the status page,
-// the JSON API and its admin actions.
+// the JSON API and its admin actions. Its settings are admin.Config's
+// (Addr, Token, MaxConns), plus TokenFile.
 type AdminConfig struct {
-	// Addr is the TCP address to listen on; empty disables the server.
-	Addr string `toml:"addr"`
-	// Token, when set, must be presented (Authorization: Bearer) by
-	// admin actions: force-releasing a key, ending a session. Reading
-	// needs none.
-	Token string `toml:"token"`
+	admin.Config
 	// TokenFile names a file holding the token instead (surrounding white
 	// space ignored), so that it appears in no command line or
 	// environment. At most one of Token and TokenFile may be set.
 	TokenFile string `toml:"token-file"`
-	// MaxConns limits the open connections; one more is answered 503
-	// (over TLS: closed). 0: no limit.
-	MaxConns int `toml:"max-conns"`
 }
 
 // LoadToken returns the admin token: Token, or the content of TokenFile
@@ -72,24 +72,10 @@ func (c AdminConfig) LoadToken() (string, error) {
 }
 
 // DLockConfig configures the dlock front end (protocol versions 2 and 3).
+// Its settings are dlock.Config's (Addr, MaxFrame, the timeouts,
+// MaxConns), plus TokensFile; its MaxKeys is the lock table's.
 type DLockConfig struct {
-	// Addr is the TCP address to listen on; empty disables the front end.
-	Addr string `toml:"addr"`
-	// MaxFrame is the largest request frame accepted, in bytes; a larger
-	// one is answered with an error and closes the connection.
-	MaxFrame int `toml:"max-frame"`
-	// IdleTimeout closes a connection that sends nothing for this long
-	// while none of its requests waits. Zero: never.
-	IdleTimeout time.Duration `toml:"idle-timeout"`
-	// ReadTimeout bounds the time a request frame may take to arrive once
-	// its first byte has (slow-loris clients). Zero: IdleTimeout does.
-	ReadTimeout time.Duration `toml:"read-timeout"`
-	// WriteTimeout bounds each write of answers: a client that does not
-	// read them for this long is disconnected. Zero: never.
-	WriteTimeout time.Duration `toml:"write-timeout"`
-	// MaxConns limits the open connections; one more is answered with an
-	// error and closed. Zero: no limit.
-	MaxConns int `toml:"max-conns"`
+	dlock.Config
 	// TokensFile, when set, names a file of access tokens, one per line
 	// with its rights and key prefixes (dlock.ReadTokens): every request
 	// must carry one of them in access_token, and do only what it allows.
@@ -97,10 +83,12 @@ type DLockConfig struct {
 }
 
 // MemcacheConfig configures the memcached front end (text and binary
-// protocols with the yrmcds lock extension).
+// protocols with the yrmcds lock extension). Its settings are
+// memcache.Config's (Addr, MaxConns, the timeouts), plus the limits of the
+// item cache behind it and Allow, which the server parses into
+// memcache.Config.Allow.
 type MemcacheConfig struct {
-	// Addr is the TCP address to listen on; empty disables the front end.
-	Addr string `toml:"addr"`
+	memcache.Config
 	// MemoryMB bounds the memory of all items, in MiB (memcached's -m,
 	// yrmcds's memory_limit); least recently used unlocked items are
 	// evicted to stay under it.
@@ -108,22 +96,10 @@ type MemcacheConfig struct {
 	// MaxItemSize is the largest value accepted, in bytes (yrmcds's
 	// max_data_size).
 	MaxItemSize int `toml:"max-item-size"`
-	// MaxConns limits the open connections; one more is answered
-	// "SERVER_ERROR too many connections" and closed. Zero: no limit.
-	MaxConns int `toml:"max-conns"`
-	// IdleTimeout closes a connection silent for this long between
-	// requests, unless it holds a lock. Zero: never (as memcached and
-	// yrmcds).
-	IdleTimeout time.Duration `toml:"idle-timeout"`
-	// ReadTimeout bounds the time a request may take to arrive once its
-	// first byte has (slow-loris clients). Zero: no bound.
-	ReadTimeout time.Duration `toml:"read-timeout"`
-	// WriteTimeout bounds each write of replies: a client that does not
-	// read them for this long is disconnected. Zero: never.
-	WriteTimeout time.Duration `toml:"write-timeout"`
 	// Allow, when set, is a comma-separated list of the client networks
 	// (CIDRs like 10.0.0.0/8, or single addresses) the front end serves: a
 	// connection from elsewhere is closed at once. Empty: every client.
+	// It hides memcache.Config.Allow, the parsed list.
 	Allow string `toml:"allow"`
 }
 
@@ -135,21 +111,10 @@ type LogConfig struct {
 	Format string `toml:"format"`
 }
 
-// LockConfig configures the lock table.
+// LockConfig configures the lock table: its settings are node.Config's
+// (MaxKeys, MaxWaitersPerKey, MaxWaiters, LockDelay).
 type LockConfig struct {
-	// MaxKeys limits the keys of one lock request; 0 means no limit.
-	MaxKeys int `toml:"max-keys"`
-	// MaxWaitersPerKey limits the requests waiting on one key; one more
-	// that would wait is refused (latch.ErrTooManyWaiters). At most
-	// 65535 (the lock table's own bound, engine.MaxQueue); 0: that.
-	MaxWaitersPerKey int `toml:"max-waiters-per-key"`
-	// MaxWaiters limits the requests waiting in the whole lock table, the
-	// same way. 0: no limit.
-	MaxWaiters int `toml:"max-waiters"`
-	// LockDelay is the lock-delay of sessions whose protocol does not set
-	// one: after a session dies holding a lock, the key stays unavailable
-	// for this long. Zero disables it. Never applied on a normal release.
-	LockDelay time.Duration `toml:"lock-delay"`
+	node.Config
 }
 
 // ServerConfig configures the server process.
@@ -163,42 +128,27 @@ type ServerConfig struct {
 	Version string `toml:"-"`
 }
 
-// DefaultConfig returns the configuration used when nothing is set.
+// DefaultConfig returns the configuration used when nothing is set: the
+// defaults of each component (node, memcache, dlock, admin and the item
+// cache), and those of the log and the process.
 func DefaultConfig() Config {
+	items := cache.DefaultConfig()
 	return Config{
 		Log: LogConfig{
 			Level:  "info",
 			Format: "text",
 		},
-		Lock: LockConfig{
-			MaxKeys:          1000,
-			MaxWaitersPerKey: 10_000,
-			MaxWaiters:       100_000,
-			LockDelay:        0,
-		},
+		Lock: LockConfig{Config: node.DefaultConfig()},
 		Server: ServerConfig{
 			ShutdownTimeout: 10 * time.Second,
 		},
 		Memcache: MemcacheConfig{
-			Addr:         "127.0.0.1:11211",
-			MemoryMB:     1024,
-			MaxItemSize:  1 << 20,
-			MaxConns:     4096,
-			ReadTimeout:  30 * time.Second,
-			WriteTimeout: 10 * time.Second,
+			Config:      memcache.DefaultConfig(),
+			MemoryMB:    int(items.MemoryLimit >> 20),
+			MaxItemSize: items.MaxItemSize,
 		},
-		DLock: DLockConfig{
-			Addr:         "127.0.0.1:11212",
-			MaxFrame:     256 << 10,
-			IdleTimeout:  60 * time.Second,
-			ReadTimeout:  30 * time.Second,
-			WriteTimeout: 10 * time.Second,
-			MaxConns:     4096,
-		},
-		Admin: AdminConfig{
-			Addr:     "127.0.0.1:11280",
-			MaxConns: 256,
-		},
+		DLock: DLockConfig{Config: dlock.DefaultConfig()},
+		Admin: AdminConfig{Config: admin.DefaultConfig()},
 	}
 }
 
@@ -285,8 +235,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// maxQueue is engine.MaxQueue, the most waiters a key can have.
-const maxQueue = 1<<16 - 1
+// maxQueue is the most waiters a key can have.
+const maxQueue = engine.MaxQueue
 
 // ParseNetworks parses a comma-separated list of networks: CIDRs like
 // 10.0.0.0/8 or fd00::/8, or single IP addresses (a network of one).

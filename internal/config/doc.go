@@ -3,6 +3,13 @@
 // loading a Config from command-line flags, LATCH_* environment variables
 // and an optional TOML file.
 //
+// The sections of a Config hold the components' own configurations
+// (node.Config, memcache.Config, dlock.Config, admin.Config), so that a
+// default lives once, in its component's DefaultConfig, and the server
+// builds each component from its section without copying settings. Their
+// toml tags name the settings; the fields tagged "-" (loggers, metrics,
+// TLS) are the program's to set and no setting reaches them.
+//
 // # Precedence
 //
 // Load builds a Config from, highest precedence first:

@@ -11,6 +11,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/latchd/latch/internal/admin"
+	"github.com/latchd/latch/internal/dlock"
+	"github.com/latchd/latch/internal/memcache"
+	"github.com/latchd/latch/internal/node"
 )
 
 // env returns a getenv function over m.
@@ -305,7 +310,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 			if err := st.set(&fromFlag, raw); err != nil {
 				t.Fatal(err)
 			}
-			if fromFile == (Config{}) {
+			if cmp.Equal(fromFile, Config{}) {
 				t.Fatalf("TOML key %s set nothing", st.toml)
 			}
 			if diff := cmp.Diff(fromFlag, fromFile); diff != "" {
@@ -340,15 +345,34 @@ func TestSettingsCoverConfig(t *testing.T) {
 	}
 	want := Config{
 		Log:      LogConfig{Level: "x", Format: "x"},
-		Lock:     LockConfig{MaxKeys: 1, MaxWaitersPerKey: 1, MaxWaiters: 1, LockDelay: time.Second},
+		Lock:     LockConfig{node.Config{MaxKeys: 1, MaxWaitersPerKey: 1, MaxWaiters: 1, LockDelay: time.Second}},
 		Server:   ServerConfig{ShutdownTimeout: time.Second},
-		Memcache: MemcacheConfig{Addr: "x", MemoryMB: 1, MaxItemSize: 1, Allow: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second},
-		DLock:    DLockConfig{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxConns: 1, TokensFile: "x"},
-		Admin:    AdminConfig{Addr: "x", Token: "x", TokenFile: "x", MaxConns: 1},
+		Memcache: MemcacheConfig{Config: memcache.Config{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}, MemoryMB: 1, MaxItemSize: 1, Allow: "x"},
+		DLock:    DLockConfig{Config: dlock.Config{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxConns: 1}, TokensFile: "x"},
+		Admin:    AdminConfig{Config: admin.Config{Addr: "x", Token: "x", MaxConns: 1}, TokenFile: "x"},
 		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("a Config field has no setting (-want +got):\n%s", diff)
+	}
+}
+
+// TestProgramFieldsAreNotSettings checks that the fields of the components'
+// configurations that the program sets (toml:"-") are unknown keys of the
+// file, as any key latch does not know.
+func TestProgramFieldsAreNotSettings(t *testing.T) {
+	for _, key := range []string{
+		"lock.cache", "lock.firsttoken", "lock.logger", "lock.config",
+		"memcache.version", "memcache.maxline", "memcache.config",
+		"dlock.maxkeys", "dlock.maxpending", "dlock.tokens",
+		"admin.service", "admin.historysize", "admin.readtimeout",
+	} {
+		section, k, _ := strings.Cut(key, ".")
+		c := DefaultConfig()
+		err := decodeTOML(&c, "["+section+"]\n"+k+" = 1\n")
+		if err == nil || !strings.Contains(err.Error(), `unknown key "`+key+`"`) {
+			t.Errorf("key %s: error = %v, want unknown key", key, err)
+		}
 	}
 }
 

@@ -49,7 +49,7 @@ type Server struct {
 
 // New returns a Server of svc with cfg, not serving yet.
 func New(svc latch.Service, cfg Config) (*Server, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger

@@ -2,6 +2,7 @@ package latchtest
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -9,18 +10,40 @@ import (
 	"github.com/latchd/latch/internal/server"
 )
 
-// StartLatch starts an in-process latch server with its default
-// configuration, its memcached front end on a free loopback port and its
-// other listeners off (so that tests never bind well-known ports and may
-// run in parallel), and returns the memcached front end's address. It is
-// shut down when the test ends.
-func StartLatch(t testing.TB) string {
+// Server is a whole latch server (internal/server) started in process for
+// a test: the lock service, every front end and the admin HTTP server,
+// each on a free loopback port, and its log.
+type Server struct {
+	*server.Server
+
+	// Memcache, DLock and Admin are the host:port addresses of the
+	// memcached and dlock front ends and of the admin HTTP server; "" for
+	// one the test turned off.
+	Memcache, DLock, Admin string
+	// Logs holds the server's log, as JSON lines, from the debug level up.
+	Logs *SyncBuffer
+}
+
+// Start starts a latch server with its default configuration, except that
+// every listener binds a free loopback port (so that tests never bind
+// well-known ports and may run in parallel) and the log goes to Logs. Each
+// of set then changes the configuration, in order: setting an address to
+// "" turns that listener off. The server is shut down when the test ends,
+// and a failed shutdown fails the test.
+//
+// A configuration that server.New refuses fails the test at once.
+func Start(t testing.TB, set ...func(*config.Config)) *Server {
 	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = "127.0.0.1:0"
-	cfg.DLock.Addr = ""
-	cfg.Admin.Addr = ""
-	s, err := server.New(cfg, nil)
+	cfg.DLock.Addr = "127.0.0.1:0"
+	cfg.Admin.Addr = "127.0.0.1:0"
+	for _, f := range set {
+		f(&cfg)
+	}
+	logs := new(SyncBuffer)
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := server.New(cfg, logger)
 	if err != nil {
 		t.Fatalf("latchtest: starting latch: %v", err)
 	}
@@ -31,5 +54,23 @@ func StartLatch(t testing.TB) string {
 			t.Errorf("latchtest: shutting latch down: %v", err)
 		}
 	})
-	return s.MemcacheAddr().String()
+	ts := &Server{Server: s, Logs: logs}
+	if a := s.MemcacheAddr(); a != nil {
+		ts.Memcache = a.String()
+	}
+	if a := s.DLockAddr(); a != nil {
+		ts.DLock = a.String()
+	}
+	if a := s.AdminAddr(); a != nil {
+		ts.Admin = a.String()
+	}
+	return ts
+}
+
+// StartLatch starts a latch server as Start does and returns its memcached
+// front end's address: the server a memcached peer's place is taken by in
+// the tests that compare them.
+func StartLatch(t testing.TB) string {
+	t.Helper()
+	return Start(t).Memcache
 }

@@ -2,7 +2,6 @@ package latchtest
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -99,7 +97,7 @@ func launch(t testing.TB, name string, newCmd func(attempt int) (string, *exec.C
 	var outs []string
 	for attempt := 1; attempt <= launchAttempts; attempt++ {
 		addr, cmd := newCmd(attempt)
-		var out syncBuffer
+		var out SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("latchtest: starting %s: %v", name, err)
@@ -136,25 +134,6 @@ func launch(t testing.TB, name string, newCmd func(attempt int) (string, *exec.C
 	}
 	t.Fatalf("latchtest: %s exited before serving, %d times:\n%s", name, launchAttempts, strings.Join(outs, "\n"))
 	return ""
-}
-
-// syncBuffer is a bytes.Buffer that a peer's output may be written to
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // peerPID asks the memcached-protocol server at addr for its pid (the

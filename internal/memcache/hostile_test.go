@@ -1,62 +1,44 @@
-package memcache
+package memcache_test
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/latchd/latch/internal/cache"
-	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/config"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 // eventWait bounds the waits for something the server must do (close a
 // connection, answer); tests never assert how fast it happens.
 const eventWait = 10 * time.Second
 
-// tcpServer is a Server listening on a free loopback port.
+// tcpServer is a whole latch server (latchtest.Start) whose memcached
+// front end the test talks to.
 type tcpServer struct {
-	t   *testing.T
-	srv *Server
+	t    *testing.T
+	addr string
 }
 
-// newTCPServer starts a Server with cfg (Addr, Cache and Version are
-// filled in) on a free loopback port; it stops when the test ends.
-func newTCPServer(t *testing.T, cfg Config) *tcpServer {
+// newTCPServer starts a server with the memcache settings that set makes
+// of the defaults; it stops when the test ends.
+func newTCPServer(t *testing.T, set func(*config.MemcacheConfig)) *tcpServer {
 	t.Helper()
-	svc, err := node.New(node.Config{Cache: cache.Config{MemoryLimit: 64 << 20, MaxItemSize: 1 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Version = "test"
-	srv, err := New(svc, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Serve(ln)
-	t.Cleanup(func() {
-		svc.Shutdown(context.Background())
-		if err := srv.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	return &tcpServer{t: t, srv: srv}
+	srv := latchtest.Start(t, func(c *config.Config) { set(&c.Memcache) })
+	return &tcpServer{t: t, addr: srv.Memcache}
 }
 
 // dial opens a connection whose every operation fails after eventWait.
 func (ts *tcpServer) dial() *textClient {
 	ts.t.Helper()
-	nc, err := net.Dial("tcp", ts.srv.Addr().String())
+	nc, err := net.Dial("tcp", ts.addr)
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -96,6 +78,37 @@ func (c *textClient) expectClosed(why string) {
 	if err != nil && errors.As(err, &ne) && ne.Timeout() {
 		c.t.Fatalf("%s: the server did not close the connection within %v", why, eventWait)
 	}
+}
+
+// stat returns the value of the general stat name.
+func (c *textClient) stat(name string) uint64 {
+	c.t.Helper()
+	c.nc.SetDeadline(time.Now().Add(eventWait))
+	if _, err := io.WriteString(c.nc, "stats\r\n"); err != nil {
+		c.t.Fatal(err)
+	}
+	var n uint64
+	found := false
+	for {
+		line, err := c.r.ReadString('\n')
+		if err != nil {
+			c.t.Fatalf("stats: %v", err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "END" {
+			break
+		}
+		if v, ok := strings.CutPrefix(line, "STAT "+name+" "); ok {
+			if n, err = strconv.ParseUint(v, 10, 64); err != nil {
+				c.t.Fatalf("stats: %s: %v", name, err)
+			}
+			found = true
+		}
+	}
+	if !found {
+		c.t.Fatalf("stats: no %s", name)
+	}
+	return n
 }
 
 // expectOpen checks that the connection still answers.
@@ -166,7 +179,9 @@ func TestHostileInput(t *testing.T) {
 		{"binary: huge body", "\x80\x01\x00\x05\x08\x00\x00\x00\x7f\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", ""},
 		{"binary: key longer than body", "\x80\x40\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00k", ""},
 	}
-	ts := newTCPServer(t, Config{MaxLine: 64 << 10, ReadTimeout: 500 * time.Millisecond, WriteTimeout: time.Second})
+	ts := newTCPServer(t, func(c *config.MemcacheConfig) {
+		c.ReadTimeout, c.WriteTimeout = 500*time.Millisecond, time.Second
+	})
 	by := newBystander(ts)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,7 +207,7 @@ func TestHostileInput(t *testing.T) {
 // off after the read timeout, while a connection silent between requests
 // is not (no idle timeout).
 func TestSlowLoris(t *testing.T) {
-	ts := newTCPServer(t, Config{ReadTimeout: 200 * time.Millisecond})
+	ts := newTCPServer(t, func(c *config.MemcacheConfig) { c.ReadTimeout = 200 * time.Millisecond })
 	by := newBystander(ts)
 	for _, partial := range []string{"get k", "set k 0 0 10\r\nabc", "\x80\x00\x00\x01"} {
 		c := ts.dial()
@@ -209,7 +224,7 @@ func TestSlowLoris(t *testing.T) {
 // TestIdleTimeout checks that silent connections are closed after the idle
 // timeout, except those holding a lock.
 func TestIdleTimeout(t *testing.T) {
-	ts := newTCPServer(t, Config{IdleTimeout: 200 * time.Millisecond})
+	ts := newTCPServer(t, func(c *config.MemcacheConfig) { c.IdleTimeout = 200 * time.Millisecond })
 	holder := ts.dial()
 	if got := holder.do("set k 0 0 1\r\nx\r\nlock k\r\n"); got != "STORED\r\n" {
 		t.Fatalf("set: %q", got)
@@ -238,7 +253,7 @@ func TestIdleTimeout(t *testing.T) {
 // TestMaxConns checks that connections beyond MaxConns are answered and
 // closed, and that the limit frees up when connections leave.
 func TestMaxConns(t *testing.T) {
-	ts := newTCPServer(t, Config{MaxConns: 3})
+	ts := newTCPServer(t, func(c *config.MemcacheConfig) { c.MaxConns = 3 })
 	by := newBystander(ts) // one
 	held := []*textClient{ts.dial(), ts.dial()}
 	for _, c := range held {
@@ -247,8 +262,8 @@ func TestMaxConns(t *testing.T) {
 	for range 5 {
 		c := ts.dial()
 		line, err := c.r.ReadString('\n')
-		if line != rTooManyConns {
-			t.Errorf("over the limit: %q, %v; want %q", line, err, rTooManyConns)
+		if want := "SERVER_ERROR too many connections\r\n"; line != want {
+			t.Errorf("over the limit: %q, %v; want %q", line, err, want)
 		}
 		c.expectClosed("over the limit")
 	}
@@ -267,7 +282,7 @@ func TestMaxConns(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := ts.srv.counters.rejectedConns.Load(); got < 5 {
+	if got := by.c.stat("rejected_connections"); got < 5 {
 		t.Errorf("rejected_connections = %d, want at least 5", got)
 	}
 	by.c.expectOpen("bystander")
@@ -278,7 +293,7 @@ func TestMaxConns(t *testing.T) {
 // that meanwhile other clients' requests and locks work: the server never
 // writes while holding the node's mutex.
 func TestClientNeverReads(t *testing.T) {
-	ts := newTCPServer(t, Config{WriteTimeout: 300 * time.Millisecond})
+	ts := newTCPServer(t, func(c *config.MemcacheConfig) { c.WriteTimeout = 300 * time.Millisecond })
 	by := newBystander(ts)
 	val := bytes.Repeat([]byte("v"), 512<<10)
 	setup := ts.dial()

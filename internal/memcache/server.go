@@ -18,49 +18,88 @@ import (
 	"github.com/latchd/latch/internal/refuse"
 )
 
-// Config configures a Server.
+// Config configures a Server. Start from DefaultConfig. The toml tags name
+// the settings of the configuration file's [memcache] table
+// (internal/config); the fields tagged "-" are set by the program.
 type Config struct {
 	// Addr is the TCP address to listen on, "host:port".
-	Addr string
+	Addr string `toml:"addr"`
 	// Version is latch's version, which the version commands and stats
 	// report after the memcached protocol version (wireVersion).
-	Version string
+	Version string `toml:"-"`
 	// MaxLine bounds a text request line; a longer one is answered ERROR
-	// and skipped without being kept in memory. Default 1 MiB.
-	MaxLine int
+	// and skipped without being kept in memory. 0: 1 MiB.
+	MaxLine int `toml:"-"`
 	// SweepInterval is how often expired items are removed in the
-	// background; default 1s.
-	SweepInterval time.Duration
+	// background. 0: 1s.
+	SweepInterval time.Duration `toml:"-"`
 	// MaxConns limits the open connections; 0 means no limit. A connection
 	// over the limit is answered "SERVER_ERROR too many connections" and
 	// closed (memcached answers "ERROR Too many open connections"; yrmcds
 	// has no limit).
-	MaxConns int
+	MaxConns int `toml:"max-conns"`
 	// IdleTimeout closes a connection that sends nothing for this long
 	// between requests, unless it holds a lock (closing it would release
 	// the lock); 0 means never, as in memcached and yrmcds.
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `toml:"idle-timeout"`
 	// ReadTimeout bounds the time a request may take to arrive once its
 	// first byte has: a client that stalls in the middle of a request (a
 	// slow-loris) is disconnected. 0 means no bound.
-	ReadTimeout time.Duration
+	ReadTimeout time.Duration `toml:"read-timeout"`
 	// WriteTimeout bounds each write of replies: a client that does not
 	// read its replies for this long is disconnected. 0 means no bound.
-	WriteTimeout time.Duration
+	WriteTimeout time.Duration `toml:"write-timeout"`
 	// Logger receives lifecycle and error logs; nil discards them.
-	Logger *slog.Logger
+	Logger *slog.Logger `toml:"-"`
 	// Metrics counts the front end's connections and requests; nil
 	// counts nothing.
-	Metrics *metrics.Protocol
+	Metrics *metrics.Protocol `toml:"-"`
 	// ExtraStats, when set, adds lines to the general stats: latch's lock
 	// counters, reported next to yrmcds's item counters.
-	ExtraStats func() []Stat
+	ExtraStats func() []Stat `toml:"-"`
 	// TLS, when set, makes Start serve TLS only, with this configuration.
-	TLS *tls.Config
+	TLS *tls.Config `toml:"-"`
 	// Allow, when not empty, limits the clients Start serves to those
 	// whose address is in one of these networks: a connection from
 	// elsewhere is closed at once, before any TLS handshake.
-	Allow []netip.Prefix
+	Allow []netip.Prefix `toml:"-"`
+}
+
+// DefaultConfig returns the defaults of latch serve: 127.0.0.1:11211, at
+// most 4096 connections, no idle timeout, 30s to read a request and 10s
+// to write a reply, 1 MiB lines, a sweep every second.
+func DefaultConfig() Config {
+	return Config{
+		Addr:          "127.0.0.1:11211",
+		MaxLine:       1 << 20,
+		SweepInterval: time.Second,
+		MaxConns:      4096,
+		ReadTimeout:   30 * time.Second,
+		WriteTimeout:  10 * time.Second,
+	}
+}
+
+// Validate reports every invalid setting of c, joined into one error. Each
+// names its field.
+func (c Config) Validate() error {
+	var errs []error
+	for _, v := range []struct {
+		name     string
+		value    any
+		negative bool
+	}{
+		{"MaxLine", c.MaxLine, c.MaxLine < 0},
+		{"SweepInterval", c.SweepInterval, c.SweepInterval < 0},
+		{"MaxConns", c.MaxConns, c.MaxConns < 0},
+		{"IdleTimeout", c.IdleTimeout, c.IdleTimeout < 0},
+		{"ReadTimeout", c.ReadTimeout, c.ReadTimeout < 0},
+		{"WriteTimeout", c.WriteTimeout, c.WriteTimeout < 0},
+	} {
+		if v.negative {
+			errs = append(errs, fmt.Errorf("memcache: invalid %s %v: must not be negative", v.name, v.value))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Stat is one line of a stats reply.
@@ -97,8 +136,12 @@ type Server struct {
 // rTooManyConns answers a connection over Config.MaxConns.
 const rTooManyConns = "SERVER_ERROR too many connections\r\n"
 
-// New returns a server for svc; Start makes it listen.
+// New returns a server for svc; Start makes it listen. It returns
+// Validate's error for an invalid cfg.
 func New(svc Service, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.MaxLine <= 0 {
 		cfg.MaxLine = 1 << 20
 	}

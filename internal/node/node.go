@@ -19,41 +19,87 @@ import (
 	"github.com/latchd/latch/internal/replica"
 )
 
-// Config configures a Node.
+// Config configures a Node. Start from DefaultConfig; the zero value is
+// valid too, with no limits. The toml tags name the settings of the
+// configuration file's [lock] table (internal/config); the fields tagged
+// "-" are set by the program.
 type Config struct {
 	// MaxKeys limits the keys of one request; 0 means no limit.
-	MaxKeys int
+	MaxKeys int `toml:"max-keys"`
 	// MaxWaitersPerKey and MaxWaiters limit the requests waiting on one
-	// key and in all; 0 means no limit. A request that would wait beyond
-	// them fails with latch.ErrTooManyWaiters.
-	MaxWaitersPerKey, MaxWaiters int
+	// key and in all; 0 means no limit (for MaxWaitersPerKey:
+	// engine.MaxQueue, its most). A request that would wait beyond them
+	// fails with latch.ErrTooManyWaiters.
+	MaxWaitersPerKey int `toml:"max-waiters-per-key"`
+	MaxWaiters       int `toml:"max-waiters"`
 	// LockDelay is the lock-delay of sessions whose options set none
 	// (latch.SessionOptions.LockDelay == 0). A session that asks for a
 	// negative LockDelay gets none.
-	LockDelay time.Duration
+	LockDelay time.Duration `toml:"lock-delay"`
 	// FirstToken seeds the fencing-token counter of a new state. 0: the
 	// start time (UnixNano), so that tokens keep growing across restarts.
-	FirstToken latch.Token
+	FirstToken latch.Token `toml:"-"`
 	// Cache configures the memcached item cache; the zero value means
 	// cache.DefaultConfig().
-	Cache cache.Config
+	Cache cache.Config `toml:"-"`
 	// Logger receives admin actions (info) and expiries (debug). nil: discard.
-	Logger *slog.Logger
+	Logger *slog.Logger `toml:"-"`
 	// Observer, when set, is told about sessions, grants, releases,
 	// timeouts and expiries, for metrics. nil: nobody is.
-	Observer Observer
+	Observer Observer `toml:"-"`
 
 	// Replicator, when set, makes the node's replicator over the node's
 	// state machine (a cluster's); New calls it once. nil: replica.Local,
 	// the in-memory single node.
-	Replicator func(replica.StateMachine) (replica.Replicator, error)
+	Replicator func(replica.StateMachine) (replica.Replicator, error) `toml:"-"`
 	// NodeID names the node in its cluster; it is required with
 	// Replicator. The node owns its connection-bound sessions under this
 	// name (see cluster.go).
-	NodeID string
+	NodeID string `toml:"-"`
 	// NodeTTL is how long a cluster node's connection-bound sessions
 	// outlive its last committed heartbeat. 0: 10 s.
-	NodeTTL time.Duration
+	NodeTTL time.Duration `toml:"-"`
+}
+
+// DefaultConfig returns the limits of latch serve: 1000 keys per request,
+// 10,000 waiters per key and 100,000 in all, no lock-delay, and the
+// default item cache.
+func DefaultConfig() Config {
+	return Config{
+		MaxKeys:          1000,
+		MaxWaitersPerKey: 10_000,
+		MaxWaiters:       100_000,
+	}
+}
+
+// Validate reports every invalid setting of c, joined into one error. Each
+// names its field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxKeys < 0 {
+		errs = append(errs, fmt.Errorf("node: invalid MaxKeys %d: must not be negative (0: no limit)", c.MaxKeys))
+	}
+	if n := c.MaxWaitersPerKey; n < 0 || n > engine.MaxQueue {
+		errs = append(errs, fmt.Errorf("node: invalid MaxWaitersPerKey %d: want 0 to %d (0: %[2]d)", n, engine.MaxQueue))
+	}
+	if c.MaxWaiters < 0 {
+		errs = append(errs, fmt.Errorf("node: invalid MaxWaiters %d: must not be negative (0: no limit)", c.MaxWaiters))
+	}
+	if c.LockDelay < 0 {
+		errs = append(errs, fmt.Errorf("node: invalid LockDelay %v: must not be negative", c.LockDelay))
+	}
+	if c.Replicator != nil && c.NodeID == "" {
+		errs = append(errs, errors.New("node: a cluster node (Replicator set) needs a NodeID"))
+	}
+	if c.NodeTTL < 0 {
+		errs = append(errs, fmt.Errorf("node: invalid NodeTTL %v: must not be negative (0: 10s)", c.NodeTTL))
+	}
+	if c.Cache != (cache.Config{}) {
+		if err := c.Cache.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("node: invalid Cache: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Node is a single-node latch.Service: the replicated state (internal/fsm)
@@ -130,13 +176,14 @@ const localOrigin = 1
 
 // New returns a running Node with an empty state, replicated by nothing
 // but itself (replica.Local), or by the replicator cfg.Replicator makes,
-// which may restore the state from its log before New returns.
+// which may restore the state from its log before New returns. It returns
+// Validate's error for an invalid cfg.
 func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Cache == (cache.Config{}) {
 		cfg.Cache = cache.DefaultConfig()
-	}
-	if cfg.Replicator != nil && cfg.NodeID == "" {
-		return nil, fmt.Errorf("node: a cluster node needs a NodeID")
 	}
 	if cfg.NodeTTL <= 0 {
 		cfg.NodeTTL = defaultNodeTTL

@@ -23,34 +23,22 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/client"
-	"github.com/latchd/latch/internal/config"
-	"github.com/latchd/latch/internal/server"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// startServer starts an in-process server with a dlock listener on a free
-// port, shut down when the test ends.
-func startServer(t *testing.T) (*server.Server, string) {
+// startServer starts an in-process server (latchtest.Start), shut down
+// when the test ends, and returns it and its dlock address.
+func startServer(t *testing.T) (*latchtest.Server, string) {
 	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr, cfg.Admin.Addr = "", ""
-	cfg.DLock.Addr = "127.0.0.1:0"
-	srv, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	return srv, srv.DLockAddr().String()
+	srv := latchtest.Start(t)
+	return srv, srv.DLock
 }
 
-func holders(srv *server.Server, key string) int {
+func holders(srv *latchtest.Server, key string) int {
 	info, _ := srv.Service().Lock(key)
 	return len(info.Holders)
 }

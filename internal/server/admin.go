@@ -17,18 +17,15 @@ func (s *Server) adminServer(tlsCfg *tls.Config) (*admin.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ad, err := admin.New(admin.Config{
-		Addr:    s.cfg.Admin.Addr,
-		Service: s.node,
-		Metrics: s.metrics,
-		Token:   token,
-		Ready:   s.readiness,
-		Logger:  s.logger,
-		Version: s.cfg.Server.Version,
-		TLS:     tlsCfg,
-
-		MaxConns: s.cfg.Admin.MaxConns,
-	})
+	ac := s.cfg.Admin.Config
+	ac.Service = s.node
+	ac.Metrics = s.metrics
+	ac.Token = token
+	ac.Ready = s.readiness
+	ac.Logger = s.logger
+	ac.Version = s.cfg.Server.Version
+	ac.TLS = tlsCfg
+	ad, err := admin.New(ac)
 	if err != nil {
 		return nil, err
 	}

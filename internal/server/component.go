@@ -38,38 +38,27 @@ func (s *Server) frontEnds() ([]component, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if addr := s.cfg.Memcache.Addr; addr != "" {
+	if s.cfg.Memcache.Addr != "" {
 		allow, err := config.ParseNetworks(s.cfg.Memcache.Allow)
 		if err != nil {
 			return nil, fmt.Errorf("server: memcache-allow: %w", err)
 		}
-		mc, err := memcache.New(s.node, memcache.Config{
-			Addr:         addr,
-			Version:      s.cfg.Server.Version,
-			MaxConns:     s.cfg.Memcache.MaxConns,
-			IdleTimeout:  s.cfg.Memcache.IdleTimeout,
-			ReadTimeout:  s.cfg.Memcache.ReadTimeout,
-			WriteTimeout: s.cfg.Memcache.WriteTimeout,
-			Logger:       s.logger,
-			Metrics:      s.metrics.Protocol("memcache"),
-			ExtraStats:   s.lockStats,
-			TLS:          tlsCfg,
-			Allow:        allow,
-		})
+		mc := s.cfg.Memcache.Config
+		mc.Version = s.cfg.Server.Version
+		mc.Logger = s.logger
+		mc.Metrics = s.metrics.Protocol("memcache")
+		mc.ExtraStats = s.lockStats
+		mc.TLS = tlsCfg
+		mc.Allow = allow
+		ms, err := memcache.New(s.node, mc)
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
-		s.memcache = mc
-		comps = append(comps, mc)
+		s.memcache = ms
+		comps = append(comps, ms)
 	}
-	if addr := s.cfg.DLock.Addr; addr != "" {
-		dc := dlock.DefaultConfig()
-		dc.Addr = addr
-		dc.MaxFrame = s.cfg.DLock.MaxFrame
-		dc.IdleTimeout = s.cfg.DLock.IdleTimeout
-		dc.ReadTimeout = s.cfg.DLock.ReadTimeout
-		dc.WriteTimeout = s.cfg.DLock.WriteTimeout
-		dc.MaxConns = s.cfg.DLock.MaxConns
+	if s.cfg.DLock.Addr != "" {
+		dc := s.cfg.DLock.Config
 		dc.MaxKeys = s.cfg.Lock.MaxKeys
 		dc.Logger = s.logger
 		dc.Metrics = s.metrics.Protocol("dlock")

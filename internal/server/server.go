@@ -54,18 +54,14 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m := metrics.New()
-	n, err := node.New(node.Config{
-		MaxKeys:          cfg.Lock.MaxKeys,
-		MaxWaitersPerKey: cfg.Lock.MaxWaitersPerKey,
-		MaxWaiters:       cfg.Lock.MaxWaiters,
-		LockDelay:        cfg.Lock.LockDelay,
-		Cache: cache.Config{
-			MemoryLimit: int64(cfg.Memcache.MemoryMB) << 20,
-			MaxItemSize: cfg.Memcache.MaxItemSize,
-		},
-		Logger:   logger,
-		Observer: m.Observer(),
-	})
+	nc := cfg.Lock.Config
+	nc.Cache = cache.Config{
+		MemoryLimit: int64(cfg.Memcache.MemoryMB) << 20,
+		MaxItemSize: cfg.Memcache.MaxItemSize,
+	}
+	nc.Logger = logger
+	nc.Observer = m.Observer()
+	n, err := node.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

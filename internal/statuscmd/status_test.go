@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/latchd/latch"
-	"github.com/latchd/latch/internal/config"
-	"github.com/latchd/latch/internal/server"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 // startServer runs a server with its admin API on a free loopback port and
@@ -20,15 +18,7 @@ import (
 // for by a dlock one, "jobs/b" held shared with a lease.
 func startServer(t *testing.T) (addr string, waiter latch.Session) {
 	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Memcache.Addr = ""
-	cfg.DLock.Addr = ""
-	cfg.Admin.Addr = "127.0.0.1:0"
-	srv, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	srv := latchtest.Start(t)
 	svc := srv.Service()
 	open := func(proto, peer string) latch.Session {
 		s, err := svc.OpenSession(latch.SessionOptions{Protocol: proto, Peer: peer})
@@ -56,7 +46,7 @@ func startServer(t *testing.T) (addr string, waiter latch.Session) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return srv.AdminAddr().String(), b
+	return srv.Admin, b
 }
 
 func TestRunTable(t *testing.T) {
@@ -141,29 +131,11 @@ func TestRunJSON(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRunWatch(t *testing.T) {
 	addr, _ := startServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &lockedBuffer{}
+	out := &latchtest.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, Options{Addr: addr, Watch: true, Interval: time.Millisecond, Out: out}) }()
 	deadline := time.Now().Add(20 * time.Second)
