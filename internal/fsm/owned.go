@@ -152,13 +152,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 	key := keys[0]
 	switch c.Owned {
 	case OwnedGet:
-		st := e.Owned(now, key)
-		if st.Held {
-			r.Found, r.Token, r.Expires = 1, st.Token, st.Expires
-		}
-		if st.Owned {
-			r.Count, r.Owner = 1, st.Owner
-		}
+		*r = s.OwnedGet(now, key)
 	case OwnedAcquire:
 		res, evs, err := e.AcquireOwned(now, keys, value, c.Req.Lease)
 		s.evs = append(s.evs, evs...)
@@ -212,6 +206,20 @@ func (s *State) applyOwned(c *Command, r *Result) {
 			}
 		}
 	}
+}
+
+// OwnedGet answers what an OwnedGet command on key at now would, without
+// changing anything: a read for the proposer.
+func (s *State) OwnedGet(now int64, key string) Result {
+	var r Result
+	st := s.eng.Owned(now, key)
+	if st.Held {
+		r.Found, r.Token, r.Expires = 1, st.Token, st.Expires
+	}
+	if st.Owned {
+		r.Count, r.Owner = 1, st.Owner
+	}
+	return r
 }
 
 // acquireOwned takes one free key for value; Count is 1 when it did.
