@@ -42,6 +42,7 @@ func startServer(t *testing.T, maxKeys int, tokens ...string) *testServer {
 	cfg.Memcache.Addr = ""
 	cfg.Admin.Addr = ""
 	cfg.DLock.Addr = "127.0.0.1:0"
+	cfg.Redis.Addr = ""
 	cfg.Lock.MaxKeys = maxKeys
 	if len(tokens) > 0 {
 		cfg.DLock.TokensFile = filepath.Join(t.TempDir(), "tokens")

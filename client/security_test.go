@@ -17,6 +17,7 @@ func TestDialTLS(t *testing.T) {
 	pki := tlstest.New(t)
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr, cfg.Admin.Addr, cfg.DLock.Addr = "", "", "127.0.0.1:0"
+	cfg.Redis.Addr = ""
 	cfg.TLS = config.TLSConfig{Cert: pki.ServerCertFile, Key: pki.ServerKeyFile, ClientCA: pki.CAFile}
 	srv, err := server.New(cfg, nil)
 	if err != nil {

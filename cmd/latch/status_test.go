@@ -14,6 +14,7 @@ func TestStatus(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = ""
 	cfg.DLock.Addr = ""
+	cfg.Redis.Addr = ""
 	cfg.Admin.Addr = "127.0.0.1:0"
 	srv, err := server.New(cfg, nil)
 	if err != nil {

@@ -18,6 +18,7 @@ func TestClientTLSFlags(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = ""
 	cfg.DLock.Addr = "127.0.0.1:0"
+	cfg.Redis.Addr = ""
 	cfg.Admin.Addr = "127.0.0.1:0"
 	cfg.TLS = config.TLSConfig{Cert: pki.ServerCertFile, Key: pki.ServerKeyFile, ClientCA: pki.CAFile}
 	srv, err := server.New(cfg, nil)

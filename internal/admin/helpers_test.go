@@ -71,6 +71,7 @@ func start(t *testing.T, token string) *env {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = ""
 	cfg.DLock.Addr = ""
+	cfg.Redis.Addr = ""
 	cfg.Admin.Addr = "127.0.0.1:0"
 	cfg.Admin.Token = token
 	cfg.Server.Version = "v0.0.0-test"

@@ -21,6 +21,7 @@ func latchServer(t *testing.T) *server.Server {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = "127.0.0.1:0"
 	cfg.DLock.Addr = "127.0.0.1:0"
+	cfg.Redis.Addr = ""
 	cfg.Admin.Addr = "127.0.0.1:0"
 	cfg.Log.Level = "error"
 	s, err := server.New(cfg, nil)

@@ -343,6 +343,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 		Lock:     LockConfig{MaxKeys: 1, MaxWaitersPerKey: 1, MaxWaiters: 1, LockDelay: time.Second},
 		Server:   ServerConfig{ShutdownTimeout: time.Second},
 		Memcache: MemcacheConfig{Addr: "x", MemoryMB: 1, MaxItemSize: 1, Allow: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second},
+		Redis:    RedisConfig{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxValue: 1, TokensFile: "x", Allow: "x"},
 		DLock:    DLockConfig{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxConns: 1, TokensFile: "x"},
 		Admin:    AdminConfig{Addr: "x", Token: "x", TokenFile: "x", MaxConns: 1},
 		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},

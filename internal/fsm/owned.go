@@ -53,8 +53,9 @@ const (
 	// key. Count is how many it renewed or released, Found as above.
 	OwnedRenew
 	// OwnedObtain acquires a free key for Value with the lease, or, when
-	// the key's owner value and Value agree on their first Prefix bytes,
-	// stores Value with the lease (bsm/redislock's re-obtain). Count is 1
+	// the key's owner value and Value agree on their first Prefix bytes
+	// (with OwnedMatch: are equal), stores Value with the lease
+	// (bsm/redislock's re-obtain, redsync's extend-or-acquire). Count is 1
 	// when obtained.
 	OwnedObtain
 
@@ -197,6 +198,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		switch {
 		case !st.Held:
 			s.acquireOwned(now, key, value, c.Req.Lease, r)
+		case st.Owned && c.OwnedFlags&OwnedMatch != 0 && st.Owner != value:
 		case st.Owned && len(st.Owner) >= p && len(value) >= p && st.Owner[:p] == value[:p]:
 			_, _, evs, err := e.ReplaceOwner(now, key, value, false)
 			s.evs = append(s.evs, evs...)

@@ -19,6 +19,7 @@ func StartLatch(t testing.TB) string {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = "127.0.0.1:0"
 	cfg.DLock.Addr = ""
+	cfg.Redis.Addr = ""
 	cfg.Admin.Addr = ""
 	s, err := server.New(cfg, nil)
 	if err != nil {

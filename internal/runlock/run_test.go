@@ -38,6 +38,7 @@ func startServer(t *testing.T) (*server.Server, string) {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr, cfg.Admin.Addr = "", ""
 	cfg.DLock.Addr = "127.0.0.1:0"
+	cfg.Redis.Addr = ""
 	srv, err := server.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ func startServer(t *testing.T) (addr string, waiter latch.Session) {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = ""
 	cfg.DLock.Addr = ""
+	cfg.Redis.Addr = ""
 	cfg.Admin.Addr = "127.0.0.1:0"
 	srv, err := server.New(cfg, nil)
 	if err != nil {
