@@ -72,10 +72,10 @@ func (rd *Reader) Next() ([][]byte, error) {
 func (rd *Reader) readLine(max int, tooLong string) ([]byte, error) {
 	line, err := rd.r.ReadSlice('\n')
 	if err == nil {
-		if len(line) > max+2 {
+		if line = trimEOL(line); len(line) > max {
 			return nil, &ProtocolError{tooLong}
 		}
-		return trimEOL(line), nil
+		return line, nil
 	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
 		return nil, err
@@ -88,10 +88,10 @@ func (rd *Reader) readLine(max int, tooLong string) ([]byte, error) {
 		line, err = rd.r.ReadSlice('\n')
 		rd.line = append(rd.line, line...)
 		if err == nil {
-			if len(rd.line) > max+2 {
+			if line = trimEOL(rd.line); len(line) > max {
 				return nil, &ProtocolError{tooLong}
 			}
-			return trimEOL(rd.line), nil
+			return line, nil
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
 			return nil, err
@@ -128,6 +128,9 @@ func (rd *Reader) array() error {
 	}
 	for range n {
 		line, err := rd.readLine(headerMax, "too big bulk count string")
+		if errors.Is(err, io.EOF) {
+			return io.ErrUnexpectedEOF
+		}
 		if err != nil {
 			return err
 		}
