@@ -499,7 +499,7 @@ func planSet(c *conn, args [][]byte) {
 	var nx, xx, keep, ex bool
 	var d time.Duration
 	for i := 3; i < len(args); i++ {
-		opt := strings.ToUpper(string(args[i]))
+		opt := upperOption(args[i])
 		switch {
 		case opt == "NX" && !xx:
 			nx = true
@@ -549,6 +549,28 @@ func planSet(c *conn, args [][]byte) {
 	}
 	c.sub(fsm.OwnedSet, flags, args[2], d, k)
 	c.add(rOKOrNull, first)
+}
+
+// upperOption returns a SET option in upper case, without allocating for
+// the options SET knows.
+func upperOption(b []byte) string {
+	for _, o := range [...]string{"NX", "XX", "EX", "PX", "KEEPTTL", "EXAT", "PXAT", "GET"} {
+		if bytes.EqualFold(b, []byte(o)) {
+			return o
+		}
+	}
+	return strings.ToUpper(string(b))
+}
+
+// lowerSHA returns a script SHA1 in lower case, without allocating when it
+// is (as clients send it).
+func lowerSHA(b []byte) string {
+	for _, c := range b {
+		if 'A' <= c && c <= 'F' {
+			return strings.ToLower(string(b))
+		}
+	}
+	return string(b)
 }
 
 func planSetNX(c *conn, args [][]byte) {
@@ -644,7 +666,7 @@ func planEval(c *conn, args [][]byte) {
 		c.srv.load(sha, t)
 	} else {
 		var ok bool
-		if t, ok = c.srv.script(strings.ToLower(string(args[1]))); !ok {
+		if t, ok = c.srv.script(lowerSHA(args[1])); !ok {
 			c.fail("NOSCRIPT No matching script. Please use EVAL.")
 			return
 		}
@@ -669,13 +691,17 @@ func planEval(c *conn, args [][]byte) {
 	c.runTemplate(t, keys, argv)
 }
 
+// templateArgs are the KEYS (1: one, 0: one or more) and the fewest ARGV
+// each template takes.
+var templateArgs = map[template][2]int{
+	tmplCAD: {1, 1}, tmplCADMissing: {1, 1}, tmplCAPX: {1, 2}, tmplCAPXOrSetNX: {1, 2},
+	tmplExtendPy: {1, 3}, tmplExtendPyAdd: {1, 2}, tmplObtain: {1, 3}, tmplPTTLIf: {1, 1},
+	tmplAcquireAll: {0, 2}, tmplReleaseCount: {0, 1}, tmplExtendAll: {0, 2},
+}
+
 // runTemplate plans template t over KEYS and ARGV.
 func (c *conn) runTemplate(t template, keys []string, argv [][]byte) {
-	need := map[template][2]int{ // KEYS (0: one or more), ARGV at least
-		tmplCAD: {1, 1}, tmplCADMissing: {1, 1}, tmplCAPX: {1, 2}, tmplCAPXOrSetNX: {1, 2},
-		tmplExtendPy: {1, 3}, tmplExtendPyAdd: {1, 2}, tmplObtain: {1, 3}, tmplPTTLIf: {1, 1},
-		tmplAcquireAll: {0, 2}, tmplReleaseCount: {0, 1}, tmplExtendAll: {0, 2},
-	}[t]
+	need := templateArgs[t]
 	if (need[0] == 1 && len(keys) != 1) || len(keys) == 0 || len(argv) < need[1] {
 		c.fail(fmt.Sprintf("ERR latch: script %q takes %s and at least %d ARGV, got %d KEYS and %d ARGV",
 			t.String(), map[int]string{0: "one or more KEYS", 1: "one KEY"}[need[0]], need[1], len(keys), len(argv)))
