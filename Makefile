@@ -6,9 +6,10 @@ FUZZTIME ?= 10s
 # Debian packages the tests need (yrmcds, memcached and libmemcached-tools
 # are the memcached front end's real peers and clients; chromium runs the
 # admin status page in internal/admin's browser test; python3-pymemcache is a
-# Python client, seen by /usr/bin/python3). "make deps" installs
-# the missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache
+# Python client, seen by /usr/bin/python3; redis-server is the Redis front
+# end's reference, redis-tools (redis-cli, redis-benchmark) and python3-redis
+# its clients). "make deps" installs the missing ones.
+DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
@@ -26,9 +27,11 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 test: deps fmt vet staticcheck unit fuzz
 
-# npm clients of the memcached front end's tests, pinned by the lock file
-# in NPM_DIR; installed with the machine's node and npm.
+# npm clients of the memcached and Redis front ends' tests, pinned by the
+# lock files in NPM_DIR and REDIS_NPM_DIR; installed with the machine's node
+# and npm.
 NPM_DIR := internal/memcache/testdata/npm
+REDIS_NPM_DIR := internal/resp/testdata/npm
 
 # Install the packages of DEB_PKGS that are not installed yet (nothing when
 # DEB_PKGS is empty or every package is there), then the npm clients.
@@ -46,6 +49,7 @@ ifneq ($(strip $(DEB_PKGS)),)
 	fi
 endif
 	@test -d $(NPM_DIR)/node_modules/memcached || npm ci --prefix $(NPM_DIR) --no-audit --no-fund
+	@test -d $(REDIS_NPM_DIR)/node_modules/redlock5 || npm ci --prefix $(REDIS_NPM_DIR) --no-audit --no-fund
 
 # Fail on a file gofmt would change and on a go.mod or go.sum that
 # "go mod tidy" would change.

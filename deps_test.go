@@ -35,6 +35,7 @@ var allowedImports = map[string][]string{
 	// vocabulary of cache and fsm, but holds no cache: it reaches items
 	// only through its Service (internal/node).
 	"internal/memcache": {"", "internal/cache", "internal/fsm", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
+	"internal/resp":    {"", "internal/fsm", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/dlock":    {"", "dlockpb", "internal/frame", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/frame":    {},
 	"dlockpb":           {},

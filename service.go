@@ -111,12 +111,17 @@ type KeyInfo struct {
 
 // HolderInfo describes one holder of a key.
 type HolderInfo struct {
-	Session  SessionID // 0 once a leased lock's session has ended
+	// Session is 0 once a leased lock's session has ended, and for a lock
+	// owned by a value (Owner).
+	Session  SessionID
 	Protocol string
 	Peer     string
 	Token    Token
 	Acquired time.Time
 	Expires  time.Time // lease end; zero when the lock has no lease
+	// Owner is the value that owns a lock held by value rather than by a
+	// session (a Redis lock client's token); empty otherwise.
+	Owner string
 }
 
 // WaiterInfo describes one request waiting for a key.

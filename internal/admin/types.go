@@ -71,6 +71,9 @@ type Holder struct {
 	HeldSeconds float64 `json:"held_seconds"`
 	// LeaseExpiresAt is when the lease ends; absent without a lease.
 	LeaseExpiresAt Time `json:"lease_expires_at,omitzero"`
+	// Owner is the owner value of a lock held by value (Redis clients);
+	// absent for a session's lock.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Waiter is one request waiting for a key.
@@ -144,6 +147,7 @@ func toLock(ki latch.KeyInfo, now time.Time) Lock {
 			AcquiredAt:     Time{h.Acquired},
 			HeldSeconds:    seconds(max(now.Sub(h.Acquired), 0)),
 			LeaseExpiresAt: Time{h.Expires},
+			Owner:          h.Owner,
 		}
 	}
 	for i, w := range ki.Waiters {

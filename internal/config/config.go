@@ -25,6 +25,7 @@ type Config struct {
 	Lock     LockConfig     `toml:"lock"`
 	Server   ServerConfig   `toml:"server"`
 	Memcache MemcacheConfig `toml:"memcache"`
+	Redis    RedisConfig    `toml:"redis"`
 	DLock    DLockConfig    `toml:"dlock"`
 	Admin    AdminConfig    `toml:"admin"`
 	TLS      TLSConfig      `toml:"tls"`
@@ -103,6 +104,36 @@ type MemcacheConfig struct {
 	Allow string `toml:"allow"`
 }
 
+// RedisConfig configures the Redis protocol front end (RESP2 and RESP3,
+// for the Redis lock clients).
+type RedisConfig struct {
+	// Addr is the TCP address to listen on; empty disables the front end.
+	Addr string `toml:"addr"`
+	// MaxConns limits the open connections; one more is answered
+	// "-ERR max number of clients reached" and closed. Zero: no limit.
+	MaxConns int `toml:"max-conns"`
+	// IdleTimeout closes a connection silent for this long between
+	// requests (Redis's timeout); its locks stay, since they belong to
+	// their owner values. Zero: never.
+	IdleTimeout time.Duration `toml:"idle-timeout"`
+	// ReadTimeout bounds the time a request may take to arrive once its
+	// first byte has. Zero: no bound.
+	ReadTimeout time.Duration `toml:"read-timeout"`
+	// WriteTimeout bounds each write of replies. Zero: never.
+	WriteTimeout time.Duration `toml:"write-timeout"`
+	// MaxValue is the longest lock value (its owner's identity) accepted,
+	// in bytes.
+	MaxValue int `toml:"max-value"`
+	// TokensFile, when set, names a file of tokens that AUTH accepts, in
+	// the dlock tokens file's format (TOKEN [lock|read [PREFIX...]]):
+	// until it authenticates, a connection may only AUTH, HELLO or QUIT.
+	TokensFile string `toml:"tokens-file"`
+	// Allow, when set, is a comma-separated list of the client networks
+	// the front end serves; others are closed at once. Empty: every
+	// client.
+	Allow string `toml:"allow"`
+}
+
 // LogConfig configures the server's log, written to standard error.
 type LogConfig struct {
 	// Level is the lowest level logged: "debug", "info", "warn" or "error".
@@ -147,6 +178,13 @@ func DefaultConfig() Config {
 			MemoryMB:    int(items.MemoryLimit >> 20),
 			MaxItemSize: items.MaxItemSize,
 		},
+		Redis: RedisConfig{
+			Addr:         "127.0.0.1:6379",
+			MaxConns:     4096,
+			ReadTimeout:  30 * time.Second,
+			WriteTimeout: 10 * time.Second,
+			MaxValue:     4096,
+		},
 		DLock: DLockConfig{Config: dlock.DefaultConfig()},
 		Admin: AdminConfig{Config: admin.DefaultConfig()},
 	}
@@ -177,6 +215,7 @@ func (c Config) Validate() error {
 		{"max-waiters", c.Lock.MaxWaiters},
 		{"memcache-max-conns", c.Memcache.MaxConns},
 		{"dlock-max-conns", c.DLock.MaxConns},
+		{"redis-max-conns", c.Redis.MaxConns},
 		{"admin-max-conns", c.Admin.MaxConns},
 	} {
 		if v.n < 0 {
@@ -192,6 +231,9 @@ func (c Config) Validate() error {
 		{"memcache-write-timeout", c.Memcache.WriteTimeout},
 		{"dlock-read-timeout", c.DLock.ReadTimeout},
 		{"dlock-write-timeout", c.DLock.WriteTimeout},
+		{"redis-idle-timeout", c.Redis.IdleTimeout},
+		{"redis-read-timeout", c.Redis.ReadTimeout},
+		{"redis-write-timeout", c.Redis.WriteTimeout},
 	} {
 		if v.d < 0 {
 			errs = append(errs, fmt.Errorf("config: invalid %s %v: must not be negative (0 means none)", v.name, v.d))
@@ -205,6 +247,12 @@ func (c Config) Validate() error {
 	}
 	if c.Memcache.MaxItemSize <= 0 || int64(c.Memcache.MaxItemSize) > int64(c.Memcache.MemoryMB)<<20 {
 		errs = append(errs, fmt.Errorf("config: invalid memcache-max-item-size %d: must be positive and fit in memcache-memory-mb", c.Memcache.MaxItemSize))
+	}
+	if c.Redis.MaxValue <= 0 {
+		errs = append(errs, fmt.Errorf("config: invalid redis-max-value %d: must be positive", c.Redis.MaxValue))
+	}
+	if _, err := ParseNetworks(c.Redis.Allow); err != nil {
+		errs = append(errs, fmt.Errorf("config: invalid redis-allow %q: %w", c.Redis.Allow, err))
 	}
 	if _, err := ParseNetworks(c.Memcache.Allow); err != nil {
 		errs = append(errs, fmt.Errorf("config: invalid memcache-allow %q: %w", c.Memcache.Allow, err))

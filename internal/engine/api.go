@@ -185,10 +185,13 @@ type KeyState struct {
 
 // HolderState describes one hold of a key.
 type HolderState struct {
-	Session  latch.SessionID // 0 for a lease whose session ended
+	Session  latch.SessionID // 0 for a lease whose session ended, or an owned hold
 	Token    latch.Token
 	Acquired int64
 	Expires  int64
+	// Owned is true for an owned hold (no session); Owner is its value.
+	Owned bool
+	Owner string
 }
 
 // WaiterState describes one queued request on a key.

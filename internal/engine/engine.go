@@ -26,6 +26,7 @@ type Engine struct {
 	waiters  map[WaiterID]*waiter
 	delays   map[*key]*timer  // lock-delays; rare, so kept out of key
 	leases   map[*hold]*timer // leases, kept out of hold to keep key small
+	owners   map[*hold]string // owner values of owned holds (owned.go)
 
 	// The peaks of keys, sessions and waiters, which are rebuilt when they
 	// drain far below them (peakmap).
@@ -62,6 +63,7 @@ func New(cfg Config) *Engine {
 		waiters:  make(map[WaiterID]*waiter),
 		delays:   make(map[*key]*timer),
 		leases:   make(map[*hold]*timer),
+		owners:   make(map[*hold]string),
 	}
 }
 
@@ -773,6 +775,9 @@ func (e *Engine) dropHold(h *hold, cause DropCause) {
 	unlinkFromKey(h)
 	unlinkFromSession(h)
 	e.dropLease(h)
+	if len(e.owners) > 0 {
+		delete(e.owners, h)
+	}
 	e.nholds--
 	if h == &k.h0 {
 		k.h0 = hold{}

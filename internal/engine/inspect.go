@@ -54,6 +54,7 @@ func (e *Engine) keyState(k *key) KeyState {
 		if t := e.leaseOf(h); t != nil {
 			hs.Expires = t.when
 		}
+		hs.Owner, hs.Owned = e.ownerOf(h)
 		st.Holders = append(st.Holders, hs)
 	}
 	slices.SortFunc(st.Holders, func(a, b HolderState) int { return cmp.Compare(a.Token, b.Token) })

@@ -12,7 +12,7 @@ import (
 	"github.com/latchd/latch"
 )
 
-// The snapshot format, version 1. Integers are encoding/binary varints in
+// The snapshot format, version 2. Integers are encoding/binary varints in
 // their shortest form: u is an unsigned one (AppendUvarint), i a signed one
 // (AppendVarint); a string is its length (u) and its bytes; a timer is one
 // byte, 0 for none or 1 followed by its instant (i) and sequence number (u).
@@ -28,8 +28,9 @@ import (
 //	keys         u count, then by ascending name:
 //	  name string, mode byte, limit u, lock-delay timer,
 //	  holds: u count, then in the key's list order:
-//	    session u (0: a lease whose session ended), token u, acquired i,
-//	    lease timer
+//	    session u (0: a lease whose session ended, or an owned hold),
+//	    token u, acquired i, lease timer, owner: one byte, 0 for none or 1
+//	    followed by the owner value (string) of an owned hold
 //	waiters      u count, then by ascending ID:
 //	  id u, session u, mode byte, limit u, relock byte, lease i, since i,
 //	  deadline timer, keys: u count, then key indexes u (positions in the
@@ -49,7 +50,7 @@ import (
 // layout.
 
 // snapshotVersion is the first byte of a snapshot: its format.
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 // AppendSnapshot appends an encoding of the engine's replicated state to
 // dst and returns the extended slice: the time, the token counter, the ID
@@ -61,7 +62,8 @@ const snapshotVersion = 1
 // and drops of the last call.
 //
 // The encoding is canonical: engines in the same state produce the same
-// bytes. Its first byte is the format version (1). It costs allocations
+// bytes. Its first byte is the format version (2; version 1, without
+// owned holds, was never written to disk by a release and is refused). It costs allocations
 // proportional to the table; it does not change the engine.
 func (e *Engine) AppendSnapshot(dst []byte) []byte {
 	sessions := make([]*session, 0, len(e.sessions))
@@ -117,6 +119,13 @@ func (e *Engine) AppendSnapshot(dst []byte) []byte {
 			dst = binary.AppendUvarint(dst, uint64(h.token))
 			dst = binary.AppendVarint(dst, h.acquired)
 			dst = appendTimer(dst, e.leaseOf(h))
+			if owner, ok := e.ownerOf(h); ok {
+				dst = append(dst, 1)
+				dst = binary.AppendUvarint(dst, uint64(len(owner)))
+				dst = append(dst, owner...)
+			} else {
+				dst = append(dst, 0)
+			}
 		}
 	}
 
@@ -278,7 +287,7 @@ func (r *snapReader) timer(what string) (ok bool, when int64, seq uint64) {
 const (
 	minSessionBytes = 5  // id, opened, ttl, lockDelay, timer flag
 	minKeyBytes     = 6  // name length, a byte of name, mode, limit, timer flag, holds
-	minHoldBytes    = 4  // session, token, acquired, timer flag
+	minHoldBytes    = 5  // session, token, acquired, timer flag, owner flag
 	minWaiterBytes  = 10 // id to deadline flag (8), keys, one key
 )
 
@@ -452,6 +461,15 @@ func (r *restorer) restoreHolds(k *key, i int) {
 		tok := latch.Token(r.uvarint("holder token"))
 		acquired := r.varint("holder acquired")
 		leased, when, seq := r.timer("holder lease")
+		owned := false
+		var owner string
+		switch flag := r.u8("holder owner"); {
+		case r.err != nil:
+		case flag == 1:
+			owned, owner = true, r.str("holder owner")
+		case flag != 0:
+			r.fail("key %q: owner flag %d", k.name, flag)
+		}
 		if r.err != nil {
 			return
 		}
@@ -467,8 +485,12 @@ func (r *restorer) restoreHolds(k *key, i int) {
 			}
 		}
 		switch {
-		case s == nil && !leased:
-			r.fail("key %q: a hold with neither session nor lease", k.name)
+		case s == nil && !leased && !owned:
+			r.fail("key %q: a hold with neither session, lease nor owner", k.name)
+		case owned && s != nil:
+			r.fail("key %q: an owned hold of session %d", k.name, sid)
+		case owned && (n != 1 || k.mode != latch.Exclusive):
+			r.fail("key %q: an owned hold beside other holders or shared", k.name)
 		case tok == 0 || tok > e.token:
 			r.fail("key %q: token %d, not in 1..%d", k.name, tok, e.token)
 		case acquired < 0 || acquired > e.now:
@@ -491,6 +513,9 @@ func (r *restorer) restoreHolds(k *key, i int) {
 		if s != nil {
 			s.nholds++ // linked by restoreHeld
 			r.holds[sessionKey{sid, i}] = h
+		}
+		if owned {
+			e.owners[h] = owner
 		}
 		if leased {
 			t := &timer{kind: timerLease, hold: h, idx: -1}

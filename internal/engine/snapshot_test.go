@@ -80,6 +80,7 @@ type tHold struct {
 	sess, token uint64
 	acquired    int64
 	lease       *tTimer
+	owner       *string
 }
 
 type tKey struct {
@@ -139,6 +140,11 @@ func (s tSnap) encode() []byte {
 		b = u(b, uint64(len(k.holds)))
 		for _, h := range k.holds {
 			b = tm(i(u(u(b, h.sess), h.token), h.acquired), h.lease)
+			if h.owner == nil {
+				b = append(b, 0)
+			} else {
+				b = append(u(append(b, 1), uint64(len(*h.owner))), *h.owner...)
+			}
 		}
 	}
 	b = u(b, uint64(len(s.waiters)))
@@ -192,7 +198,7 @@ func handEngine(t testing.TB) *Engine {
 // handSnap is the snapshot of handEngine. Keys: a=0 b=1 c=2 d=3 e=4 f=5.
 func handSnap() tSnap {
 	return tSnap{
-		version: 1, now: 100, token: 4, lastSession: 3, lastWaiter: 2, timerSeq: 5,
+		version: 2, now: 100, token: 4, lastSession: 3, lastWaiter: 2, timerSeq: 5,
 		sessions: []tSession{
 			{id: 1, opened: 100, ttl: 50, lockDel: 5, expiry: &tTimer{150, 1}},
 			{id: 2, opened: 100},
@@ -250,7 +256,7 @@ func TestRestoreEmpty(t *testing.T) {
 	e9 := New(Config{})
 	e9.SeedToken(9)
 	snap := e9.AppendSnapshot(nil)
-	if want := []byte{1, 0, 9, 0, 0, 0, 0, 0, 0}; !bytes.Equal(snap, want) {
+	if want := []byte{2, 0, 9, 0, 0, 0, 0, 0, 0}; !bytes.Equal(snap, want) {
 		t.Fatalf("snapshot of a new engine = %v, want %v", snap, want)
 	}
 	r, err := Restore(Config{}, snap)
@@ -281,14 +287,15 @@ func TestRestoreRejects(t *testing.T) {
 	}{
 		{"empty", nil, "version: truncated"},
 		{"version 0", mod(func(s *tSnap) { s.version = 0 }), "version 0"},
-		{"version 2", mod(func(s *tSnap) { s.version = 2 }), "version 2"},
+		{"version 1", mod(func(s *tSnap) { s.version = 1 }), "version 1"},
+		{"version 3", mod(func(s *tSnap) { s.version = 3 }), "version 3"},
 		{"trailing byte", mod(func(s *tSnap) { s.trailing = []byte{0} }), "1 bytes after"},
-		{"long varint", []byte{1, 0x80, 0x00}, "shortest form"},
-		{"varint overflow", append([]byte{1}, bytes.Repeat([]byte{0xff}, 11)...), "overflows"},
+		{"long varint", []byte{2, 0x80, 0x00}, "shortest form"},
+		{"varint overflow", append([]byte{2}, bytes.Repeat([]byte{0xff}, 11)...), "overflows"},
 		{"negative now", mod(func(s *tSnap) { s.now = -1; s.sessions, s.keys, s.waiters, s.held = nil, nil, nil, nil }), "negative"},
-		{"absurd session count", []byte{1, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "cannot fit"},
-		{"absurd key count", []byte{1, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03, 0, 0, 0}, "keys: 65535 of them cannot fit"},
-		{"absurd waiter count", []byte{1, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x01, 0, 0}, "waiters: 128 of them cannot fit"},
+		{"absurd session count", []byte{2, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "cannot fit"},
+		{"absurd key count", []byte{2, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0x03, 0, 0, 0}, "keys: 65535 of them cannot fit"},
+		{"absurd waiter count", []byte{2, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x01, 0, 0}, "waiters: 128 of them cannot fit"},
 
 		{"session 0", mod(func(s *tSnap) { s.sessions[0].id = 0 }), "session ID 0"},
 		{"session after last", mod(func(s *tSnap) { s.sessions[1].id = 4 }), "session ID 4"},
@@ -310,7 +317,7 @@ func TestRestoreRejects(t *testing.T) {
 		{"empty key", mod(func(s *tSnap) { s.keys[3].delay = nil }), "neither held"},
 		{"holder session unknown", mod(func(s *tSnap) { s.keys[0].holds[0].sess = 3 }), "session 3 does not exist"},
 		{"held twice", mod(func(s *tSnap) { s.keys[0].holds = append(s.keys[0].holds, s.keys[0].holds[0]) }), "holds it twice"},
-		{"orphan without lease", mod(func(s *tSnap) { s.keys[4].holds[0].lease = nil }), "neither session nor lease"},
+		{"orphan without lease", mod(func(s *tSnap) { s.keys[4].holds[0].lease = nil }), "neither session, lease nor owner"},
 		{"token 0", mod(func(s *tSnap) { s.keys[0].holds[0].token = 0 }), "token 0"},
 		{"token above the counter", mod(func(s *tSnap) { s.keys[0].holds[0].token = 5 }), "token 5"},
 		{"acquired later", mod(func(s *tSnap) { s.keys[0].holds[0].acquired = 101 }), "acquired at 101, not in 0..now"},
@@ -330,7 +337,7 @@ func TestRestoreRejects(t *testing.T) {
 		{"timer seq above the counter", mod(func(s *tSnap) { s.keys[3].delay.seq = 6 }), "sequence number 6"},
 		{"duplicate timer seq", mod(func(s *tSnap) { s.keys[3].delay.seq = 1 }), "two timers"},
 		{"timer flag", func() []byte {
-			b := tSnap{version: 1, now: 100, lastSession: 1, sessions: []tSession{{id: 1, opened: 100}}, held: [][]uint64{{}}}.encode()
+			b := tSnap{version: 2, now: 100, lastSession: 1, sessions: []tSession{{id: 1, opened: 100}}, held: [][]uint64{{}}}.encode()
 			b[len(b)-4] = 2 // the session's TTL timer, before 0 keys, 0 waiters, 0 held keys
 			return b
 		}(), "flag 2"},
@@ -530,7 +537,7 @@ func snapshotSeeds(f *testing.F) [][]byte {
 	if ModelSnapshots == nil {
 		f.Fatal("ModelSnapshots is not set (model_test.go sets it)")
 	}
-	seeds := [][]byte{New(Config{}).AppendSnapshot(nil), handSnap().encode()}
+	seeds := [][]byte{New(Config{}).AppendSnapshot(nil), handSnap().encode(), ownedSnapshot()}
 	return append(seeds, ModelSnapshots()...)
 }
 

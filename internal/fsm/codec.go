@@ -21,6 +21,14 @@ package fsm
 //	Key, Value                            uvarint length, then the bytes
 //	Req.Keys                              uvarint count, then each key as
 //	                                      a uvarint length and its bytes
+//	Owned, OwnedFlags                     one byte each, a known value
+//	Prefix                                uvarint, at most math.MaxUint32
+//	Tx                                    uvarint count, then each command
+//	                                      as above (OpOwned only)
+//	Watch                                 uvarint count, then each as Key
+//	                                      (length and bytes), Token
+//	                                      uvarint, Expires varint, Owner
+//	                                      (length and bytes)
 //
 // A batch is a version byte (BatchVersion), a uvarint count and that many
 // commands, with nothing after them.
@@ -89,6 +97,10 @@ const (
 	fCAS
 	fDelta
 	fLockMode
+	fOwned // Owned and OwnedFlags
+	fPrefix
+	fTx
+	fWatch
 
 	// fStore is what a store and RaU carry.
 	fStore = fSession | fKey | fValue | fFlags | fExptime | fCAS
@@ -139,6 +151,10 @@ func opFields(op Op) (fields, bool) {
 		return fSession | fKey, true
 	case OpItemEvict:
 		return fKey | fCAS, true
+	case OpOwned:
+		return fKeys | fLease | fValue | fOwned | fPrefix, true
+	case OpOwnedTx:
+		return fTx | fWatch, true
 	}
 	return 0, false
 }
@@ -235,6 +251,35 @@ func AppendCommand(dst []byte, c *Command) []byte {
 			panic(fmt.Sprintf("fsm: AppendCommand of %v with invalid LockMode(%d)", c.Op, uint8(c.LockMode)))
 		}
 		dst = append(dst, byte(c.LockMode))
+	}
+	if f&fOwned != 0 {
+		if !c.Owned.Valid() || c.OwnedFlags&^ownedFlagsMask != 0 {
+			panic(fmt.Sprintf("fsm: AppendCommand of %v with invalid %v flags %#x", c.Op, c.Owned, uint8(c.OwnedFlags)))
+		}
+		dst = append(dst, byte(c.Owned), byte(c.OwnedFlags))
+	}
+	if f&fPrefix != 0 {
+		dst = binary.AppendUvarint(dst, uint64(c.Prefix))
+	}
+	if f&fTx != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(c.Tx)))
+		for i := range c.Tx {
+			if c.Tx[i].Op != OpOwned {
+				panic(fmt.Sprintf("fsm: AppendCommand of %v holding %v", c.Op, c.Tx[i].Op))
+			}
+			dst = AppendCommand(dst, &c.Tx[i])
+		}
+	}
+	if f&fWatch != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(c.Watch)))
+		for _, w := range c.Watch {
+			dst = binary.AppendUvarint(dst, uint64(len(w.Key)))
+			dst = append(dst, w.Key...)
+			dst = binary.AppendUvarint(dst, uint64(w.Token))
+			dst = binary.AppendVarint(dst, w.Expires)
+			dst = binary.AppendUvarint(dst, uint64(len(w.Owner)))
+			dst = append(dst, w.Owner...)
+		}
 	}
 	return dst
 }
@@ -431,6 +476,76 @@ func (d *decoder) fields(c *Command) {
 		}
 		c.LockMode = m
 	}
+	if f&fOwned != 0 {
+		k := OwnedKind(d.byte("Owned"))
+		if !k.Valid() {
+			d.fail("Owned", "invalid value %d", uint8(k))
+		}
+		fl := OwnedFlags(d.byte("OwnedFlags"))
+		if fl&^ownedFlagsMask != 0 {
+			d.fail("OwnedFlags", "invalid value %#x", uint8(fl))
+		}
+		c.Owned, c.OwnedFlags = k, fl
+	}
+	if f&fPrefix != 0 {
+		c.Prefix = d.uint32("Prefix")
+	}
+	if f&fTx != 0 {
+		c.Tx = d.tx("Tx")
+	}
+	if f&fWatch != 0 {
+		c.Watch = d.watch("Watch")
+	}
+}
+
+// tx reads a count and that many OpOwned commands; none is nil.
+func (d *decoder) tx(field string) []Command {
+	count := d.uvarint(field)
+	if d.err != nil || count == 0 {
+		return nil
+	}
+	if left := uint64(len(d.b) - d.off); count > left/minCommandLen {
+		d.fail(field, "%d commands in %d bytes", count, left)
+		return nil
+	}
+	cmds := make([]Command, count)
+	for i := range cmds {
+		if d.off < len(d.b) && Op(d.b[d.off]) != OpOwned {
+			d.fail(field, "command %d is %v, not %v", i, Op(d.b[d.off]), OpOwned)
+			return nil
+		}
+		d.fields(&cmds[i])
+		if d.err != nil {
+			return nil
+		}
+	}
+	return cmds
+}
+
+// minWatchLen is the length of the shortest encoded Watch.
+const minWatchLen = 4
+
+// watch reads a count and that many watched keys; none is nil.
+func (d *decoder) watch(field string) []Watch {
+	count := d.uvarint(field)
+	if d.err != nil || count == 0 {
+		return nil
+	}
+	if left := uint64(len(d.b) - d.off); count > left/minWatchLen {
+		d.fail(field, "%d watches in %d bytes", count, left)
+		return nil
+	}
+	ws := make([]Watch, count)
+	for i := range ws {
+		ws[i].Key = string(d.bytes(field + ".Key"))
+		ws[i].Token = latch.Token(d.uvarint(field + ".Token"))
+		ws[i].Expires = d.varint(field + ".Expires")
+		ws[i].Owner = string(d.bytes(field + ".Owner"))
+		if d.err != nil {
+			return nil
+		}
+	}
+	return ws
 }
 
 // byte reads one byte.

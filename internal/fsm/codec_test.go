@@ -102,6 +102,18 @@ func testCommands() map[Op]Command {
 	add(hdr(OpItemUnlock, 39), func(c *Command) { c.Session, c.Key = 104, []byte("user:42:profile") })
 	add(hdr(OpItemUnlockAll, 40), func(c *Command) { c.Session = 104 })
 	add(hdr(OpItemEvict, 41), func(c *Command) { c.Key, c.CAS = []byte("old"), 5 })
+	add(hdr(OpOwned, 42), func(c *Command) {
+		c.Owned, c.OwnedFlags, c.Prefix = OwnedObtain, OwnedMatch|OwnedAll, 22
+		c.Req.Keys, c.Req.Lease = []string{"lock:orders"}, 8*time.Second
+		c.Value = []byte("0f6c1a5e8b3e4d2a9c7f1e0d3b5a6c8e")
+	})
+	add(hdr(OpOwnedTx, 43), func(c *Command) {
+		c.Tx = []Command{
+			{Op: OpOwned, Owned: OwnedGet, Req: latch.LockRequest{Keys: []string{"lock:orders"}}},
+			{Op: OpOwned, Owned: OwnedRelease, Req: latch.LockRequest{Keys: []string{"lock:orders"}}},
+		}
+		c.Watch = []Watch{{Key: "lock:orders", Token: 77, Expires: t0 + 5, Owner: "me"}, {Key: "free"}}
+	})
 	return cmds
 }
 
@@ -176,6 +188,19 @@ func normalize(c *Command) bool {
 		n.Session, n.Key = c.Session, c.Key
 	case OpItemEvict:
 		n.Key, n.CAS = c.Key, c.CAS
+	case OpOwned:
+		n.Req.Keys, n.Req.Lease, n.Value = c.Req.Keys, c.Req.Lease, c.Value
+		n.Owned, n.OwnedFlags, n.Prefix = c.Owned, c.OwnedFlags, c.Prefix
+	case OpOwnedTx:
+		for _, sub := range c.Tx {
+			if !normalize(&sub) {
+				return false
+			}
+			n.Tx = append(n.Tx, sub)
+		}
+		if len(c.Watch) > 0 {
+			n.Watch = c.Watch
+		}
 	default:
 		return false
 	}
@@ -211,6 +236,11 @@ func fullCommand(op Op) Command {
 	c.Key, c.Value = []byte("key"), []byte("value")
 	c.Flags, c.Exptime, c.CAS, c.Delta = 10, 11, 12, 13
 	c.LockMode = cache.LockGet
+	c.Owned, c.OwnedFlags, c.Prefix = OwnedRenew, OwnedMatch|OwnedAdd, 14
+	sub := hdr(OpOwned, 100)
+	sub.Owned, sub.Req.Keys, sub.Value = OwnedSet, []string{"k"}, []byte("v")
+	c.Tx = []Command{sub}
+	c.Watch = []Watch{{Key: "k", Token: 3, Expires: -4, Owner: "v"}}
 	return c
 }
 

@@ -106,6 +106,18 @@ const (
 	// expired item. Count is 1 if it was removed.
 	OpItemEvict
 
+	// Owned-lock commands (owned.go): locks owned by a value, not a
+	// session (Redis clients).
+
+	// OpOwned does the owned-lock operation Owned (with OwnedFlags and
+	// Prefix) on Req.Keys for the owner value Value, with lease
+	// Req.Lease.
+	OpOwned
+	// OpOwnedTx applies the OpOwned commands of Tx in order, at its own
+	// At, as one step, unless a key of Watch changed (ErrWatchChanged);
+	// the result's Tx holds their results.
+	OpOwnedTx
+
 	numOps
 )
 
@@ -141,6 +153,8 @@ var opNames = [numOps]string{
 	OpItemUnlockAll:        "item-unlock-all",
 	OpItemReplaceAndUnlock: "item-rau",
 	OpItemEvict:            "item-evict",
+	OpOwned:                "owned",
+	OpOwnedTx:              "owned-tx",
 }
 
 func (o Op) String() string {
@@ -192,6 +206,14 @@ type Command struct {
 	CAS      uint64
 	Delta    uint64
 	LockMode cache.LockMode
+
+	// Owned, OwnedFlags and Prefix are OpOwned's; Tx and Watch
+	// OpOwnedTx's.
+	Owned      OwnedKind
+	OwnedFlags OwnedFlags
+	Prefix     uint32
+	Tx         []Command
+	Watch      []Watch
 }
 
 // Result is what applying a Command gave. Only the fields its Op sets
@@ -211,6 +233,11 @@ type Result struct {
 	Item  cache.Item // OpItemGetAndTouch, OpItemLock
 	CAS   uint64     // item writes
 	Value uint64     // OpItemIncr, OpItemDecr
+
+	// OpOwned (see OwnedKind), and OpOwnedTx's results in order.
+	Found int
+	Owner string
+	Tx    []Result
 }
 
 // Batch is commands applied in order, as one entry of a log. Results is

@@ -119,7 +119,8 @@ func FuzzCommandRoundTrip(f *testing.F) {
 			strings.Join(c.Req.Keys, "\x00"), uint8(c.Req.Mode), c.Req.Limit,
 			int64(c.Req.Wait), int64(c.Req.Lease), uint8(c.Req.Relock),
 			uint64(c.Waiter), int64(c.TTL), int64(c.LockDelay), uint64(c.Token),
-			c.Key, c.Value, c.Flags, c.Exptime, c.CAS, c.Delta, uint8(c.LockMode))
+			c.Key, c.Value, c.Flags, c.Exptime, c.CAS, c.Delta, uint8(c.LockMode),
+			uint8(c.Owned), uint8(c.OwnedFlags), c.Prefix)
 	}
 	for _, c := range testBatch(f) {
 		add(c)
@@ -131,7 +132,8 @@ func FuzzCommandRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, op uint8, at int64, origin, seq, session uint64,
 		keys string, mode uint8, limit uint32, wait, lease int64, relock uint8,
 		waiter uint64, ttl, lockDelay int64, token uint64,
-		key, value []byte, flags uint32, exptime int64, cas, delta uint64, lockMode uint8) {
+		key, value []byte, flags uint32, exptime int64, cas, delta uint64, lockMode uint8,
+		owned, ownedFlags uint8, ownedPrefix uint32) {
 		c := Command{
 			Op:     Op(op%uint8(numOps-1) + 1),
 			At:     at,
@@ -158,6 +160,10 @@ func FuzzCommandRoundTrip(f *testing.F) {
 			CAS:      cas,
 			Delta:    delta,
 			LockMode: cache.LockMode(lockMode % 3),
+
+			Owned:      OwnedKind(owned%uint8(numOwnedKinds-1) + 1),
+			OwnedFlags: OwnedFlags(ownedFlags) & ownedFlagsMask,
+			Prefix:     ownedPrefix,
 		}
 		if keys != "" {
 			c.Req.Keys = strings.Split(keys, "\x00")

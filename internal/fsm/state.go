@@ -134,6 +134,16 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 		return nil
 	}
 	s.now = max(s.now, c.At)
+	if c.Op == OpOwned || c.Op == OpOwnedTx {
+		s.evs = s.evs[:0]
+		if c.Op == OpOwned {
+			s.applyOwned(c, r)
+		} else {
+			s.applyOwnedTx(c, r)
+		}
+		s.expired(c.At, s.evs)
+		return s.evs
+	}
 	if c.Op >= OpItemSet {
 		return s.applyItem(c, r)
 	}

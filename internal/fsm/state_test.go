@@ -82,7 +82,34 @@ func (h *history) next() Command {
 	c := Command{At: h.now, Origin: 1 + h.rng.Uint64N(2), Seq: h.seq}
 	item := func() []byte { return histItems[h.rng.IntN(len(histItems))] }
 	value := func() []byte { return bytes.Repeat([]byte{'v'}, h.rng.IntN(400)) }
-	switch h.rng.IntN(25) {
+	owned := func() Command {
+		o := Command{Op: OpOwned, Owned: OwnedKind(1 + h.rng.IntN(int(numOwnedKinds)-1))}
+		o.OwnedFlags = OwnedFlags(h.rng.IntN(ownedFlagsMask + 1))
+		o.Req.Keys = h.keys()
+		if o.Owned != OwnedAcquire && o.Owned != OwnedRelease && o.Owned != OwnedRenew {
+			o.Req.Keys = o.Req.Keys[:1]
+		}
+		o.Value = []byte{"ab"[h.rng.IntN(2)], "xy"[h.rng.IntN(2)]}
+		if h.rng.IntN(3) > 0 {
+			o.Req.Lease = h.dur(6 * time.Second)
+		}
+		o.Prefix = uint32(h.rng.IntN(3))
+		return o
+	}
+	switch h.rng.IntN(29) {
+	case 24, 25, 26:
+		o := owned()
+		o.At, o.Origin, o.Seq = c.At, c.Origin, c.Seq
+		c = o
+	case 27:
+		c.Op = OpOwnedTx
+		for range h.rng.IntN(3) {
+			c.Tx = append(c.Tx, owned())
+		}
+		for range h.rng.IntN(2) {
+			k := histKeys[h.rng.IntN(len(histKeys))]
+			c.Watch = append(c.Watch, Watch{Key: k, Token: latch.Token(h.rng.IntN(3))})
+		}
 	case 0, 1:
 		c.Op = OpOpenSession
 		if h.rng.IntN(2) == 0 {
@@ -164,7 +191,7 @@ func (h *history) next() Command {
 		case 1:
 			c.Op, c.Key, c.CAS = OpItemEvict, item(), h.rng.Uint64N(40)
 		}
-	case 24: // a cluster's commands
+	case 28: // a cluster's commands
 		node := histNodes[h.rng.IntN(len(histNodes))]
 		switch h.rng.IntN(4) {
 		case 0:

@@ -16,10 +16,10 @@ import (
 type Server struct {
 	*server.Server
 
-	// Memcache, DLock and Admin are the host:port addresses of the
-	// memcached and dlock front ends and of the admin HTTP server; "" for
-	// one the test turned off.
-	Memcache, DLock, Admin string
+	// Memcache, DLock, Redis and Admin are the host:port addresses of the
+	// memcached, dlock and Redis front ends and of the admin HTTP server;
+	// "" for one the test turned off.
+	Memcache, DLock, Redis, Admin string
 	// Logs holds the server's log, as JSON lines, from the debug level up.
 	Logs *SyncBuffer
 }
@@ -37,6 +37,7 @@ func Start(t testing.TB, set ...func(*config.Config)) *Server {
 	cfg := config.DefaultConfig()
 	cfg.Memcache.Addr = "127.0.0.1:0"
 	cfg.DLock.Addr = "127.0.0.1:0"
+	cfg.Redis.Addr = "127.0.0.1:0"
 	cfg.Admin.Addr = "127.0.0.1:0"
 	for _, f := range set {
 		f(&cfg)
@@ -60,6 +61,9 @@ func Start(t testing.TB, set ...func(*config.Config)) *Server {
 	}
 	if a := s.DLockAddr(); a != nil {
 		ts.DLock = a.String()
+	}
+	if a := s.RedisAddr(); a != nil {
+		ts.Redis = a.String()
 	}
 	if a := s.AdminAddr(); a != nil {
 		ts.Admin = a.String()

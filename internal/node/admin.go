@@ -56,6 +56,9 @@ func (n *Node) keyInfo(st *engine.KeyState) latch.KeyInfo {
 			if s := n.sessions[h.Session]; s != nil {
 				hi.Protocol, hi.Peer = s.opts.Protocol, s.opts.Peer
 			}
+			if h.Owned {
+				hi.Protocol, hi.Owner = OwnedProtocol, h.Owner
+			}
 			ki.Holders[i] = hi
 		}
 	}

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strconv"
 
 	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
+	"github.com/latchd/latch/internal/resp"
 )
 
 // A component is a front end the server runs beside the lock service: the
@@ -77,6 +79,14 @@ func (s *Server) frontEnds() ([]component, error) {
 		s.dlock = dl
 		comps = append(comps, dl)
 	}
+	if addr := s.cfg.Redis.Addr; addr != "" {
+		rs, err := s.redisServer(addr, tlsCfg)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.redis = rs
+		comps = append(comps, rs)
+	}
 	if s.cfg.Admin.Addr != "" {
 		ad, err := s.adminServer(tlsCfg)
 		if err != nil {
@@ -85,6 +95,36 @@ func (s *Server) frontEnds() ([]component, error) {
 		comps = append(comps, ad)
 	}
 	return comps, nil
+}
+
+// redisServer builds the Redis front end.
+func (s *Server) redisServer(addr string, tlsCfg *tls.Config) (*resp.Server, error) {
+	allow, err := config.ParseNetworks(s.cfg.Redis.Allow)
+	if err != nil {
+		return nil, fmt.Errorf("redis-allow: %w", err)
+	}
+	rc := resp.DefaultConfig()
+	rc.Addr = addr
+	rc.Version = s.cfg.Server.Version
+	rc.MaxConns = s.cfg.Redis.MaxConns
+	rc.IdleTimeout = s.cfg.Redis.IdleTimeout
+	rc.ReadTimeout = s.cfg.Redis.ReadTimeout
+	rc.WriteTimeout = s.cfg.Redis.WriteTimeout
+	rc.MaxValue = s.cfg.Redis.MaxValue
+	rc.Logger = s.logger
+	rc.Metrics = s.metrics.Protocol("redis")
+	rc.TLS = tlsCfg
+	rc.Allow = allow
+	if path := s.cfg.Redis.TokensFile; path != "" {
+		toks, err := dlock.LoadTokens(path)
+		if err != nil {
+			return nil, fmt.Errorf("redis-tokens-file: %w", err)
+		}
+		for _, t := range toks {
+			rc.Tokens = append(rc.Tokens, resp.Token{Value: t.Value, ReadOnly: t.ReadOnly, Prefixes: t.Prefixes})
+		}
+	}
+	return resp.New(s.node, rc)
 }
 
 // lockStats are latch's lock counters, for the memcached stats command.

@@ -96,6 +96,7 @@ func TestDLockTokensFileMissing(t *testing.T) {
 func TestDLockDisabled(t *testing.T) {
 	cfg := testConfig()
 	cfg.DLock.Addr = ""
+	cfg.Redis.Addr = ""
 	if s := newServer(t, cfg); s.DLockAddr() != nil {
 		t.Errorf("DLockAddr() = %v with dlock-addr empty, want nil", s.DLockAddr())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/latchd/latch/internal/memcache"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/resp"
 )
 
 // Server is one running latch node: the lock service and its front ends.
@@ -27,6 +28,7 @@ type Server struct {
 
 	memcache *memcache.Server // nil when disabled
 	dlock    *dlock.Server    // nil when disabled
+	redis    *resp.Server     // nil when disabled
 	admin    *admin.Server    // nil when disabled
 
 	// metrics observes the node; front ends take their handles from it.
@@ -114,6 +116,15 @@ func (s *Server) MemcacheAddr() net.Addr {
 		return nil
 	}
 	return s.memcache.Addr()
+}
+
+// RedisAddr returns the address the Redis front end listens on, or nil
+// when it is disabled.
+func (s *Server) RedisAddr() net.Addr {
+	if s.redis == nil {
+		return nil
+	}
+	return s.redis.Addr()
 }
 
 // DLockAddr returns the address the dlock front end listens on, or nil

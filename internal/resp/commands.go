@@ -1,0 +1,794 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/metrics"
+)
+
+// command is one Redis command latch answers.
+type command struct {
+	name  string // lower case
+	arity int    // Redis's: n exactly (the name included), -n at least n
+	// plan adds a lock command to the connection's plan (lock commands
+	// are queued inside MULTI); fn runs a connection command at once.
+	plan   func(c *conn, args [][]byte)
+	fn     func(c *conn, args [][]byte)
+	write  bool // changes locks: refused to a read-only token
+	metric *metrics.Command
+}
+
+// commandTable lists the commands; New indexes it by name.
+var commandTable = []command{
+	// Lock commands.
+	{name: "get", arity: 2, plan: planGet},
+	{name: "set", arity: -3, plan: planSet, write: true},
+	{name: "setnx", arity: 3, plan: planSetNX, write: true},
+	{name: "getset", arity: 3, plan: planGetSet, write: true},
+	{name: "del", arity: -2, plan: planDel, write: true},
+	{name: "unlink", arity: -2, plan: planDel, write: true},
+	{name: "exists", arity: -2, plan: planExists},
+	{name: "pexpire", arity: -3, plan: planExpire, write: true},
+	{name: "expire", arity: -3, plan: planExpire, write: true},
+	{name: "pttl", arity: 2, plan: planTTL},
+	{name: "ttl", arity: 2, plan: planTTL},
+	{name: "type", arity: 2, plan: planType},
+	{name: "latch.token", arity: 2, plan: planToken},
+	{name: "eval", arity: -3, plan: planEval, write: true},
+	{name: "evalsha", arity: -3, plan: planEval, write: true},
+	{name: "ping", arity: -1, plan: planPing},
+	{name: "echo", arity: 2, plan: planEcho},
+
+	// Transactions.
+	{name: "multi", arity: 1, fn: cmdMulti},
+	{name: "exec", arity: 1, fn: cmdExec},
+	{name: "discard", arity: 1, fn: cmdDiscard},
+	{name: "watch", arity: -2, fn: cmdWatch},
+	{name: "unwatch", arity: 1, fn: cmdUnwatch},
+
+	// Connection and server commands that clients send.
+	{name: "hello", arity: -1, fn: cmdHello},
+	{name: "auth", arity: -2, fn: cmdAuth},
+	{name: "select", arity: 2, fn: cmdSelect},
+	{name: "client", arity: -2, fn: cmdClient},
+	{name: "info", arity: -1, fn: cmdInfo},
+	{name: "quit", arity: -1, fn: cmdQuit},
+	{name: "reset", arity: 1, fn: cmdReset},
+	{name: "command", arity: -1, fn: cmdCommand},
+	{name: "config", arity: -2, fn: cmdConfig},
+	{name: "wait", arity: 3, fn: cmdWait},
+	{name: "script", arity: -2, fn: cmdScript},
+	{name: "flushall", arity: -1, fn: cmdFlush},
+	{name: "flushdb", arity: -1, fn: cmdFlush},
+}
+
+// Versions the front end reports: the Redis protocol level its replies
+// follow (HELLO, INFO redis_version).
+const redisVersion = "7.0.0"
+
+// do runs one request.
+func (c *conn) do(args [][]byte) {
+	var lower [32]byte
+	name := args[0]
+	var cmd *command
+	if len(name) <= len(lower) {
+		for i, b := range name {
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			lower[i] = b
+		}
+		cmd = c.srv.cmds[string(lower[:len(name)])]
+	}
+	if cmd == nil {
+		c.srv.unknown.Request()
+		if c.multi {
+			c.dirty = true
+		}
+		c.w.Error(unknownCommand(args))
+		return
+	}
+	cmd.metric.Request()
+	if (cmd.arity > 0 && len(args) != cmd.arity) || len(args) < -cmd.arity {
+		cmd.metric.Error()
+		if c.multi {
+			c.dirty = true
+		}
+		c.w.Error(fmt.Sprintf("ERR wrong number of arguments for '%s' command", cmd.name))
+		return
+	}
+	if !c.authed && cmd.name != "auth" && cmd.name != "hello" && cmd.name != "quit" {
+		cmd.metric.Error()
+		if c.multi {
+			c.dirty = true
+		}
+		c.w.Error("NOAUTH Authentication required.")
+		return
+	}
+	if cmd.write && c.token != nil && c.token.ReadOnly {
+		cmd.metric.Error()
+		if c.multi {
+			c.dirty = true
+		}
+		c.w.Error(fmt.Sprintf("NOPERM this token is read-only: it cannot run the '%s' command", cmd.name))
+		return
+	}
+	if c.multi && cmd.plan != nil {
+		q := make([][]byte, len(args))
+		for i, a := range args {
+			q[i] = bytes.Clone(a)
+		}
+		c.queued = append(c.queued, q)
+		c.w.Simple("QUEUED")
+		return
+	}
+	if c.multi && cmd.name != "exec" && cmd.name != "discard" && cmd.name != "multi" && cmd.name != "watch" &&
+		cmd.name != "quit" && cmd.name != "reset" {
+		cmd.metric.Error()
+		c.dirty = true
+		c.w.Error(fmt.Sprintf("ERR latch: '%s' is not supported inside MULTI", cmd.name))
+		return
+	}
+	if cmd.fn != nil {
+		cmd.fn(c, args)
+		return
+	}
+	c.subs, c.plans = c.subs[:0], c.plans[:0]
+	cmd.plan(c, args)
+	c.run(false)
+	for i := range c.plans {
+		if c.answer(&c.plans[i]) {
+			cmd.metric.Error()
+		}
+	}
+	clear(c.subs)
+}
+
+// unknownCommand is Redis's answer to a command it does not know.
+func unknownCommand(args [][]byte) string {
+	var b strings.Builder
+	for _, a := range args[1:] {
+		if b.Len() >= 128 {
+			break
+		}
+		b.WriteByte('\'')
+		b.Write(a[:min(len(a), 128-b.Len())])
+		b.WriteString("' ")
+	}
+	name := args[0][:min(len(args[0]), 128)]
+	return fmt.Sprintf("ERR unknown command '%s', with args beginning with: %s", name, b.String())
+}
+
+// The plan of a request: commands for the service and how to answer.
+
+// replyKind says how a plan is answered from its commands' results.
+type replyKind uint8
+
+const (
+	rError      replyKind = iota // msg
+	rSimple                      // +msg
+	rBulk                        // $msg
+	rOKOrNull                    // Count 1: +OK, else null
+	rCount                       // :Count
+	rGet                         // the owner value, a stand-in for another protocol's holder, or null
+	rGetSet                      // the previous owner value or null
+	rExists                      // :number of keys held
+	rPTTL                        // :ms left, -1 without a lease, -2 when free
+	rTTL                         // as rPTTL in seconds
+	rType                        // +string or +none
+	rToken                       // :fencing token or null
+	rCADMissing                  // :-1 when free, else :Count
+	rPTTLIf                      // PTTL if the owner value is val, else :-3
+	rAllOrZero                   // :arg if Count > 0, else :0
+)
+
+// plan is one request's answer to make from the results of its commands,
+// c.subs[first:first+n].
+type plan struct {
+	kind     replyKind
+	first, n int
+	msg      string
+	arg      int64
+	val      []byte
+}
+
+// fail adds a plan answered by an error.
+func (c *conn) fail(msg string) { c.plans = append(c.plans, plan{kind: rError, msg: msg}) }
+
+// add adds a plan of kind over the commands added since first.
+func (c *conn) add(kind replyKind, first int) *plan {
+	c.plans = append(c.plans, plan{kind: kind, first: first, n: len(c.subs) - first})
+	return &c.plans[len(c.plans)-1]
+}
+
+// sub adds an owned-lock command to the plan.
+func (c *conn) sub(kind fsm.OwnedKind, flags fsm.OwnedFlags, value []byte, lease time.Duration, keys ...string) *fsm.Command {
+	c.subs = append(c.subs, fsm.Command{Op: fsm.OpOwned, Owned: kind, OwnedFlags: flags, Value: value,
+		Req: latch.LockRequest{Keys: keys, Lease: lease}})
+	return &c.subs[len(c.subs)-1]
+}
+
+// key checks a key a request names: a valid latch key that the
+// connection's token allows. On failure it adds the error plan.
+func (c *conn) key(k []byte) (string, bool) {
+	if err := latch.CheckKey(string(k)); err != nil {
+		c.fail("ERR " + err.Error() + " (latch keys are 1 to 250 bytes without space, CR or LF)")
+		return "", false
+	}
+	if c.token != nil && !c.token.allowsKey(k) {
+		c.fail(fmt.Sprintf("NOPERM this token cannot access key '%s'", k))
+		return "", false
+	}
+	return string(k), true
+}
+
+// keys checks every key of ks.
+func (c *conn) keys(ks [][]byte) ([]string, bool) {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		s, ok := c.key(k)
+		if !ok {
+			return nil, false
+		}
+		out[i] = s
+	}
+	return out, true
+}
+
+// value checks an owner value's size.
+func (c *conn) value(v []byte) bool {
+	if len(v) > c.srv.cfg.MaxValue {
+		c.fail(fmt.Sprintf("ERR latch: value of %d bytes, at most %d: a lock's value is its owner's identity", len(v), c.srv.cfg.MaxValue))
+		return false
+	}
+	return true
+}
+
+// run has the service apply the plan's commands and keeps their results in
+// c.results. In a transaction (tx) they are one fsm.OpOwnedTx under the
+// connection's watches, and run reports false when a watched key changed.
+// Otherwise reads are read without a command.
+func (c *conn) run(tx bool) bool {
+	c.results = c.results[:0]
+	svc := c.srv.svc
+	if !tx {
+		if len(c.subs) == 0 {
+			return true
+		}
+		reads := true
+		for i := range c.subs {
+			reads = reads && c.subs[i].Owned == fsm.OwnedGet
+		}
+		if reads {
+			for i := range c.subs {
+				r, at := svc.OwnedGet(c.subs[i].Req.Keys[0])
+				c.results = append(c.results, r)
+				c.at = at
+			}
+			return true
+		}
+		if len(c.subs) == 1 {
+			c.results = append(c.results, svc.Owned(&c.subs[0]))
+			c.at = svc.Now()
+			return true
+		}
+	}
+	r := svc.Owned(&fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, Watch: c.watches})
+	c.at = svc.Now()
+	if errors.Is(r.Err, fsm.ErrWatchChanged) {
+		return false
+	}
+	if r.Err != nil {
+		for range c.subs {
+			c.results = append(c.results, fsm.Result{Err: r.Err})
+		}
+		return true
+	}
+	c.results = append(c.results, r.Tx...)
+	return true
+}
+
+// answer writes the reply of p and reports whether it was an error.
+func (c *conn) answer(p *plan) bool {
+	w := c.w
+	if p.kind == rError {
+		w.Error(p.msg)
+		return true
+	}
+	rs := c.results[p.first : p.first+p.n]
+	for i := range rs {
+		if rs[i].Err != nil {
+			w.Error(errorReply(rs[i].Err))
+			return true
+		}
+	}
+	var r fsm.Result
+	if len(rs) > 0 {
+		r = rs[0]
+	}
+	switch p.kind {
+	case rSimple:
+		w.Simple(p.msg)
+	case rBulk:
+		w.BulkString(p.msg)
+	case rOKOrNull:
+		if r.Count == 1 {
+			w.Simple("OK")
+		} else {
+			w.Null()
+		}
+	case rCount:
+		w.Int(int64(r.Count))
+	case rGet:
+		switch {
+		case r.Count == 1:
+			w.BulkString(r.Owner)
+		case r.Found == 1:
+			w.BulkString(foreignValue(r.Token))
+		default:
+			w.Null()
+		}
+	case rGetSet:
+		if r.Found == 1 {
+			w.BulkString(r.Owner)
+		} else {
+			w.Null()
+		}
+	case rExists:
+		n := 0
+		for i := range rs {
+			n += rs[i].Found
+		}
+		w.Int(int64(n))
+	case rPTTL:
+		w.Int(c.pttl(&r))
+	case rTTL:
+		ms := c.pttl(&r)
+		if ms > 0 {
+			ms = (ms + 500) / 1000
+		}
+		w.Int(ms)
+	case rType:
+		if r.Found == 1 {
+			w.Simple("string")
+		} else {
+			w.Simple("none")
+		}
+	case rToken:
+		if r.Found == 1 {
+			w.Int(int64(r.Token))
+		} else {
+			w.Null()
+		}
+	case rCADMissing:
+		if r.Found == 0 {
+			w.Int(-1)
+		} else {
+			w.Int(int64(r.Count))
+		}
+	case rPTTLIf:
+		if r.Count == 1 && r.Owner == string(p.val) {
+			w.Int(c.pttl(&r))
+		} else {
+			w.Int(-3)
+		}
+	case rAllOrZero:
+		if r.Count > 0 {
+			w.Int(p.arg)
+		} else {
+			w.Int(0)
+		}
+	}
+	return false
+}
+
+// pttl is Redis's PTTL of a read key: the milliseconds left of its lease,
+// rounded up; -1 without a lease, -2 when it is free.
+func (c *conn) pttl(r *fsm.Result) int64 {
+	switch {
+	case r.Found == 0:
+		return -2
+	case r.Expires == 0:
+		return -1
+	}
+	left := r.Expires - c.at
+	if left <= 0 {
+		return 1
+	}
+	return (left + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+}
+
+// foreignValue is what GET answers for a key held over another protocol
+// (memcached, dlock): it has no owner value, and a client comparing with
+// its own token must never find it equal.
+func foreignValue(tok latch.Token) string {
+	return fmt.Sprintf("latch:held-by-session:token=%d", tok)
+}
+
+// errorReply is the reply to a failed command.
+func errorReply(err error) string {
+	switch {
+	case errors.Is(err, latch.ErrWouldBlock):
+		return "LOCKED latch: the key is held by another owner; only SET NX takes a free key, and only its owner's value changes it"
+	case errors.Is(err, latch.ErrShutdown):
+		return "ERR latch: server shutting down"
+	}
+	return "ERR " + err.Error()
+}
+
+// Lock commands.
+
+func planGet(c *conn, args [][]byte) {
+	k, ok := c.key(args[1])
+	if !ok {
+		return
+	}
+	first := len(c.subs)
+	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.add(rGet, first)
+}
+
+func planType(c *conn, args [][]byte) {
+	k, ok := c.key(args[1])
+	if !ok {
+		return
+	}
+	first := len(c.subs)
+	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.add(rType, first)
+}
+
+func planToken(c *conn, args [][]byte) {
+	k, ok := c.key(args[1])
+	if !ok {
+		return
+	}
+	first := len(c.subs)
+	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.add(rToken, first)
+}
+
+func planTTL(c *conn, args [][]byte) {
+	k, ok := c.key(args[1])
+	if !ok {
+		return
+	}
+	first := len(c.subs)
+	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	if len(args[0]) == 4 { // pttl
+		c.add(rPTTL, first)
+	} else {
+		c.add(rTTL, first)
+	}
+}
+
+func planExists(c *conn, args [][]byte) {
+	first := len(c.subs)
+	for _, a := range args[1:] {
+		k, ok := c.key(a)
+		if !ok {
+			c.subs = c.subs[:first]
+			return
+		}
+		c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	}
+	c.add(rExists, first)
+}
+
+// lease converts a Redis expire time, n units of unit, to a lease; ok is
+// false when it overflows.
+func lease(n int64, unit time.Duration) (time.Duration, bool) {
+	if n > math.MaxInt64/int64(unit) || n < math.MinInt64/int64(unit) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
+
+func planSet(c *conn, args [][]byte) {
+	k, ok := c.key(args[1])
+	if !ok || !c.value(args[2]) {
+		return
+	}
+	var nx, xx, keep, ex bool
+	var d time.Duration
+	for i := 3; i < len(args); i++ {
+		opt := upperOption(args[i])
+		switch {
+		case opt == "NX" && !xx:
+			nx = true
+		case opt == "XX" && !nx:
+			xx = true
+		case opt == "KEEPTTL" && !ex:
+			keep = true
+		case (opt == "EX" || opt == "PX") && !ex && !keep && i+1 < len(args):
+			ex = true
+			i++
+			n, ok := parseInt(args[i])
+			if !ok {
+				c.fail("ERR value is not an integer or out of range")
+				return
+			}
+			unit := time.Second
+			if opt == "PX" {
+				unit = time.Millisecond
+			}
+			if d, ok = lease(n, unit); !ok || n <= 0 {
+				c.fail("ERR invalid expire time in 'set' command")
+				return
+			}
+		case (opt == "EXAT" || opt == "PXAT") && !ex && !keep && i+1 < len(args):
+			c.fail("ERR latch: EXAT and PXAT are not supported: leases run on latch's monotonic clock, not the wall clock (use EX or PX)")
+			return
+		case opt == "GET":
+			c.fail("ERR latch: SET with GET is not supported (use GET, then SET)")
+			return
+		default:
+			c.fail("ERR syntax error")
+			return
+		}
+	}
+	first := len(c.subs)
+	if nx {
+		c.sub(fsm.OwnedAcquire, 0, args[2], d, k)
+		c.add(rOKOrNull, first)
+		return
+	}
+	var flags fsm.OwnedFlags
+	if xx {
+		flags |= fsm.OwnedXX
+	}
+	if keep {
+		flags |= fsm.OwnedKeepTTL
+	}
+	c.sub(fsm.OwnedSet, flags, args[2], d, k)
+	c.add(rOKOrNull, first)
+}
+
+// upperOption returns a SET option in upper case, without allocating for
+// the options SET knows.
+func upperOption(b []byte) string {
+	for _, o := range [...]string{"NX", "XX", "EX", "PX", "KEEPTTL", "EXAT", "PXAT", "GET"} {
+		if bytes.EqualFold(b, []byte(o)) {
+			return o
+		}
+	}
+	return strings.ToUpper(string(b))
+}
+
+// lowerSHA returns a script SHA1 in lower case, without allocating when it
+// is (as clients send it).
+func lowerSHA(b []byte) string {
+	for _, c := range b {
+		if 'A' <= c && c <= 'F' {
+			return strings.ToLower(string(b))
+		}
+	}
+	return string(b)
+}
+
+func planSetNX(c *conn, args [][]byte) {
+	k, ok := c.key(args[1])
+	if !ok || !c.value(args[2]) {
+		return
+	}
+	first := len(c.subs)
+	c.sub(fsm.OwnedAcquire, 0, args[2], 0, k)
+	c.add(rCount, first)
+}
+
+func planGetSet(c *conn, args [][]byte) {
+	k, ok := c.key(args[1])
+	if !ok || !c.value(args[2]) {
+		return
+	}
+	first := len(c.subs)
+	c.sub(fsm.OwnedGetSet, 0, args[2], 0, k)
+	c.add(rGetSet, first)
+}
+
+func planDel(c *conn, args [][]byte) {
+	ks, ok := c.keys(args[1:])
+	if !ok {
+		return
+	}
+	first := len(c.subs)
+	c.sub(fsm.OwnedRelease, 0, nil, 0, ks...)
+	c.add(rCount, first)
+}
+
+func planExpire(c *conn, args [][]byte) {
+	k, ok := c.key(args[1])
+	if !ok {
+		return
+	}
+	n, ok := parseInt(args[2])
+	if !ok {
+		c.fail("ERR value is not an integer or out of range")
+		return
+	}
+	if len(args) > 3 {
+		c.fail(fmt.Sprintf("ERR Unsupported option %s", args[3]))
+		return
+	}
+	name := strings.ToLower(string(args[0]))
+	unit := time.Second
+	if name == "pexpire" {
+		unit = time.Millisecond
+	}
+	d, ok := lease(n, unit)
+	if !ok {
+		c.fail(fmt.Sprintf("ERR invalid expire time in '%s' command", name))
+		return
+	}
+	first := len(c.subs)
+	c.sub(fsm.OwnedRenew, 0, nil, d, k)
+	c.add(rCount, first)
+}
+
+func planPing(c *conn, args [][]byte) {
+	switch len(args) {
+	case 1:
+		c.plans = append(c.plans, plan{kind: rSimple, msg: "PONG"})
+	case 2:
+		c.plans = append(c.plans, plan{kind: rBulk, msg: string(args[1])})
+	default:
+		c.fail("ERR wrong number of arguments for 'ping' command")
+	}
+}
+
+func planEcho(c *conn, args [][]byte) {
+	c.plans = append(c.plans, plan{kind: rBulk, msg: string(args[1])})
+}
+
+// Scripts.
+
+// unsupportedScript answers a script that is not a known lock script.
+func unsupportedScript(sha string) string {
+	return fmt.Sprintf("ERR latch: unsupported script %s: latch runs no Lua, only the lock scripts of the Redis lock libraries it knows (see docs/redis.md)", sha)
+}
+
+func planEval(c *conn, args [][]byte) {
+	var t template
+	if len(args[0]) == 4 { // eval
+		t = recognise(args[1])
+		sha := scriptSHA(args[1])
+		if t == tmplNone {
+			c.fail(unsupportedScript(sha))
+			return
+		}
+		c.srv.load(sha, t)
+	} else {
+		var ok bool
+		if t, ok = c.srv.script(lowerSHA(args[1])); !ok {
+			c.fail("NOSCRIPT No matching script. Please use EVAL.")
+			return
+		}
+	}
+	nk, ok := parseInt(args[2])
+	switch {
+	case !ok:
+		c.fail("ERR value is not an integer or out of range")
+		return
+	case nk < 0:
+		c.fail("ERR Number of keys can't be negative")
+		return
+	case nk > int64(len(args)-3):
+		c.fail("ERR Number of keys can't be greater than number of args")
+		return
+	}
+	keys, ok := c.keys(args[3 : 3+nk])
+	if !ok {
+		return
+	}
+	argv := args[3+nk:]
+	c.runTemplate(t, keys, argv)
+}
+
+// templateArgs are the KEYS (1: one, 0: one or more) and the fewest ARGV
+// each template takes.
+var templateArgs = map[template][2]int{
+	tmplCAD: {1, 1}, tmplCADMissing: {1, 1}, tmplCAPX: {1, 2}, tmplCAPXOrSetNX: {1, 2},
+	tmplExtendPy: {1, 3}, tmplExtendPyAdd: {1, 2}, tmplObtain: {1, 3}, tmplPTTLIf: {1, 1},
+	tmplAcquireAll: {0, 2}, tmplReleaseCount: {0, 1}, tmplExtendAll: {0, 2},
+}
+
+// runTemplate plans template t over KEYS and ARGV.
+func (c *conn) runTemplate(t template, keys []string, argv [][]byte) {
+	need := templateArgs[t]
+	if (need[0] == 1 && len(keys) != 1) || len(keys) == 0 || len(argv) < need[1] {
+		c.fail(fmt.Sprintf("ERR latch: script %q takes %s and at least %d ARGV, got %d KEYS and %d ARGV",
+			t.String(), map[int]string{0: "one or more KEYS", 1: "one KEY"}[need[0]], need[1], len(keys), len(argv)))
+		return
+	}
+	if !c.value(argv[0]) {
+		return
+	}
+	ms := func(i int) (time.Duration, bool) {
+		n, ok := parseInt(argv[i])
+		if !ok {
+			c.fail(fmt.Sprintf("ERR latch: script %q: ARGV[%d] is not an integer", t.String(), i+1))
+			return 0, false
+		}
+		d, ok := lease(n, time.Millisecond)
+		if !ok {
+			c.fail(fmt.Sprintf("ERR latch: script %q: ARGV[%d] is out of range", t.String(), i+1))
+		}
+		return d, ok
+	}
+	positive := func(d time.Duration) bool {
+		if d <= 0 {
+			c.fail(fmt.Sprintf("ERR latch: script %q: invalid expire time", t.String()))
+			return false
+		}
+		return true
+	}
+	first := len(c.subs)
+	switch t {
+	case tmplCAD, tmplCADMissing:
+		c.sub(fsm.OwnedRelease, fsm.OwnedMatch, argv[0], 0, keys...)
+		if t == tmplCAD {
+			c.add(rCount, first)
+		} else {
+			c.add(rCADMissing, first)
+		}
+	case tmplCAPX, tmplExtendPy, tmplExtendPyAdd:
+		d, ok := ms(1)
+		if !ok {
+			return
+		}
+		flags := fsm.OwnedMatch
+		if t == tmplExtendPyAdd || (t == tmplExtendPy && string(argv[2]) == "0") {
+			flags |= fsm.OwnedAdd
+		}
+		c.sub(fsm.OwnedRenew, flags, argv[0], d, keys...)
+		c.add(rCount, first)
+	case tmplCAPXOrSetNX:
+		d, ok := ms(1)
+		if !ok || !positive(d) {
+			return
+		}
+		c.sub(fsm.OwnedObtain, fsm.OwnedMatch, argv[0], d, keys...)
+		c.add(rCount, first)
+	case tmplObtain:
+		n, ok := parseInt(argv[1])
+		if !ok || n < 0 || n > math.MaxUint32 {
+			c.fail(fmt.Sprintf("ERR latch: script %q: ARGV[2] is not a length", t.String()))
+			return
+		}
+		d, ok := ms(2)
+		if !ok || !positive(d) {
+			return
+		}
+		c.sub(fsm.OwnedObtain, 0, argv[0], d, keys...).Prefix = uint32(n)
+		c.add(rOKOrNull, first)
+	case tmplPTTLIf:
+		c.sub(fsm.OwnedGet, 0, nil, 0, keys...)
+		c.add(rPTTLIf, first).val = argv[0]
+	case tmplAcquireAll:
+		d, ok := ms(1)
+		if !ok || !positive(d) {
+			return
+		}
+		c.sub(fsm.OwnedAcquire, 0, argv[0], d, keys...)
+		c.add(rAllOrZero, first).arg = int64(len(keys))
+	case tmplReleaseCount:
+		c.sub(fsm.OwnedRelease, fsm.OwnedMatch, argv[0], 0, keys...)
+		c.add(rCount, first)
+	case tmplExtendAll:
+		d, ok := ms(1)
+		if !ok || !positive(d) {
+			return
+		}
+		c.sub(fsm.OwnedRenew, fsm.OwnedMatch|fsm.OwnedAll, argv[0], d, keys...)
+		c.add(rAllOrZero, first).arg = int64(len(keys))
+	default:
+		c.fail(unsupportedScript("?"))
+	}
+}

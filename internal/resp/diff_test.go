@@ -1,0 +1,162 @@
+package resp_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// compareDoc is the compare-and-delete script of the Redis documentation's
+// SET page, as applications copy it.
+const compareDoc = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+
+// diffScenarios are command sequences whose replies must be byte for byte
+// Redis's, on keys no other client touches. "K" in an argument becomes the
+// scenario's own key prefix. Left out on purpose: SELECT of another
+// database (latch has one) and CLIENT SETINFO (Redis 7.2's; latch accepts
+// it, as clients send it and ignore its errors).
+var diffScenarios = [][][]string{
+	{ // SET NX PX, exclusion, GET, compare-and-delete by script
+		{"SET", "K1", "tokA", "NX", "PX", "100000"},
+		{"SET", "K1", "tokB", "NX", "PX", "100000"},
+		{"GET", "K1"},
+		{"GET", "Knone"},
+		{"EXISTS", "K1", "Knone", "K1"},
+		{"TTL", "K1"},
+		{"EVAL", compareDoc, "1", "K1", "tokB"},
+		{"EVAL", compareDoc, "1", "K1", "tokA"},
+		{"GET", "K1"},
+		{"PTTL", "K1"},
+		{"TYPE", "K1"},
+	},
+	{ // SET EX and options, PEXPIRE, EXPIRE, DEL
+		{"SET", "K2", "v", "EX", "100", "NX"},
+		{"TTL", "K2"},
+		{"EXPIRE", "K2", "200"},
+		{"TTL", "K2"},
+		{"PEXPIRE", "Knone", "1000"},
+		{"SET", "K3", "v", "XX"},
+		{"SET", "K3", "v", "PX", "0"},
+		{"SET", "K3", "v", "EX", "x"},
+		{"SET", "K3", "v", "NX", "XX"},
+		{"SET", "K3", "v"},
+		{"PTTL", "K3"},
+		{"TYPE", "K3"},
+		{"DEL", "K2", "K3", "Knone"},
+		{"DEL", "K2"},
+		{"SET", "K4", "v", "PX", "100000"},
+		{"PEXPIRE", "K4", "0"},
+		{"EXISTS", "K4"},
+	},
+	{ // the SETNX/GETSET recipe
+		{"SETNX", "K5", "1700000000"},
+		{"SETNX", "K5", "1700000001"},
+		{"GET", "K5"},
+		{"GETSET", "K5", "1700000002"},
+		{"GETSET", "Knew", "x"},
+		{"GET", "K5"},
+		{"DEL", "K5", "Knew"},
+	},
+	{ // a transaction, applied
+		{"SETNX", "K6", "me"},
+		{"EXPIRE", "K6", "100"},
+		{"WATCH", "K6"},
+		{"GET", "K6"},
+		{"MULTI"},
+		{"DEL", "K6"},
+		{"GET", "K6"},
+		{"EXEC"},
+		{"EXISTS", "K6"},
+		{"EXEC"},
+		{"DISCARD"},
+		{"MULTI"},
+		{"SET", "K7", "a", "NX"},
+		{"NOSUCHCOMMAND", "x"},
+		{"EXEC"},
+		{"EXISTS", "K7"},
+		{"MULTI"},
+		{"MULTI"},
+		{"PING"},
+		{"DISCARD"},
+		{"UNWATCH"},
+	},
+	{ // connection commands and errors
+		{"PING"},
+		{"PING", "hi"},
+		{"ECHO", "hello"},
+		{"SELECT", "0"},
+		{"CLIENT", "SETNAME", "lockclient"},
+		{"CLIENT", "GETNAME"},
+		{"CLIENT", "NOSUCH"},
+		{"GET"},
+		{"SET", "K8"},
+		{"FOO", "bar", "baz"},
+		{"EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"},
+		{"EVAL", compareDoc, "2", "K8"},
+		{"EVAL", compareDoc, "-1"},
+		{"SCRIPT", "LOAD", compareDoc},
+		{"SCRIPT", "EXISTS", "ffffffffffffffffffffffffffffffffffffffff"},
+		{"WAIT", "0", "0"},
+		{"HELLO", "4"},
+		{"AUTH", "secret"},
+	},
+}
+
+// TestDifferential: the replies of latch and of Debian's redis-server to
+// the same commands are the same bytes, in RESP2 and in RESP3.
+func TestDifferential(t *testing.T) {
+	lt := startLatch(t)
+	rd := startRedis(t)
+	for _, proto := range []string{"2", "3"} {
+		for i, sc := range diffScenarios {
+			t.Run(fmt.Sprintf("resp%s/%d", proto, i), func(t *testing.T) {
+				prefix := fmt.Sprintf("diff:%s:%d:%d:", proto, i, time.Now().UnixNano())
+				l, r := dial(t, lt.redis), dial(t, rd)
+				if proto == "3" {
+					// HELLO's reply names the server and the connection: compare its form only.
+					lh, rh := l.do("HELLO", "3"), r.do("HELLO", "3")
+					if !strings.HasPrefix(lh, "%7\r\n") || !strings.HasPrefix(rh, "%7\r\n") {
+						t.Fatalf("HELLO 3: latch %q, redis %q", lh, rh)
+					}
+				}
+				for _, cmd := range sc {
+					args := make([]string, len(cmd))
+					for j, a := range cmd {
+						if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
+							a = prefix + a[1:]
+						}
+						args[j] = a
+					}
+					lr, rr := l.do(args...), r.do(args...)
+					if lr != rr {
+						t.Errorf("%q:\nlatch %q\nredis %q", cmd, lr, rr)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestInline: inline commands with Redis's quoting, pipelined, answered in
+// order and as redis-server answers.
+func TestInline(t *testing.T) {
+	lt := startLatch(t)
+	rd := startRedis(t)
+	key := fmt.Sprintf("inline:%d", time.Now().UnixNano())
+	batch := "PING\r\nSET " + key + " \"a\\x41\\n\" NX\r\nGET " + key + "\r\n\r\nset " + key + "b 'it''s'\r\nDEL " + key + "\r\n"
+	for _, addr := range []string{lt.redis, rd} {
+		c := dial(t, addr)
+		if _, err := c.nc.Write([]byte(batch)); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for range 4 {
+			got = append(got, c.read())
+		}
+		want := []string{"+PONG\r\n", "+OK\r\n", "$3\r\naA\n\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n"}
+		if strings.Join(got[:4], "") != strings.Join(want, "") {
+			t.Errorf("%s: %q, want %q", addr, got, want)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+// Package resp is latch's Redis protocol front end: RESP2 and RESP3 (HELLO),
+// inline commands, pipelining, and the commands that Redis lock recipes and
+// libraries send, on latch's lock table.
+//
+// A key is a latch lock. SET key value NX PX ms acquires it with a lease;
+// the value is the owner's identity, kept with the hold, so that GET returns
+// it while the lock is held (and nil the instant its lease ends), and
+// release and renewal compare it. These locks belong to no connection:
+// the libraries pool connections and release on whichever is free, so a
+// lock is owned by its value and ends by its lease, by a release that names
+// its value (or a DEL), or by an operator. They are the same locks memcached
+// and dlock clients take: a key held over either protocol is busy to SET NX,
+// and the other way round.
+//
+// No Lua runs here. The scripts that redsync, bsm/redislock, redis-py's Lock
+// and node-redlock send are recognised by the SHA1 of their text or of
+// their canonical form (Canonical) and each runs as one native lock
+// operation; any other script is refused with NOSCRIPT, then an error that
+// names its SHA1.
+//
+// Every Redis command that changes a lock is one command of the Service
+// (fsm.OpOwned), and a MULTI/EXEC transaction is one fsm.OpOwnedTx, applied
+// only if the keys it WATCHes have not changed. Reads (GET, PTTL, EXISTS
+// outside a transaction) read the state without a command.
+//
+// One goroutine serves each connection: it reads a request (Reader),
+// executes it and buffers the reply (Writer), and flushes only when it must
+// wait for more input, so a pipelined batch is answered in order in one
+// write.
+package resp

@@ -1,0 +1,239 @@
+package resp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/latchd/latch/internal/metrics"
+	"github.com/latchd/latch/internal/peakmap"
+	"github.com/latchd/latch/internal/refuse"
+)
+
+// Server serves the Redis protocol over one lock service.
+type Server struct {
+	cfg     Config
+	svc     Service
+	log     *slog.Logger
+	started time.Time
+
+	cmds    map[string]*command // by lower-case name
+	unknown *metrics.Command
+
+	// loaded holds the scripts SCRIPT LOAD or EVAL recognised, by the SHA1
+	// of their text (knownScripts need no loading).
+	scriptsMu sync.RWMutex
+	loaded    map[string]template
+
+	lastID atomic.Int64 // CLIENT ID
+
+	ln        net.Listener
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	connsPeak peakmap.Peak
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	down      bool
+	refuser   *refuse.Refuser
+}
+
+// rTooManyConns answers a connection over Config.MaxConns, as Redis does.
+const rTooManyConns = "-ERR max number of clients reached\r\n"
+
+// New returns a server for svc; Start makes it listen.
+func New(svc Service, cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:     cfg,
+		svc:     svc,
+		log:     cfg.Logger,
+		started: time.Now(),
+		loaded:  make(map[string]template),
+		conns:   make(map[*conn]struct{}),
+		quit:    make(chan struct{}),
+	}
+	s.refuser = refuse.New(&s.wg)
+	s.cmds = make(map[string]*command, len(commandTable))
+	for i := range commandTable {
+		c := commandTable[i]
+		c.metric = cfg.Metrics.Command(c.name)
+		s.cmds[c.name] = &c
+	}
+	s.unknown = cfg.Metrics.Command("unknown")
+	return s, nil
+}
+
+// Name names the front end in logs.
+func (s *Server) Name() string { return "redis" }
+
+// Start listens on the configured address and serves in the background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if len(s.cfg.Allow) > 0 {
+		ln = &allowListener{Listener: ln, allow: s.cfg.Allow, log: s.log}
+	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
+	s.Serve(ln)
+	return nil
+}
+
+// Serve serves connections accepted from ln in the background.
+func (s *Server) Serve(ln net.Listener) {
+	s.ln = ln
+	s.log.Info("redis: listening", "addr", ln.Addr().String())
+	s.wg.Add(1)
+	go s.accept()
+}
+
+// Addr returns the address the server listens on, once started.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	var delay time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.quit:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				s.log.Error("redis: listener closed", "err", err)
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("redis: accept", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if s.full() {
+			s.log.Warn("redis: too many connections; refusing one", "peer", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
+			s.refuser.Refuse(nc, []byte(rTooManyConns))
+			continue
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.down {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.cfg.Metrics.ConnOpened()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+		}()
+	}
+}
+
+// full reports whether the server has Config.MaxConns connections.
+func (s *Server) full() bool {
+	if s.cfg.MaxConns <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns) >= s.cfg.MaxConns
+}
+
+// clients counts the open connections (INFO).
+func (s *Server) clients() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	if s.connsPeak.Due(len(s.conns)) {
+		s.conns = peakmap.Rebuild(s.conns, &s.connsPeak)
+	}
+	s.mu.Unlock()
+	s.cfg.Metrics.ConnClosed()
+}
+
+// Shutdown stops accepting, closes every connection and waits for the
+// server's goroutines, or until ctx is done. Locks are not connections':
+// they stay in the lock table.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.down {
+		s.mu.Unlock()
+		return nil
+	}
+	s.down = true
+	close(s.quit)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("redis: shutdown: %w", ctx.Err())
+	}
+}
+
+// script returns the template of the script named sha, known or loaded.
+func (s *Server) script(sha string) (template, bool) {
+	if t, ok := knownScripts[sha]; ok {
+		return t, true
+	}
+	s.scriptsMu.RLock()
+	defer s.scriptsMu.RUnlock()
+	t, ok := s.loaded[sha]
+	return t, ok
+}
+
+// load records a recognised script under the SHA1 of its text.
+func (s *Server) load(sha string, t template) {
+	if _, ok := knownScripts[sha]; ok {
+		return
+	}
+	s.scriptsMu.Lock()
+	defer s.scriptsMu.Unlock()
+	if len(s.loaded) < maxLoaded {
+		s.loaded[sha] = t
+	}
+}
+
+// maxLoaded bounds the recognised scripts remembered by their text's SHA1
+// (variants of the known ones); beyond it a variant still runs by EVAL.
+const maxLoaded = 4096

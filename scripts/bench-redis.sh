@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench-redis.sh: latch's Redis front end against Debian's redis-server, on
+# this machine, under the same load, with redis-benchmark.
+#
+# It builds latch, starts it (Redis front end only besides its defaults'
+# off) and redis-server (no persistence) on loopback ports, loads the
+# compare-and-delete script of the Redis documentation on both, and runs,
+# against each server in turn, with $CONNS connections and $REQS requests:
+#
+#   acquire: SET lock:__rand_int__ <value> NX PX 10000
+#   release: EVALSHA <compare-and-delete> 1 lock:__rand_int__ <value>
+#
+# over $KEYS random keys, unpipelined (-P 1) and with $PIPE in flight per
+# connection (-P $PIPE). Each row gives requests/s (redis-benchmark's) and
+# the server's CPU time (user+sys from /proc/<pid>/stat) per request, and
+# a lock cycle (one acquire and one release) per second for both, with
+# the latch/redis ratio. One run: the machine's noise is not averaged out.
+#
+# Usage: scripts/bench-redis.sh
+# Knobs (environment): CONNS=16 PIPE=16 REQS=200000 KEYS=100000 PORT=23379
+set -euo pipefail
+
+CONNS=${CONNS:-16}
+PIPE=${PIPE:-16}
+REQS=${REQS:-200000}
+KEYS=${KEYS:-100000}
+PORT=${PORT:-23379}
+LPORT=$((PORT + 1))
+
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+go build -o "$tmp/latch" ./cmd/latch
+redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
+	--protected-mode no --dir "$tmp" --logfile "$tmp/redis.log" &
+pids+=($!)
+rpid=$!
+"$tmp/latch" serve --redis-addr="127.0.0.1:$LPORT" --memcache-addr= --dlock-addr= --admin-addr= \
+	--log-level=warn 2>"$tmp/latch.log" &
+pids+=($!)
+lpid=$!
+for p in "$PORT" "$LPORT"; do
+	for _ in $(seq 100); do redis-cli -p "$p" PING >/dev/null 2>&1 && break; sleep 0.05; done
+done
+
+script='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end'
+sha=$(redis-cli -p "$PORT" SCRIPT LOAD "$script")
+lsha=$(redis-cli -p "$LPORT" SCRIPT LOAD "$script")
+[ "$sha" = "$lsha" ] || { echo "SCRIPT LOAD: redis $sha, latch $lsha" >&2; exit 1; }
+
+# cpu PID: the process's user+sys clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+# run NAME PORT PID PIPE ARGS...: prints "rps cpu_us_per_req".
+run() {
+	local port=$1 pid=$2 pipe=$3
+	shift 3
+	local c0 c1 out rps
+	c0=$(cpu "$pid")
+	out=$(redis-benchmark -p "$port" -c "$CONNS" -n "$REQS" -r "$KEYS" -P "$pipe" -q "$@" 2>&1 | tr '\r' '\n' | grep 'requests per second' | tail -1)
+	c1=$(cpu "$pid")
+	rps=$(echo "$out" | sed -E 's/.*: ([0-9.]+) requests per second.*/\1/')
+	echo "$rps $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$REQS" 'BEGIN{printf "%.2f", d/hz*1e6/n}')"
+}
+
+echo "| case | in flight | redis req/s | latch req/s | latch/redis | redis CPU µs/req | latch CPU µs/req |"
+echo "|---|---|---|---|---|---|---|"
+declare -A R L
+for pipe in 1 "$PIPE"; do
+	for kind in acquire release; do
+		if [ "$kind" = acquire ]; then
+			args=(SET lock:__rand_int__ owner-value-0123456789 NX PX 10000)
+		fi
+		r=$(run "$PORT" "$rpid" "$pipe" "${args[@]/#/}" ) || true
+		if [ "$kind" = release ]; then
+			r=$(run "$PORT" "$rpid" "$pipe" EVALSHA "$sha" 1 lock:__rand_int__ owner-value-0123456789)
+			l=$(run "$LPORT" "$lpid" "$pipe" EVALSHA "$sha" 1 lock:__rand_int__ owner-value-0123456789)
+		else
+			r=$(run "$PORT" "$rpid" "$pipe" "${args[@]}")
+			l=$(run "$LPORT" "$lpid" "$pipe" "${args[@]}")
+		fi
+		R[$kind$pipe]=${r%% *}
+		L[$kind$pipe]=${l%% *}
+		awk -v k="$kind" -v p="$pipe" -v r="$r" -v l="$l" 'BEGIN{split(r,a," "); split(l,b," ");
+			printf "| %s | %d | %.0f | %.0f | %.2fx | %s | %s |\n", k, p, a[1], b[1], b[1]/a[1], a[2], b[2]}'
+	done
+	awk -v p="$pipe" -v ra="${R[acquire$pipe]}" -v rr="${R[release$pipe]}" -v la="${L[acquire$pipe]}" -v lr="${L[release$pipe]}" \
+		'BEGIN{rc=1/(1/ra+1/rr); lc=1/(1/la+1/lr); printf "| cycle (acquire + release) | %d | %.0f | %.0f | %.2fx | | |\n", p, rc, lc, lc/rc}'
+done
