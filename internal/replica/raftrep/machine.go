@@ -1,0 +1,100 @@
+package raftrep
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latchd/latch/internal/fsm"
+)
+
+// machine is the node's state machine as Raft sees it (raft.BatchingFSM):
+// it decodes each committed entry and has the node apply its batches at
+// the entry's stamp, under the node's lock.
+type machine struct {
+	r     *Replicator
+	batch fsm.Batch
+}
+
+var _ raft.BatchingFSM = (*machine)(nil)
+
+func (m *machine) Apply(l *raft.Log) any { return m.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch applies the committed entries logs, in order, under one hold
+// of the node's lock.
+func (m *machine) ApplyBatch(logs []*raft.Log) []any {
+	sm := m.r.sm
+	sm.Lock()
+	for _, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		err := decodeEntry(l.Data, func(stamp int64, batch []byte) {
+			if err := fsm.DecodeBatch(batch, &m.batch); err != nil {
+				m.r.log.Error("raftrep: skipping a batch that does not decode", "index", l.Index, "err", err)
+				return
+			}
+			for i := range m.batch.Cmds {
+				m.batch.Cmds[i].At = stamp
+			}
+			sm.Apply(&m.batch)
+			m.r.applied(&m.batch)
+		})
+		if err != nil {
+			m.r.log.Error("raftrep: skipping an entry that does not decode", "index", l.Index, "err", err)
+		}
+		m.r.stamped(l)
+	}
+	sm.Unlock()
+	return make([]any, len(logs))
+}
+
+// Snapshot writes the stamp of the last entry applied and the node's whole
+// state, under the node's lock.
+func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
+	sm := m.r.sm
+	sm.Lock()
+	defer sm.Unlock()
+	buf := bytes.NewBuffer(binary.AppendVarint(nil, m.r.appliedStamp()))
+	if err := sm.Snapshot(buf); err != nil {
+		return nil, fmt.Errorf("raftrep: snapshot: %w", err)
+	}
+	return snapshot(buf.Bytes()), nil
+}
+
+// Restore replaces the node's state with a snapshot.
+func (m *machine) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("raftrep: restore: %w", err)
+	}
+	stamp, n := binary.Varint(data)
+	if n <= 0 {
+		return fmt.Errorf("raftrep: restore: bad stamp")
+	}
+	sm := m.r.sm
+	sm.Lock()
+	defer sm.Unlock()
+	if err := sm.Restore(bytes.NewReader(data[n:])); err != nil {
+		return fmt.Errorf("raftrep: restore: %w", err)
+	}
+	m.r.restoredStamp(stamp)
+	return nil
+}
+
+// snapshot is a state written out whole, to be persisted.
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("raftrep: persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}

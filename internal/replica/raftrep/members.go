@@ -1,0 +1,191 @@
+package raftrep
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Member is a member of the cluster as this node knows it.
+type Member struct {
+	ID    string `json:"id"`
+	Addr  string `json:"raft_addr"`
+	Voter bool   `json:"voter"`
+	// Leader is set for the member this node knows as the leader.
+	Leader bool `json:"leader"`
+}
+
+// Status is this node's view of the cluster.
+type Status struct {
+	ID     string `json:"id"`
+	Leader string `json:"leader"` // "" while there is none
+	// State is this node's Raft state: leader, follower, candidate or
+	// shutdown.
+	State   string   `json:"state"`
+	Term    uint64   `json:"term"`
+	Members []Member `json:"members"`
+	Stats
+}
+
+// Status returns this node's view of the cluster.
+func (r *Replicator) Status() (Status, error) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return Status{}, fmt.Errorf("raftrep: configuration: %w", err)
+	}
+	_, leader := r.raft.LeaderWithID()
+	st := Status{
+		ID:     r.cfg.ID,
+		Leader: string(leader),
+		State:  stateName(r.raft.State()),
+		Term:   r.raft.CurrentTerm(),
+		Stats:  r.Counters(),
+	}
+	for _, s := range f.Configuration().Servers {
+		st.Members = append(st.Members, Member{
+			ID:     string(s.ID),
+			Addr:   string(s.Address),
+			Voter:  s.Suffrage == raft.Voter,
+			Leader: s.ID == leader,
+		})
+	}
+	return st, nil
+}
+
+func stateName(s raft.RaftState) string {
+	switch s {
+	case raft.Leader:
+		return "leader"
+	case raft.Follower:
+		return "follower"
+	case raft.Candidate:
+		return "candidate"
+	}
+	return "shutdown"
+}
+
+// adminRequest is a membership change, sent to the leader by a node that
+// is not (kindAdmin), as one JSON line, answered by an adminAnswer line.
+type adminRequest struct {
+	Op   string `json:"op"` // add, remove, transfer
+	ID   string `json:"id"`
+	Addr string `json:"addr,omitempty"`
+}
+
+type adminAnswer struct {
+	Err string `json:"err,omitempty"`
+}
+
+// AddVoter adds a voting member; RemoveServer removes one; Transfer hands
+// the leadership to id ("" for any other member). Each runs on the leader:
+// a node that is not forwards it there.
+func (r *Replicator) AddVoter(ctx context.Context, id, addr string) error {
+	return r.admin(ctx, adminRequest{Op: "add", ID: id, Addr: addr})
+}
+
+func (r *Replicator) RemoveServer(ctx context.Context, id string) error {
+	return r.admin(ctx, adminRequest{Op: "remove", ID: id})
+}
+
+func (r *Replicator) Transfer(ctx context.Context, id string) error {
+	return r.admin(ctx, adminRequest{Op: "transfer", ID: id})
+}
+
+func (r *Replicator) admin(ctx context.Context, req adminRequest) error {
+	if req.ID == "" && req.Op != "transfer" {
+		return errors.New("raftrep: a member needs an id")
+	}
+	if r.raft.State() == raft.Leader {
+		return r.doAdmin(req)
+	}
+	addr, _ := r.raft.LeaderWithID()
+	if addr == "" || r.cfg.Network == nil {
+		return fmt.Errorf("raftrep: %s %s: no leader to ask", req.Op, req.ID)
+	}
+	c, err := r.cfg.Network.DialForward(ctx, string(addr))
+	if err != nil {
+		return fmt.Errorf("raftrep: %s %s: reaching the leader: %w", req.Op, req.ID, err)
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	line, _ := json.Marshal(req)
+	if _, err := c.Write(append(append([]byte{kindAdmin}, line...), '\n')); err != nil {
+		return fmt.Errorf("raftrep: %s %s: %w", req.Op, req.ID, err)
+	}
+	var ans adminAnswer
+	if err := json.NewDecoder(c).Decode(&ans); err != nil {
+		return fmt.Errorf("raftrep: %s %s: the leader's answer: %w", req.Op, req.ID, err)
+	}
+	if ans.Err != "" {
+		return fmt.Errorf("raftrep: %s %s: %s", req.Op, req.ID, ans.Err)
+	}
+	return nil
+}
+
+// doAdmin runs a membership request on this node, the leader.
+func (r *Replicator) doAdmin(req adminRequest) error {
+	const timeout = 10 * time.Second
+	var err error
+	switch req.Op {
+	case "add":
+		if req.Addr == "" {
+			return errors.New("raftrep: add: a member needs a raft address")
+		}
+		err = r.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.Addr), 0, timeout).Error()
+	case "remove":
+		err = r.raft.RemoveServer(raft.ServerID(req.ID), 0, timeout).Error()
+	case "transfer":
+		if req.ID == "" {
+			err = r.raft.LeadershipTransfer().Error()
+			break
+		}
+		var addr raft.ServerAddress
+		f := r.raft.GetConfiguration()
+		if err = f.Error(); err != nil {
+			break
+		}
+		for _, s := range f.Configuration().Servers {
+			if string(s.ID) == req.ID {
+				addr = s.Address
+			}
+		}
+		if addr == "" {
+			return fmt.Errorf("raftrep: transfer: no member %q", req.ID)
+		}
+		err = r.raft.LeadershipTransferToServer(raft.ServerID(req.ID), addr).Error()
+	default:
+		return fmt.Errorf("raftrep: unknown membership request %q", req.Op)
+	}
+	if errors.Is(err, raft.ErrNotLeader) {
+		return errNotLeader
+	}
+	if err != nil {
+		return fmt.Errorf("raftrep: %s %s: %w", req.Op, req.ID, err)
+	}
+	return nil
+}
+
+// serveAdmin answers one membership request from another node.
+func (r *Replicator) serveAdmin(br *bufio.Reader, c net.Conn) {
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	var req adminRequest
+	var ans adminAnswer
+	if err := json.Unmarshal(line, &req); err != nil {
+		ans.Err = "malformed request"
+	} else if err := r.doAdmin(req); err != nil {
+		ans.Err = err.Error()
+	}
+	out, _ := json.Marshal(ans)
+	c.Write(append(out, '\n'))
+}

@@ -1,0 +1,174 @@
+package raftrep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Mux shares one TCP port between Raft's transport and forwarding: the
+// first byte of each connection says which it is for. It implements
+// raft.StreamLayer (Raft's side) and Network (forwarding).
+type Mux struct {
+	ln        net.Listener
+	advertise net.Addr
+	raftConns *sub
+	fwdConns  *sub
+	wg        sync.WaitGroup
+}
+
+// The first byte of a connection to a Mux.
+const (
+	muxRaft    = 'R'
+	muxForward = 'F'
+)
+
+// Listen binds addr for a Mux. advertise, when not empty, is the address
+// the other nodes reach this one at (the same as addr when empty).
+func Listen(addr, advertise string) (*Mux, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("raftrep: listen: %w", err)
+	}
+	adv := ln.Addr()
+	if advertise != "" {
+		if adv, err = net.ResolveTCPAddr("tcp", advertise); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("raftrep: advertise address: %w", err)
+		}
+	}
+	m := &Mux{ln: ln, advertise: adv}
+	m.raftConns = newSub(m)
+	m.fwdConns = newSub(m)
+	m.wg.Add(1)
+	go m.serve()
+	return m, nil
+}
+
+// Transport returns Raft's transport over the Mux.
+func (m *Mux) Transport(logger *slog.Logger) raft.Transport {
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  (*muxStream)(m),
+		MaxPool: 4,
+		Timeout: 5 * time.Second,
+		Logger:  newHCLogger(logger.With("component", "raft-net")),
+	})
+}
+
+func (m *Mux) serve() {
+	defer m.wg.Done()
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			m.raftConns.close()
+			m.fwdConns.close()
+			return
+		}
+		go m.route(c)
+	}
+}
+
+// route hands c to the side its first byte names.
+func (m *Mux) route(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil {
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	switch b[0] {
+	case muxRaft:
+		m.raftConns.push(c)
+	case muxForward:
+		m.fwdConns.push(c)
+	default:
+		c.Close()
+	}
+}
+
+// Close stops listening; connections accepted stay open.
+func (m *Mux) Close() error {
+	err := m.ln.Close()
+	m.wg.Wait()
+	return err
+}
+
+// Addr is the address the Mux advertises.
+func (m *Mux) Addr() net.Addr { return m.advertise }
+
+func (m *Mux) dial(ctx context.Context, addr string, kind byte) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write([]byte{kind}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// DialForward implements Network.
+func (m *Mux) DialForward(ctx context.Context, addr string) (net.Conn, error) {
+	return m.dial(ctx, addr, muxForward)
+}
+
+// ForwardListener implements Network.
+func (m *Mux) ForwardListener() net.Listener { return m.fwdConns }
+
+// muxStream is the Mux as Raft's raft.StreamLayer.
+type muxStream Mux
+
+func (s *muxStream) Accept() (net.Conn, error) { return s.raftConns.Accept() }
+func (s *muxStream) Close() error              { return s.raftConns.Close() }
+func (s *muxStream) Addr() net.Addr            { return s.advertise }
+func (s *muxStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return (*Mux)(s).dial(ctx, string(addr), muxRaft)
+}
+
+// sub is one side of a Mux, as a net.Listener.
+type sub struct {
+	m      *Mux
+	conns  chan net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newSub(m *Mux) *sub {
+	return &sub{m: m, conns: make(chan net.Conn, 16), closed: make(chan struct{})}
+}
+
+func (s *sub) push(c net.Conn) {
+	select {
+	case s.conns <- c:
+	case <-s.closed:
+		c.Close()
+	}
+}
+
+var errClosed = errors.New("raftrep: listener closed")
+
+func (s *sub) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.closed:
+		return nil, errClosed
+	}
+}
+
+func (s *sub) close() { s.once.Do(func() { close(s.closed) }) }
+
+func (s *sub) Close() error { s.close(); return nil }
+
+func (s *sub) Addr() net.Addr { return s.m.advertise }

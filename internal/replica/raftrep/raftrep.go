@@ -1,0 +1,395 @@
+package raftrep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/replica"
+)
+
+// Peer is a member of the initial cluster.
+type Peer struct {
+	ID   string
+	Addr string // the address of its Raft transport
+}
+
+// Network carries what a follower forwards to the leader: its batches, and
+// membership requests. Mux is the TCP one; tests use pipes.
+type Network interface {
+	// DialForward connects to the node whose Raft address is addr.
+	DialForward(ctx context.Context, addr string) (net.Conn, error)
+	// ForwardListener accepts the connections other nodes dialed.
+	ForwardListener() net.Listener
+}
+
+// Config configures a Replicator.
+type Config struct {
+	// ID names this node; Addr is its Raft transport's address.
+	ID, Addr string
+	// Dir holds the log, the stable store and the snapshots; "" keeps them
+	// in memory (tests).
+	Dir string
+	// Peers is the initial cluster, this node included. A node without
+	// state bootstraps a cluster of Peers; a node with state rejoins its
+	// own. Empty: a cluster of this node alone.
+	Peers []Peer
+	// Transport carries Raft's messages; Network the forwarded batches.
+	// Network may be nil for a cluster of one.
+	Transport raft.Transport
+	Network   Network
+
+	// HeartbeatTimeout and ElectionTimeout are Raft's (0: 1 s each);
+	// LeaderLeaseTimeout is half the heartbeat timeout.
+	HeartbeatTimeout, ElectionTimeout time.Duration
+	// Grace is what a new leader extends every session and lease by
+	// (fsm.OpPromote). 0: 2 x (ElectionTimeout + 1 s).
+	Grace time.Duration
+	// SnapshotThreshold is how many entries since the last snapshot make
+	// Raft take one (0: 16384).
+	SnapshotThreshold uint64
+
+	Logger *slog.Logger
+}
+
+// Replicator replicates the node's batches through hashicorp/raft: the
+// replica.Replicator of a cluster node. See the package documentation.
+type Replicator struct {
+	cfg   Config
+	sm    replica.StateMachine
+	raft  *raft.Raft
+	store io.Closer // the bolt store, when on disk
+	log   *slog.Logger
+	m     *machine
+	obs   chan raft.Observation
+	stats stats
+
+	mu   sync.Mutex
+	wake chan struct{} // capacity 1: the sender has work
+	stop chan struct{}
+	ctx  context.Context // done at Close
+	done context.CancelFunc
+	wg   sync.WaitGroup
+
+	// origin is the node's (from its batches); outbox holds its batches
+	// not yet seen applied, in order, and outbox[:sent] went to the
+	// current leader. fwd holds batches other nodes forwarded, waiting for
+	// this leader to pack them. Guarded by mu.
+	origin  uint64
+	outbox  []unit
+	sent    int
+	fwd     [][]byte
+	maxSeen uint64 // the highest Seq of origin applied
+
+	// The clock. On the leader: it stamps base + time since promotedAt,
+	// never less than last+1. Elsewhere: the last stamp applied, plus the
+	// time since it was. Guarded by mu.
+	leading, ready bool
+	base, last     int64
+	promotedAt     time.Time
+	applStamp      int64
+	applAt         time.Time
+	leaderless     time.Time // when the last leader was lost; zero while one is known
+	closed         bool
+
+	// The follower's connection to the leader it forwards to.
+	fwdConn net.Conn
+	fwdAddr string
+
+	inflight chan struct{} // capacity 2: entries applied and not yet committed
+}
+
+// unit is one batch of this node, encoded.
+type unit struct {
+	last uint64 // its highest Seq
+	data []byte
+	sent time.Time
+}
+
+// maxEntry bounds the batches packed into one entry, in bytes.
+const maxEntry = 512 << 10
+
+// New starts a Replicator of sm: it opens the stores (bootstrapping the
+// cluster when they are empty), starts Raft, which restores the latest
+// snapshot and replays the log into sm, and starts forwarding.
+func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
+	if cfg.ID == "" || cfg.Transport == nil {
+		return nil, errors.New("raftrep: a Replicator needs an ID and a Transport")
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = time.Second
+	}
+	if cfg.ElectionTimeout <= 0 {
+		cfg.ElectionTimeout = time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 2 * (cfg.ElectionTimeout + time.Second)
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 16384
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Replicator{
+		cfg:      cfg,
+		sm:       sm,
+		log:      cfg.Logger,
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		obs:      make(chan raft.Observation, 64),
+		inflight: make(chan struct{}, 2),
+	}
+	r.m = &machine{r: r}
+	r.ctx, r.done = context.WithCancel(context.Background())
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	rc.CommitTimeout = 2 * time.Millisecond
+	rc.MaxAppendEntries = 512
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = 10240
+	rc.Logger = newHCLogger(cfg.Logger.With("component", "raft"))
+
+	var logs raft.LogStore
+	var stable raft.StableStore
+	var snaps raft.SnapshotStore
+	if cfg.Dir == "" {
+		mem := raft.NewInmemStore()
+		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
+	} else {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("raftrep: %w", err)
+		}
+		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+		if err != nil {
+			return nil, fmt.Errorf("raftrep: open log: %w", err)
+		}
+		r.store = bolt
+		cache, err := raft.NewLogCache(512, bolt)
+		if err != nil {
+			bolt.Close()
+			return nil, fmt.Errorf("raftrep: %w", err)
+		}
+		logs, stable = cache, bolt
+		fss, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
+		if err != nil {
+			bolt.Close()
+			return nil, fmt.Errorf("raftrep: snapshots: %w", err)
+		}
+		snaps = fss
+	}
+	has, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		r.closeStore()
+		return nil, fmt.Errorf("raftrep: %w", err)
+	}
+	if !has {
+		peers := cfg.Peers
+		if len(peers) == 0 {
+			peers = []Peer{{ID: cfg.ID, Addr: string(cfg.Transport.LocalAddr())}}
+		}
+		var conf raft.Configuration
+		for _, p := range peers {
+			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, cfg.Transport, conf); err != nil {
+			r.closeStore()
+			return nil, fmt.Errorf("raftrep: bootstrap: %w", err)
+		}
+	}
+	r.mu.Lock()
+	r.leaderless = time.Now()
+	r.mu.Unlock()
+	ra, err := raft.NewRaft(rc, r.m, logs, stable, snaps, cfg.Transport)
+	if err != nil {
+		r.closeStore()
+		return nil, fmt.Errorf("raftrep: %w", err)
+	}
+	r.raft = ra
+	ra.RegisterObserver(raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	}))
+	r.wg.Add(2)
+	go r.watch()
+	go r.send()
+	if cfg.Network != nil {
+		r.wg.Add(1)
+		go r.accept(cfg.Network.ForwardListener())
+	}
+	return r, nil
+}
+
+func (r *Replicator) closeStore() {
+	if r.store != nil {
+		r.store.Close()
+	}
+}
+
+// Propose queues b for the leader; see replica.Replicator. It fails with
+// replica.ErrUnavailable when the cluster has had no leader for two
+// election timeouts.
+func (r *Replicator) Propose(b *fsm.Batch) error {
+	if len(b.Cmds) == 0 {
+		return nil
+	}
+	data := fsm.AppendBatch(nil, b.Cmds)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return replica.ErrClosed
+	}
+	if !r.leaderless.IsZero() && time.Since(r.leaderless) > 2*r.cfg.ElectionTimeout {
+		return replica.ErrUnavailable
+	}
+	r.origin = b.Cmds[0].Origin
+	r.outbox = append(r.outbox, unit{last: b.Cmds[len(b.Cmds)-1].Seq, data: data})
+	r.kick()
+	return nil
+}
+
+// kick wakes the sender. Called with mu held or not.
+func (r *Replicator) kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// applied drops from the outbox the node's batches that b shows applied.
+// Called by the machine, with the node's lock held.
+func (r *Replicator) applied(b *fsm.Batch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range b.Cmds {
+		c := &b.Cmds[i]
+		if c.Origin == r.origin && c.Seq > r.maxSeen {
+			r.maxSeen = c.Seq
+		}
+	}
+	n := 0
+	for n < len(r.outbox) && r.outbox[n].last <= r.maxSeen {
+		n++
+	}
+	if n > 0 {
+		clear(r.outbox[:n])
+		r.outbox = r.outbox[n:]
+		r.sent = max(r.sent-n, 0)
+	}
+}
+
+// stamped records the stamp of the entry l, just applied.
+func (r *Replicator) stamped(l *raft.Log) {
+	if len(l.Data) < 2 || l.Type != raft.LogCommand {
+		return
+	}
+	var stamp int64
+	_ = decodeEntry(l.Data, func(s int64, _ []byte) { stamp = s })
+	r.mu.Lock()
+	if stamp > r.applStamp {
+		r.applStamp, r.applAt = stamp, time.Now()
+	}
+	r.mu.Unlock()
+	r.stats.applied(l.Index)
+}
+
+func (r *Replicator) restoredStamp(stamp int64) {
+	r.mu.Lock()
+	r.applStamp, r.applAt = stamp, time.Now()
+	r.mu.Unlock()
+}
+
+func (r *Replicator) appliedStamp() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applStamp
+}
+
+// Now reads the replicated clock; see replica.Replicator.
+func (r *Replicator) Now() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leading && r.ready {
+		return max(r.last, r.base+int64(time.Since(r.promotedAt)))
+	}
+	if r.applAt.IsZero() {
+		return time.Now().UnixNano()
+	}
+	return r.applStamp + int64(time.Since(r.applAt))
+}
+
+// stamp returns the next entry's stamp. Called with mu held, on the
+// promoted leader.
+func (r *Replicator) stamp() int64 {
+	s := max(r.last+1, r.base+int64(time.Since(r.promotedAt)))
+	r.last = s
+	return s
+}
+
+// Leader reports the leader Raft knows; see replica.Replicator.
+func (r *Replicator) Leader() (string, bool, bool) {
+	_, id := r.raft.LeaderWithID()
+	return string(id), id != "" && string(id) == r.cfg.ID, id != ""
+}
+
+// Barrier waits until what was committed before it is applied here.
+func (r *Replicator) Barrier(ctx context.Context) error {
+	if r.raft.State() != raft.Leader {
+		return ctx.Err()
+	}
+	f := r.raft.Barrier(0)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops Raft and the replicator's goroutines, and closes the stores.
+func (r *Replicator) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	close(r.stop)
+	r.done()
+	if r.fwdConn != nil {
+		r.fwdConn.Close()
+	}
+	r.mu.Unlock()
+	err := r.raft.Shutdown().Error()
+	if r.cfg.Network != nil {
+		r.cfg.Network.ForwardListener().Close()
+	}
+	if c, ok := r.cfg.Transport.(io.Closer); ok {
+		c.Close()
+	}
+	r.wg.Wait()
+	r.closeStore()
+	return err
+}
+
+var _ replica.Replicator = (*Replicator)(nil)

@@ -1,0 +1,344 @@
+package raftrep
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/latchd/latch/internal/fsm"
+)
+
+// watch follows Raft's leadership: a node that becomes leader promotes
+// itself (promote); a node that loses it, or sees a new leader, sends its
+// unapplied batches again, to whoever leads now.
+func (r *Replicator) watch() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case o := <-r.obs:
+			switch d := o.Data.(type) {
+			case raft.RaftState:
+				if d == raft.Leader {
+					r.wg.Add(1)
+					go r.promote()
+				} else {
+					r.demote()
+				}
+			case raft.LeaderObservation:
+				r.leaderChanged(string(d.LeaderID))
+			}
+		}
+	}
+}
+
+// leaderChanged resends the outbox to a new leader, and marks the time a
+// leader was lost.
+func (r *Replicator) leaderChanged(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id == "" {
+		if r.leaderless.IsZero() {
+			r.leaderless = time.Now()
+		}
+	} else {
+		r.leaderless = time.Time{}
+		r.stats.leaderChanged()
+	}
+	r.sent = 0
+	if r.fwdConn != nil {
+		r.fwdConn.Close()
+		r.fwdConn = nil
+	}
+	r.kick()
+}
+
+// promote makes this new leader ready to stamp: once everything committed
+// before its term is applied (Barrier), its clock resumes from the last
+// stamp applied, and its first entry extends every session and lease by
+// the grace period (fsm.OpPromote): the time without a leader counts for
+// nothing, and a failover never ends a session or a lease by itself.
+func (r *Replicator) promote() {
+	defer r.wg.Done()
+	if err := r.raft.Barrier(0).Error(); err != nil {
+		r.log.Warn("raftrep: lost the leadership before taking it up", "err", err)
+		return
+	}
+	r.mu.Lock()
+	r.leading = true
+	r.base = max(r.applStamp, r.last)
+	r.promotedAt = time.Now()
+	stamp := r.stamp()
+	r.mu.Unlock()
+	promote := fsm.Command{Op: fsm.OpPromote, TTL: r.cfg.Grace}
+	entry := appendEntryHeader(nil, stamp, 1)
+	entry = appendUnit(entry, fsm.AppendBatch(nil, []fsm.Command{promote}))
+	if err := r.raft.Apply(entry, 0).Error(); err != nil {
+		r.log.Warn("raftrep: lost the leadership while taking it up", "err", err)
+		return
+	}
+	r.mu.Lock()
+	if r.raft.State() == raft.Leader {
+		r.ready = true
+		r.sent = 0
+		r.log.Info("raftrep: leading", "id", r.cfg.ID, "stamp", stamp, "grace", r.cfg.Grace)
+	}
+	r.mu.Unlock()
+	r.kick()
+}
+
+func (r *Replicator) demote() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leading {
+		r.leading, r.ready = false, false
+		r.fwd = nil // their nodes send them again to the next leader
+		r.sent = 0
+	}
+}
+
+// send moves batches toward the leader: the promoted leader packs its own
+// and the forwarded ones into entries (at most two in flight, so that the
+// next one fills while one commits); a follower writes its own to the
+// leader's forward connection. Batches not seen applied after a while
+// are sent again (the state applies a command once).
+func (r *Replicator) send() {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.cfg.HeartbeatTimeout / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.wake:
+		case <-tick.C:
+			r.resendStale()
+		}
+		for r.sendOnce() {
+		}
+	}
+}
+
+// resendStale sends the whole outbox again if its oldest batch was sent
+// more than an election timeout ago and is still not applied.
+func (r *Replicator) resendStale() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sent > 0 && time.Since(r.outbox[0].sent) > 2*r.cfg.ElectionTimeout {
+		r.log.Debug("raftrep: sending unapplied batches again", "batches", len(r.outbox))
+		r.sent = 0
+		if r.fwdConn != nil {
+			r.fwdConn.Close()
+			r.fwdConn = nil
+		}
+	}
+}
+
+// sendOnce sends what it can and reports whether to go on at once.
+func (r *Replicator) sendOnce() bool {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return false
+	}
+	if r.leading {
+		if !r.ready || (r.sent == len(r.outbox) && len(r.fwd) == 0) {
+			r.mu.Unlock()
+			return false
+		}
+		r.mu.Unlock()
+		select {
+		case r.inflight <- struct{}{}:
+		case <-r.stop:
+			return false
+		}
+		r.mu.Lock()
+		entry, n := r.pack()
+		r.mu.Unlock()
+		if n == 0 {
+			<-r.inflight
+			return false
+		}
+		r.stats.entry(n, len(entry))
+		f := r.raft.Apply(entry, 0)
+		start := time.Now()
+		go func() {
+			err := f.Error()
+			<-r.inflight
+			if err != nil {
+				r.log.Debug("raftrep: an entry was not committed", "err", err)
+				r.mu.Lock()
+				r.sent = 0 // sent again to the next leader
+				r.mu.Unlock()
+			} else {
+				r.stats.committed(time.Since(start))
+			}
+			r.kick()
+		}()
+		return true
+	}
+	if r.sent == len(r.outbox) || r.cfg.Network == nil {
+		r.mu.Unlock()
+		return false
+	}
+	addr, _ := r.raft.LeaderWithID()
+	if addr == "" {
+		r.mu.Unlock()
+		return false
+	}
+	conn := r.fwdConn
+	if conn != nil && r.fwdAddr != string(addr) {
+		conn.Close()
+		conn, r.fwdConn, r.sent = nil, nil, 0
+	}
+	units := make([][]byte, 0, len(r.outbox)-r.sent)
+	now := time.Now()
+	for i := r.sent; i < len(r.outbox); i++ {
+		r.outbox[i].sent = now
+		units = append(units, r.outbox[i].data)
+	}
+	r.sent = len(r.outbox)
+	r.mu.Unlock()
+
+	if conn == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.HeartbeatTimeout)
+		c, err := r.cfg.Network.DialForward(ctx, string(addr))
+		cancel()
+		if err != nil {
+			r.log.Debug("raftrep: cannot reach the leader", "addr", addr, "err", err)
+			r.mu.Lock()
+			r.sent = 0
+			r.mu.Unlock()
+			return false
+		}
+		if _, err := c.Write([]byte{kindBatches}); err != nil {
+			c.Close()
+			return false
+		}
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			c.Close()
+			return false
+		}
+		conn, r.fwdConn, r.fwdAddr = c, c, string(addr)
+		r.mu.Unlock()
+	}
+	var buf []byte
+	for _, u := range units {
+		buf = appendUnit(buf, u)
+	}
+	conn.SetWriteDeadline(time.Now().Add(r.cfg.HeartbeatTimeout))
+	if _, err := conn.Write(buf); err != nil {
+		r.mu.Lock()
+		if r.fwdConn == conn {
+			r.fwdConn.Close()
+			r.fwdConn, r.sent = nil, 0
+		}
+		r.mu.Unlock()
+		return false
+	}
+	r.stats.forwarded(len(units))
+	return true
+}
+
+// pack builds the next entry from the unsent outbox and the forwarded
+// batches, stamps it, and returns it with the count of batches. Called
+// with mu held.
+func (r *Replicator) pack() ([]byte, int) {
+	var units [][]byte
+	size := 0
+	now := time.Now()
+	for r.sent < len(r.outbox) && size < maxEntry {
+		u := &r.outbox[r.sent]
+		u.sent = now
+		units = append(units, u.data)
+		size += len(u.data)
+		r.sent++
+	}
+	i := 0
+	for i < len(r.fwd) && size < maxEntry {
+		units = append(units, r.fwd[i])
+		size += len(r.fwd[i])
+		i++
+	}
+	clear(r.fwd[:i])
+	r.fwd = r.fwd[i:]
+	if len(units) == 0 {
+		return nil, 0
+	}
+	entry := appendEntryHeader(make([]byte, 0, size+16+4*len(units)), r.stamp(), len(units))
+	for _, u := range units {
+		entry = appendUnit(entry, u)
+	}
+	return entry, len(units)
+}
+
+// The kinds of forward connection, its first byte.
+const (
+	kindBatches = 'B' // a stream of batches, each a uvarint length and the batch
+	kindAdmin   = 'A' // one membership request and its answer (members.go)
+)
+
+// accept serves the connections of other nodes.
+func (r *Replicator) accept(ln net.Listener) {
+	defer r.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer c.Close()
+			stop := context.AfterFunc(r.ctx, func() { c.Close() })
+			defer stop()
+			br := bufio.NewReader(c)
+			kind, err := br.ReadByte()
+			if err != nil {
+				return
+			}
+			switch kind {
+			case kindBatches:
+				r.receive(br)
+			case kindAdmin:
+				r.serveAdmin(br, c)
+			}
+		}()
+	}
+}
+
+// receive queues the batches a follower forwards, for this leader to pack;
+// a node that does not lead drops them (the follower sends them again).
+func (r *Replicator) receive(br *bufio.Reader) {
+	for {
+		size, err := binary.ReadUvarint(br)
+		if err != nil {
+			return
+		}
+		if size > maxEntry*2 {
+			r.log.Warn("raftrep: a forwarded batch too large", "bytes", size)
+			return
+		}
+		b := make([]byte, size)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return
+		}
+		r.mu.Lock()
+		if r.leading {
+			r.fwd = append(r.fwd, b)
+			r.kick()
+		}
+		r.mu.Unlock()
+	}
+}
+
+var errNotLeader = errors.New("raftrep: not the leader")
