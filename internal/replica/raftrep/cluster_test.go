@@ -1,0 +1,218 @@
+package raftrep_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/replica"
+	"github.com/latchd/latch/internal/replica/raftrep"
+)
+
+// cluster is an in-process cluster of nodes over a pipeNet, inside a
+// synctest bubble: time is virtual, so elections and leases run on it.
+type cluster struct {
+	t     *testing.T
+	net   *pipeNet
+	peers []raftrep.Peer
+	nodes map[string]*node.Node
+	reps  map[string]*raftrep.Replicator
+}
+
+func newCluster(t *testing.T, n int) *cluster {
+	c := &cluster{t: t, net: newPipeNet(), nodes: make(map[string]*node.Node), reps: make(map[string]*raftrep.Replicator)}
+	for i := range n {
+		id := fmt.Sprintf("n%d", i+1)
+		c.peers = append(c.peers, raftrep.Peer{ID: id, Addr: id})
+	}
+	for _, p := range c.peers {
+		c.start(p.ID)
+	}
+	t.Cleanup(func() {
+		for id := range c.nodes {
+			c.stop(id)
+		}
+	})
+	return c
+}
+
+// start starts node id (again: its stores are in memory, so a restart is a
+// node that lost its disk and catches up from the others).
+func (c *cluster) start(id string) {
+	c.t.Helper()
+	trans, end := c.net.add(id)
+	n, err := node.New(node.Config{
+		NodeID:  id,
+		NodeTTL: 10 * time.Second,
+		Replicator: func(sm replica.StateMachine) (replica.Replicator, error) {
+			r, err := raftrep.New(raftrep.Config{ID: id, Addr: id, Peers: c.peers, Transport: trans, Network: end}, sm)
+			c.reps[id] = r
+			return r, err
+		},
+	})
+	if err != nil {
+		c.t.Fatalf("start %s: %v", id, err)
+	}
+	c.nodes[id] = n
+}
+
+// stop shuts node id down.
+func (c *cluster) stop(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.nodes[id].Shutdown(ctx)
+	delete(c.nodes, id)
+	delete(c.reps, id)
+	c.net.remove(id)
+}
+
+// leader waits for a leader that every running node agrees on, and
+// returns it.
+func (c *cluster) leader() string {
+	c.t.Helper()
+	for range 100 {
+		time.Sleep(100 * time.Millisecond)
+		seen := ""
+		agreed := true
+		for _, r := range c.reps {
+			id, _, ok := r.Leader()
+			if !ok || seen != "" && id != seen {
+				agreed = false
+				break
+			}
+			seen = id
+		}
+		if agreed && seen != "" {
+			if _, ok := c.reps[seen]; ok {
+				time.Sleep(time.Second) // its promotion
+				return seen
+			}
+		}
+	}
+	c.t.Fatal("no leader after 10 s")
+	return ""
+}
+
+// other returns a running node that is not id.
+func (c *cluster) other(not ...string) string {
+	for id := range c.nodes {
+		if !contains(not, id) {
+			return id
+		}
+	}
+	c.t.Fatal("no other node")
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *cluster) open(id string, opts latch.SessionOptions) latch.Session {
+	c.t.Helper()
+	s, err := c.nodes[id].OpenSession(opts)
+	if err != nil {
+		c.t.Fatalf("open a session on %s: %v", id, err)
+	}
+	return s
+}
+
+// TestClusterFailover: a lock taken through a follower is held by the
+// whole cluster; when the leader is cut off, a new one is elected, the
+// leased lock stays held through the failover (no lease ends by it), a
+// waiter parked on a follower is granted by the new leader when the lock
+// is released, nothing is granted twice, and the old leader catches up
+// when the partition heals.
+func TestClusterFailover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3)
+		lead := c.leader()
+		f1 := c.other(lead)
+		f2 := c.other(lead, f1)
+
+		holder := c.open(f1, latch.SessionOptions{Protocol: "test"})
+		g, err := holder.Acquire(context.Background(), latch.LockRequest{Keys: []string{"k"}, Lease: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("acquire on follower %s: %v", f1, err)
+		}
+		other := c.open(f2, latch.SessionOptions{Protocol: "test"})
+		if _, err := other.Acquire(context.Background(), latch.LockRequest{Keys: []string{"k"}, Wait: latch.NoWait}); !errors.Is(err, latch.ErrWouldBlock) {
+			t.Fatalf("second acquire of k on %s: %v, want busy", f2, err)
+		}
+		type outcome struct {
+			g   latch.Grant
+			err error
+		}
+		waited := make(chan outcome, 1)
+		go func() {
+			g, err := other.Acquire(context.Background(), latch.LockRequest{Keys: []string{"k"}, Wait: latch.WaitForever})
+			waited <- outcome{g, err}
+		}()
+		time.Sleep(time.Second)
+
+		// Cut the leader off; the others elect a new one.
+		c.net.partition(lead)
+		time.Sleep(3 * time.Second)
+		lead2 := c.leaderAmong(f1, f2)
+		if lead2 == lead {
+			t.Fatalf("leader %s kept its place while cut off", lead)
+		}
+		select {
+		case o := <-waited:
+			t.Fatalf("the waiter was answered during the failover: %+v", o)
+		default:
+		}
+		info, ok := c.nodes[lead2].Lock("k")
+		if !ok || len(info.Holders) != 1 || info.Holders[0].Session != holder.ID() {
+			t.Fatalf("k after the failover = %+v, %v; want held by session %d", info, ok, holder.ID())
+		}
+		if err := holder.Release("k"); err != nil {
+			t.Fatalf("release through %s after the failover: %v", f1, err)
+		}
+		select {
+		case o := <-waited:
+			if o.err != nil || o.g.Token <= g.Token {
+				t.Fatalf("the waiter got %+v, want a grant after token %d", o, g.Token)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the waiter was not granted after the release")
+		}
+
+		c.net.heal()
+		time.Sleep(3 * time.Second)
+		for id, n := range c.nodes {
+			info, ok := n.Lock("k")
+			if !ok || len(info.Holders) != 1 || info.Holders[0].Session != other.ID() {
+				t.Errorf("node %s: k = %+v, %v; want held by session %d", id, info, ok, other.ID())
+			}
+		}
+		holder.Close()
+		other.Close()
+	})
+}
+
+// leaderAmong waits for a leader among ids.
+func (c *cluster) leaderAmong(ids ...string) string {
+	c.t.Helper()
+	for range 100 {
+		time.Sleep(100 * time.Millisecond)
+		for _, id := range ids {
+			if l, self, _ := c.reps[id].Leader(); self {
+				time.Sleep(time.Second)
+				return l
+			}
+		}
+	}
+	c.t.Fatal("no leader among", ids)
+	return ""
+}
