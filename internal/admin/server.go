@@ -27,6 +27,9 @@ type Config struct {
 	Addr string `toml:"addr"`
 	// Service is the lock table to show and act on. Required by New.
 	Service latch.Admin `toml:"-"`
+	// Cluster, when set, is the cluster of the node (GET /v1/cluster and
+	// the membership actions). nil: an in-memory single node.
+	Cluster Cluster `toml:"-"`
 	// Metrics is the registry /metrics serves and the source of /v1/stats.
 	// Required by New.
 	Metrics *metrics.Metrics `toml:"-"`
@@ -177,6 +180,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/sessions", s.getSessions)
 	mux.HandleFunc("GET /v1/stats", s.getStats)
 	mux.HandleFunc("GET /v1/stats/history", s.getHistory)
+	mux.HandleFunc("GET /v1/cluster", s.getCluster)
 
 	// Admin actions: token, then no cross-origin browser requests.
 	csrf := http.NewCrossOriginProtection()
@@ -185,6 +189,9 @@ func (s *Server) routes() http.Handler {
 	// "/release" suffix.
 	mux.Handle("POST /v1/locks/{key...}", action(s.releaseLock))
 	mux.Handle("POST /v1/sessions/{id}/end", action(s.endSession))
+	mux.Handle("POST /v1/cluster/members", action(s.clusterAction("add")))
+	mux.Handle("POST /v1/cluster/members/{id}/remove", action(s.clusterAction("remove")))
+	mux.Handle("POST /v1/cluster/transfer", action(s.clusterAction("transfer")))
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -29,6 +29,92 @@ type Config struct {
 	DLock    DLockConfig    `toml:"dlock"`
 	Admin    AdminConfig    `toml:"admin"`
 	TLS      TLSConfig      `toml:"tls"`
+	Cluster  ClusterConfig  `toml:"cluster"`
+}
+
+// ClusterConfig makes the lock service durable and replicated. With none
+// of it set, latch is one in-memory node. DataDir alone is a one-node
+// cluster on disk: a restart keeps leased locks, items and the token
+// counter. NodeID, RaftAddr and InitialCluster (with DataDir) make a node
+// of a Raft cluster.
+type ClusterConfig struct {
+	// DataDir holds the Raft log and snapshots.
+	DataDir string `toml:"data-dir"`
+	// NodeID names this node in its cluster (default "latch" alone).
+	NodeID string `toml:"node-id"`
+	// RaftAddr is where this node serves Raft and the other nodes'
+	// forwarded requests; RaftAdvertise, when set, is the address the
+	// others reach it at.
+	RaftAddr      string `toml:"raft-addr"`
+	RaftAdvertise string `toml:"raft-advertise"`
+	// InitialCluster lists the members as ID=HOST:PORT,... (this node
+	// included): nodes started with the same list bootstrap the cluster;
+	// a node with data rejoins its own.
+	InitialCluster string `toml:"initial-cluster"`
+	// NodeTTL is how long the connection-bound sessions of a node outlive
+	// its last heartbeat.
+	NodeTTL time.Duration `toml:"node-ttl"`
+	// ElectionTimeout is Raft's heartbeat and election timeout.
+	ElectionTimeout time.Duration `toml:"election-timeout"`
+}
+
+// Peer is a member of the initial cluster.
+type Peer struct{ ID, Addr string }
+
+// Peers parses InitialCluster.
+func (c ClusterConfig) Peers() ([]Peer, error) {
+	if strings.TrimSpace(c.InitialCluster) == "" {
+		return nil, nil
+	}
+	var peers []Peer
+	seen := make(map[string]bool)
+	for _, part := range strings.Split(c.InitialCluster, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("config: initial-cluster: %q is not ID=HOST:PORT", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("config: initial-cluster: %s: %w", id, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("config: initial-cluster: %s listed twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, Peer{ID: id, Addr: addr})
+	}
+	return peers, nil
+}
+
+// Clustered reports whether c makes a node of a multi-node cluster.
+func (c ClusterConfig) Clustered() bool { return c.RaftAddr != "" || c.InitialCluster != "" }
+
+// validate checks the cluster settings together.
+func (c ClusterConfig) validate() []error {
+	var errs []error
+	if c.NodeTTL < time.Second {
+		errs = append(errs, fmt.Errorf("config: invalid node-ttl %v: at least 1s", c.NodeTTL))
+	}
+	if c.ElectionTimeout < 10*time.Millisecond || c.ElectionTimeout*3 > c.NodeTTL {
+		errs = append(errs, fmt.Errorf("config: invalid election-timeout %v: from 10ms to a third of node-ttl", c.ElectionTimeout))
+	}
+	if !c.Clustered() {
+		return errs
+	}
+	if c.DataDir == "" || c.NodeID == "" || c.RaftAddr == "" || c.InitialCluster == "" {
+		errs = append(errs, errors.New("config: a cluster node needs data-dir, node-id, raft-addr and initial-cluster"))
+	}
+	peers, err := c.Peers()
+	if err != nil {
+		return append(errs, err)
+	}
+	found := false
+	for _, p := range peers {
+		found = found || p.ID == c.NodeID
+	}
+	if c.InitialCluster != "" && !found {
+		errs = append(errs, fmt.Errorf("config: initial-cluster does not list node-id %q", c.NodeID))
+	}
+	return errs
 }
 
 // TLSConfig configures TLS. With a certificate set, every listener
@@ -185,15 +271,16 @@ func DefaultConfig() Config {
 			WriteTimeout: 10 * time.Second,
 			MaxValue:     4096,
 		},
-		DLock: DLockConfig{Config: dlock.DefaultConfig()},
-		Admin: AdminConfig{Config: admin.DefaultConfig()},
+		DLock:   DLockConfig{Config: dlock.DefaultConfig()},
+		Admin:   AdminConfig{Config: admin.DefaultConfig()},
+		Cluster: ClusterConfig{NodeTTL: 10 * time.Second, ElectionTimeout: time.Second},
 	}
 }
 
 // Validate reports every invalid setting of c, joined into one error. Each
 // names the setting by its flag name.
 func (c Config) Validate() error {
-	var errs []error
+	errs := c.Cluster.validate()
 	if _, err := ParseLogLevel(c.Log.Level); err != nil {
 		errs = append(errs, err)
 	}

@@ -256,6 +256,48 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.TLS.ClientCA },
 	},
 	{
+		flag:  "data-dir",
+		toml:  "cluster.data-dir",
+		usage: "keep the lock table in a Raft log and snapshots in this `directory`: a restart keeps leased locks, items and tokens; empty: in memory",
+		field: func(c *Config) any { return &c.Cluster.DataDir },
+	},
+	{
+		flag:  "node-id",
+		toml:  "cluster.node-id",
+		usage: "this node's `id` in its cluster",
+		field: func(c *Config) any { return &c.Cluster.NodeID },
+	},
+	{
+		flag:  "raft-addr",
+		toml:  "cluster.raft-addr",
+		usage: "serve Raft and the other nodes' forwarded requests on this `host:port`",
+		field: func(c *Config) any { return &c.Cluster.RaftAddr },
+	},
+	{
+		flag:  "raft-advertise",
+		toml:  "cluster.raft-advertise",
+		usage: "the `host:port` the other nodes reach raft-addr at; empty: raft-addr",
+		field: func(c *Config) any { return &c.Cluster.RaftAdvertise },
+	},
+	{
+		flag:  "initial-cluster",
+		toml:  "cluster.initial-cluster",
+		usage: "the cluster's members as `ID=HOST:PORT,...`, this node included: the same list on every node bootstraps it",
+		field: func(c *Config) any { return &c.Cluster.InitialCluster },
+	},
+	{
+		flag:  "node-ttl",
+		toml:  "cluster.node-ttl",
+		usage: "end the connection-bound sessions of a cluster node this `duration` after its last heartbeat",
+		field: func(c *Config) any { return &c.Cluster.NodeTTL },
+	},
+	{
+		flag:  "election-timeout",
+		toml:  "cluster.election-timeout",
+		usage: "Raft's heartbeat and election timeout (`duration`)",
+		field: func(c *Config) any { return &c.Cluster.ElectionTimeout },
+	},
+	{
 		flag:  "shutdown-timeout",
 		toml:  "server.shutdown-timeout",
 		usage: "give a graceful shutdown at most this `duration`",

@@ -81,3 +81,16 @@ func (n *Node) beatApplied(seq uint64) {
 	}
 	n.beats = append(n.beats[:0], n.beats[i:]...)
 }
+
+// NodeAlive returns the instant of the last heartbeat of the cluster node
+// id that this node applied (false: none), and now on the same clock.
+func (n *Node) NodeAlive(id string) (at, now int64, ok bool) {
+	n.mu.Lock()
+	defer n.unlock()
+	at, ok = n.st.Alive(id)
+	return at, n.now(), ok
+}
+
+// TTL returns the node TTL: how long a cluster node's connection-bound
+// sessions outlive its last heartbeat.
+func (n *Node) TTL() time.Duration { return n.cfg.NodeTTL }

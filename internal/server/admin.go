@@ -19,6 +19,13 @@ func (s *Server) adminServer(tlsCfg *tls.Config) (*admin.Server, error) {
 	}
 	ac := s.cfg.Admin.Config
 	ac.Service = s.node
+	if s.rep != nil {
+		mode := "durable"
+		if s.cfg.Cluster.Clustered() {
+			mode = "cluster"
+		}
+		ac.Cluster = clusterView{s: s, mode: mode}
+	}
 	ac.Metrics = s.metrics
 	ac.Token = token
 	ac.Ready = s.readiness

@@ -17,6 +17,7 @@ import (
 	"github.com/latchd/latch/internal/memcache"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/replica/raftrep"
 	"github.com/latchd/latch/internal/resp"
 )
 
@@ -25,6 +26,9 @@ type Server struct {
 	cfg    config.Config
 	logger *slog.Logger
 	node   *node.Node
+	// rep replicates the node's state (durable or clustered); nil for the
+	// in-memory single node.
+	rep *raftrep.Replicator
 
 	memcache *memcache.Server // nil when disabled
 	dlock    *dlock.Server    // nil when disabled
@@ -63,11 +67,15 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 	}
 	nc.Logger = logger
 	nc.Observer = m.Observer()
+	s := &Server{cfg: cfg, logger: logger, metrics: m}
+	if _, err := s.replicated(cfg.Cluster, &nc); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	n, err := node.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{cfg: cfg, logger: logger, node: n, metrics: m}
+	s.node = n
 	m.Watch(s.node)
 
 	comps, err := s.frontEnds()

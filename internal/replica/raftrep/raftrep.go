@@ -46,7 +46,7 @@ type Config struct {
 	// own. Empty: a cluster of this node alone.
 	Peers []Peer
 	// Transport carries Raft's messages; Network the forwarded batches.
-	// Network may be nil for a cluster of one.
+	// Both may be nil for a cluster of one. Close closes them.
 	Transport raft.Transport
 	Network   Network
 
@@ -124,8 +124,15 @@ const maxEntry = 512 << 10
 // cluster when they are empty), starts Raft, which restores the latest
 // snapshot and replays the log into sm, and starts forwarding.
 func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
-	if cfg.ID == "" || cfg.Transport == nil {
-		return nil, errors.New("raftrep: a Replicator needs an ID and a Transport")
+	if cfg.ID == "" {
+		return nil, errors.New("raftrep: a Replicator needs an ID")
+	}
+	if cfg.Transport == nil {
+		if len(cfg.Peers) > 1 {
+			return nil, errors.New("raftrep: a cluster of several nodes needs a Transport")
+		}
+		// A cluster of one: nobody to talk to.
+		_, cfg.Transport = raft.NewInmemTransport(raft.ServerAddress(cfg.ID))
 	}
 	if cfg.HeartbeatTimeout <= 0 {
 		cfg.HeartbeatTimeout = time.Second

@@ -1,0 +1,327 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gomemcache "github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/internal/admin"
+)
+
+// builtLatch is the latch binary, built once for the cluster tests.
+var builtLatch = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "latch-e2e-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "latch")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// freePorts returns n loopback addresses with ports free at the time.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var addrs []string
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return addrs
+}
+
+// node is one "latch serve" process with fixed addresses, which a test
+// kills and starts again.
+type node struct {
+	t                   *testing.T
+	bin, name           string
+	args                []string
+	dlock, mc, adminURL string
+	cmd                 *exec.Cmd
+	log                 *os.File
+}
+
+func newProc(t *testing.T, name string, extra ...string) *node {
+	bin, err := builtLatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 3)
+	p := &node{t: t, bin: bin, name: name, dlock: ports[0], mc: ports[1], adminURL: "http://" + ports[2]}
+	p.args = append([]string{"serve", "--dlock-addr", ports[0], "--memcache-addr", ports[1], "--admin-addr", ports[2], "--redis-addr="}, extra...)
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+// start starts the process and waits until its admin API answers.
+func (p *node) start() {
+	p.t.Helper()
+	f, err := os.OpenFile(filepath.Join(p.t.TempDir(), p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.log = f
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Env = append(cleanEnv(), "LATCH_LOG_LEVEL=debug")
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	for range 200 {
+		if resp, err := http.Get(p.adminURL + "/healthz"); err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.t.Fatalf("%s: admin API not up in 10 s; log: %s", p.name, p.logText())
+}
+
+func (p *node) logText() string {
+	b, _ := os.ReadFile(p.log.Name())
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// kill ends the process with SIGKILL, if it runs.
+func (p *node) kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	p.cmd = nil
+	p.log.Close()
+}
+
+func (p *node) cluster() (admin.ClusterStatus, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return admin.NewClient(p.adminURL).Cluster(ctx)
+}
+
+func (p *node) lock(key string) (admin.Lock, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return admin.NewClient(p.adminURL).Lock(ctx, key)
+}
+
+func (p *node) dial(t *testing.T, opts ...client.Option) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, p.dlock, opts...)
+	if err != nil {
+		t.Fatalf("%s: dial: %v", p.name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestDurableRestart: latch serve --data-dir keeps leased locks, items and
+// the token counter across a SIGKILL and a restart, and releases the locks
+// bound to connections, whose connections are gone.
+func TestDurableRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	p := newProc(t, "durable", "--data-dir", t.TempDir())
+	p.start()
+	c := p.dial(t)
+	ctx := context.Background()
+	leased, err := c.Lock(ctx, []string{"leased"}, client.Lease(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(ctx, []string{"conn"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gomemcache.New(p.mc).Set(&gomemcache.Item{Key: "item", Value: []byte("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	p.kill()
+	p.start()
+
+	var st admin.ClusterStatus
+	for range 100 {
+		if st, err = p.cluster(); err == nil && st.Leader != "" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st.Mode != "durable" || st.Leader != "latch" {
+		t.Fatalf("cluster after restart = %+v, %v; want a durable node leading", st, err)
+	}
+	// The previous incarnation's sessions end once the node leads again.
+	var conn admin.Lock
+	for range 100 {
+		conn, err = p.lock("conn")
+		if err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err == nil {
+		t.Errorf("the connection-bound lock survived the restart: %+v", conn)
+	}
+	l, err := p.lock("leased")
+	if err != nil || len(l.Holders) != 1 || l.Holders[0].Token != uint64(leased.Token()) {
+		t.Errorf("leased lock after the restart = %+v, %v; want held with token %d", l, err, leased.Token())
+	}
+	it, err := gomemcache.New(p.mc).Get("item")
+	if err != nil || string(it.Value) != "kept" {
+		t.Errorf("item after the restart = %v, %v", it, err)
+	}
+	c2 := p.dial(t)
+	l2, err := c2.Lock(ctx, []string{"conn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() <= leased.Token() {
+		t.Errorf("token after the restart %d, want above %d", l2.Token(), leased.Token())
+	}
+}
+
+// TestClusterKillLeader: three latch serve processes on loopback with
+// their own data dirs. The leader is killed with SIGKILL while a leased
+// lock taken through a follower is held and a request on the other
+// follower waits for it: the lock is not released early, not granted
+// twice, the waiter is served by the new leader once the holder releases,
+// and the killed node rejoins.
+func TestClusterKillLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	raft := freePorts(t, 3)
+	var members []string
+	for i, a := range raft {
+		members = append(members, fmt.Sprintf("n%d=%s", i+1, a))
+	}
+	procs := map[string]*node{}
+	for i, a := range raft {
+		id := fmt.Sprintf("n%d", i+1)
+		procs[id] = newProc(t, id, "--data-dir", t.TempDir(), "--node-id", id, "--raft-addr", a,
+			"--initial-cluster", strings.Join(members, ","), "--election-timeout", "500ms", "--node-ttl", "5s")
+	}
+	for _, p := range procs {
+		p.start()
+	}
+	leader := waitLeader(t, procs)
+	var f1, f2 string
+	for id := range procs {
+		if id != leader {
+			if f1 == "" {
+				f1 = id
+			} else {
+				f2 = id
+			}
+		}
+	}
+	ctx := context.Background()
+	holder := procs[f1].dial(t)
+	held, err := holder.Lock(ctx, []string{"k"}, client.Lease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := procs[f2].dial(t)
+	type outcome struct {
+		l   *client.Lock
+		err error
+	}
+	waited := make(chan outcome, 1)
+	go func() {
+		l, err := waiter.Lock(ctx, []string{"k"})
+		waited <- outcome{l, err}
+	}()
+	time.Sleep(500 * time.Millisecond)
+
+	killedAt := time.Now()
+	killed := procs[leader]
+	killed.kill()
+	delete(procs, leader)
+	newLeader := waitLeader(t, procs)
+	t.Logf("leader %s killed; %s leads %v later", leader, newLeader, time.Since(killedAt))
+	select {
+	case o := <-waited:
+		t.Fatalf("the waiter was answered while the lock is held: %+v", o)
+	default:
+	}
+	l, err := procs[f1].lock("k")
+	if err != nil || len(l.Holders) != 1 || l.Holders[0].Token != uint64(held.Token()) {
+		t.Fatalf("k after the failover = %+v, %v; want held with token %d", l, err, held.Token())
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatalf("unlock after the failover: %v", err)
+	}
+	select {
+	case o := <-waited:
+		if o.err != nil || o.l.Token() <= held.Token() {
+			t.Fatalf("the waiter got %+v, %v; want a grant after token %d", o.l, o.err, held.Token())
+		}
+		t.Logf("waiter granted %v after the kill", time.Since(killedAt))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not granted after the release")
+	}
+
+	// The killed node rejoins from its data dir and catches up.
+	rejoined := killed
+	rejoined.start()
+	for range 100 {
+		if l, err := rejoined.lock("k"); err == nil && len(l.Holders) == 1 && l.Holders[0].Session == uint64(waiter.SessionID()) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st, err := rejoined.cluster()
+	t.Fatalf("the restarted node did not catch up: cluster %+v, %v; log: %s", st, err, rejoined.logText())
+}
+
+// waitLeader waits until every process agrees on a leader among them.
+func waitLeader(t *testing.T, procs map[string]*node) string {
+	t.Helper()
+	for range 200 {
+		leader := ""
+		agreed := true
+		for _, p := range procs {
+			st, err := p.cluster()
+			if err != nil || st.Leader == "" || leader != "" && st.Leader != leader {
+				agreed = false
+				break
+			}
+			leader = st.Leader
+		}
+		if _, ok := procs[leader]; agreed && ok {
+			return leader
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no leader agreed on in 10 s")
+	return ""
+}
+
