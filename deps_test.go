@@ -30,12 +30,14 @@ var allowedImports = map[string][]string{
 	"internal/tcptest":    {},
 	"internal/fsm":        {"", "internal/engine", "internal/cache"},
 	"internal/replica":    {"", "internal/fsm"},
-	"internal/node":       {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap"},
+	// The only importer of hashicorp/raft.
+	"internal/replica/raftrep": {"", "internal/fsm", "internal/replica"},
+	"internal/node":            {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap"},
 	// The memcached front end names items and item commands in the
 	// vocabulary of cache and fsm, but holds no cache: it reaches items
 	// only through its Service (internal/node).
 	"internal/memcache": {"", "internal/cache", "internal/fsm", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
-	"internal/resp":    {"", "internal/fsm", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
+	"internal/resp":     {"", "internal/fsm", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/dlock":    {"", "dlockpb", "internal/frame", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/frame":    {},
 	"dlockpb":           {},

@@ -324,4 +324,3 @@ func waitLeader(t *testing.T, procs map[string]*node) string {
 	t.Fatal("no leader agreed on in 10 s")
 	return ""
 }
-
