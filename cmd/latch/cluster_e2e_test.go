@@ -292,14 +292,37 @@ func TestClusterKillLeader(t *testing.T) {
 	// The killed node rejoins from its data dir and catches up.
 	rejoined := killed
 	rejoined.start()
+	caughtUp := false
 	for range 100 {
 		if l, err := rejoined.lock("k"); err == nil && len(l.Holders) == 1 && l.Holders[0].Session == uint64(waiter.SessionID()) {
-			return
+			caughtUp = true
+			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	st, err := rejoined.cluster()
-	t.Fatalf("the restarted node did not catch up: cluster %+v, %v; log: %s", st, err, rejoined.logText())
+	if !caughtUp {
+		st, err := rejoined.cluster()
+		t.Fatalf("the restarted node did not catch up: cluster %+v, %v; log: %s", st, err, rejoined.logText())
+	}
+	procs[leader] = rejoined
+
+	// latch cluster, through a follower: the status, then the leadership
+	// handed to the rejoined node.
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(rejoined.bin, append([]string{"cluster", "--admin-addr", procs[f1].adminURL}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("latch cluster %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := cli("status"); !strings.Contains(out, "CLUSTER: cluster, node "+f1) || strings.Count(out, "follower")+strings.Count(out, "leader ") < 3 {
+		t.Errorf("latch cluster status:\n%s", out)
+	}
+	cli("transfer", leader)
+	if got := waitLeader(t, procs); got != leader {
+		t.Errorf("leader after latch cluster transfer %s = %s", leader, got)
+	}
 }
 
 // waitLeader waits until every process agrees on a leader among them.

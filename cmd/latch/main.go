@@ -9,6 +9,7 @@
 //	serve    run a lock server
 //	run      run a command while holding a lock
 //	status   show the holders, waiters and sessions of a server
+//	cluster  show a cluster's members, change them, move its leader
 //	bench    load a lock or memcached server and measure it
 //	version  print latch's version
 //	help     show help for latch or one of its commands
@@ -46,6 +47,7 @@ func init() {
 		{"serve", "run a lock server", runServe},
 		{"run", "run a command while holding a lock", runRun},
 		{"status", "show the holders, waiters and sessions of a server", runStatus},
+		{"cluster", "show a cluster's members, change them, move its leader", runCluster},
 		{"bench", "load a lock or memcached server and measure it", runBench},
 		{"version", "print latch's version", runVersion},
 		{"help", "show help for latch or one of its commands", runHelp},

@@ -41,8 +41,9 @@ type Options struct {
 
 // Status is what one round fetches; it is also the --json output.
 type Status struct {
-	Locks    admin.LockList    `json:"locks"`
-	Sessions admin.SessionList `json:"sessions"`
+	Cluster  admin.ClusterStatus `json:"cluster"`
+	Locks    admin.LockList      `json:"locks"`
+	Sessions admin.SessionList   `json:"sessions"`
 }
 
 // Fetch reads every key with prefix and every session from c.
@@ -55,7 +56,11 @@ func Fetch(ctx context.Context, c *admin.Client, prefix string) (Status, error) 
 	if err != nil {
 		return Status{}, err
 	}
-	return Status{Locks: locks, Sessions: sessions}, nil
+	cluster, err := c.Cluster(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	return Status{Cluster: cluster, Locks: locks, Sessions: sessions}, nil
 }
 
 // clearScreen moves the cursor home and clears the terminal.
@@ -123,6 +128,10 @@ func Write(w io.Writer, st Status, addr string) error {
 		waiters += len(l.Waiters)
 	}
 	fmt.Fprintf(w, "latch at %s, %s\n\n", addr, now.Local().Format("2006-01-02 15:04:05 MST"))
+	if c := st.Cluster; c.Mode == "cluster" || c.Mode == "durable" {
+		writeCluster(w, c)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "LOCKS: %s, %s, %s\n",
 		plural(len(st.Locks.Locks), "key"), plural(holders, "holder"), plural(waiters, "waiter"))
 	if len(st.Locks.Locks) > 0 {
