@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -205,6 +206,17 @@ func TestDurableRestart(t *testing.T) {
 	}
 	if l2.Token() <= leased.Token() {
 		t.Errorf("token after the restart %d, want above %d", l2.Token(), leased.Token())
+	}
+	resp, err := http.Get(p.adminURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"latch_raft_entries_total", "latch_raft_commit_seconds_total", "latch_raft_leader 1", "latch_raft_applied_index", "latch_raft_leader_changes_total"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
 	}
 }
 

@@ -55,14 +55,14 @@ func (n *Node) add(op fsm.Op, at int64) *fsm.Command {
 // propose has the batch applied and returns the result of its last
 // command, waiting for it as long as it takes (see proposeCtx). Called
 // with mu held.
-func (n *Node) propose() fsm.Result { return n.proposeCtx(nil) }
+func (n *Node) propose() fsm.Result { return n.proposeCtx(context.Background()) }
 
 // proposeCtx has the batch applied and returns the result of its last
 // command. A replicator that refuses the batch gives its error as the
 // result. When the batch is applied later (a cluster), proposeCtx lets go
 // of mu until it is, until the node lets go of its clients (the result is
-// then latch.ErrUnavailable: the outcome is unknown), or until ctx (when
-// not nil) is done. Called with mu held; returns with it held.
+// then latch.ErrUnavailable: the outcome is unknown), or until ctx is
+// done. Called with mu held; returns with it held.
 func (n *Node) proposeCtx(ctx context.Context) fsm.Result {
 	b := &n.batch
 	last := b.Cmds[len(b.Cmds)-1].Seq
@@ -77,14 +77,10 @@ func (n *Node) proposeCtx(ctx context.Context) fsm.Result {
 	cl := n.getProposal()
 	n.calls[last] = cl
 	n.unlock()
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
 	select {
 	case <-cl.ch:
 		n.mu.Lock()
-	case <-done:
+	case <-ctx.Done():
 		n.mu.Lock()
 		if n.calls[last] == cl {
 			delete(n.calls, last)

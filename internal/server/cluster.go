@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/latchd/latch/internal/admin"
 	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/node"
@@ -115,4 +117,50 @@ func (v clusterView) Remove(ctx context.Context, id string) error {
 
 func (v clusterView) Transfer(ctx context.Context, id string) error {
 	return v.s.rep.Transfer(ctx, id)
+}
+
+// raftCollector exports the replicator's counters as Prometheus metrics.
+type raftCollector struct{ rep *raftrep.Replicator }
+
+var raftDescs = map[string]*prometheus.Desc{
+	"entries":   prometheus.NewDesc("latch_raft_entries_total", "Raft log entries this node proposed as leader.", nil, nil),
+	"batches":   prometheus.NewDesc("latch_raft_batches_total", "Batches of commands those entries carried (batches per entry: the batching).", nil, nil),
+	"bytes":     prometheus.NewDesc("latch_raft_entry_bytes_total", "Bytes of those entries.", nil, nil),
+	"forwarded": prometheus.NewDesc("latch_raft_forwarded_batches_total", "Batches this node forwarded to the leader.", nil, nil),
+	"commits":   prometheus.NewDesc("latch_raft_commits_total", "Entries committed that this node proposed as leader.", nil, nil),
+	"commitSec": prometheus.NewDesc("latch_raft_commit_seconds_total", "Time from proposing those entries to their commit.", nil, nil),
+	"leaders":   prometheus.NewDesc("latch_raft_leader_changes_total", "Leaders this node saw take over.", nil, nil),
+	"applied":   prometheus.NewDesc("latch_raft_applied_index", "Index of the last entry applied here (commit_index - applied_index: the apply lag).", nil, nil),
+	"commit":    prometheus.NewDesc("latch_raft_commit_index", "Index of the last entry this node knows committed.", nil, nil),
+	"leader":    prometheus.NewDesc("latch_raft_leader", "1 while this node leads the cluster.", nil, nil),
+}
+
+func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range raftDescs {
+		ch <- d
+	}
+}
+
+func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.rep.Counters()
+	counter := func(name string, v float64) {
+		ch <- prometheus.MustNewConstMetric(raftDescs[name], prometheus.CounterValue, v)
+	}
+	gauge := func(name string, v float64) {
+		ch <- prometheus.MustNewConstMetric(raftDescs[name], prometheus.GaugeValue, v)
+	}
+	counter("entries", float64(s.Entries))
+	counter("batches", float64(s.Batches))
+	counter("bytes", float64(s.Bytes))
+	counter("forwarded", float64(s.Forwarded))
+	counter("commits", float64(s.Commits))
+	counter("commitSec", s.CommitSeconds)
+	counter("leaders", float64(s.LeaderChanges))
+	gauge("applied", float64(s.AppliedIndex))
+	gauge("commit", float64(s.CommitIndex))
+	leader := 0.0
+	if _, self, _ := c.rep.Leader(); self {
+		leader = 1
+	}
+	gauge("leader", leader)
 }

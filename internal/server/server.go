@@ -77,6 +77,9 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 	}
 	s.node = n
 	m.Watch(s.node)
+	if s.rep != nil {
+		m.Registry().MustRegister(raftCollector{s.rep})
+	}
 
 	comps, err := s.frontEnds()
 	if err == nil {
