@@ -33,7 +33,12 @@
 //     aborted) or until its context is done; AcquireFunc's callback is
 //     called once mu is released.
 //
-// A Node starts no goroutine of its own. With replica.Local, the
+// A cluster node (Config.Replicator set) applies from its replicator's
+// goroutine: a caller waits for its command's result without the mutex,
+// AcquireFunc ends are reported from a goroutine of the node's own, and a
+// heartbeat keeps the node's connection-bound sessions alive (cluster.go).
+//
+// With replica.Local, a Node starts no goroutine of its own, and the
 // uncontended path (a request granted at once, a release) locks the
 // mutex, stamps one command, applies it in process without encoding,
 // dispatches the lock table's events to parked callers without blocking,

@@ -1,0 +1,42 @@
+// Package raftrep is the replica.Replicator of a durable node and of a
+// cluster node: it carries the node's batches of commands through
+// hashicorp/raft (its only importer in latch), with the log and stable
+// store in bbolt (raft-boltdb) and snapshots on disk (or all in memory,
+// for tests).
+//
+// # Batching
+//
+// The node proposes a batch under its lock; Propose encodes it into the
+// outbox and returns. One sender goroutine moves batches on: on the
+// leader it packs every batch waiting (its own and those other nodes
+// forwarded) into one log entry, stamps it, and hands it to Raft, with at
+// most two entries in flight, so that the next entry fills while one
+// commits; on a follower it writes its batches to the leader over a
+// forward connection. Raft's CommitTimeout is 2 ms, so that followers
+// learn commits (and apply them) promptly.
+//
+// # Time
+//
+// An entry carries the leader's stamp, and every command in it is applied
+// at that instant, on every replica. A node that becomes leader waits
+// until every earlier entry is applied (Barrier), resumes the clock from
+// the last stamp applied (the time without a leader is not counted), and
+// proposes fsm.OpPromote first, which extends every session and lease by
+// the grace period, before it stamps anything else.
+//
+// # Exactly once
+//
+// A batch stays in the node's outbox until the node applies it (its
+// commands are matched by origin and sequence number). When the leader
+// changes, or a batch is not applied within two election timeouts, the
+// node sends what is left again, in order; the state applies each command
+// once (fsm.ErrDuplicate).
+//
+// # One port
+//
+// Mux shares the Raft address between Raft's transport and forwarding:
+// the first byte of a connection says which. Forward connections carry
+// batches (a stream of length-prefixed batches) or one membership request
+// (AddVoter, RemoveServer, leadership transfer), which a follower sends to
+// the leader.
+package raftrep
