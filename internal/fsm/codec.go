@@ -119,8 +119,10 @@ func opFields(op Op) (fields, bool) {
 		return fTTL, true
 	case OpNodeAlive, OpEndOwner:
 		return fKey, true
-	case OpKeepAlive, OpEndSession, OpReleaseAll, OpItemUnlockAll:
+	case OpKeepAlive, OpReleaseAll, OpItemUnlockAll, OpResume:
 		return fSession, true
+	case OpEndSession:
+		return fSession | fToken, true
 	case OpAcquire:
 		return fSession | fKeys | fMode | fLimit | fWait | fLease | fRelock, true
 	case OpCancel:

@@ -39,7 +39,7 @@ func testCommands() map[Op]Command {
 		c.TTL, c.LockDelay, c.Key = 30*time.Second, 15*time.Second, []byte("node-b")
 	})
 	add(hdr(OpKeepAlive, 3), func(c *Command) { c.Session = 17 })
-	add(hdr(OpEndSession, 4), func(c *Command) { c.Session = 18 })
+	add(hdr(OpEndSession, 4), func(c *Command) { c.Session, c.Token = 18, 2 })
 	add(hdr(OpAcquire, 5), func(c *Command) {
 		c.Session = 17
 		c.Req = latch.LockRequest{
@@ -67,6 +67,7 @@ func testCommands() map[Op]Command {
 	add(hdr(OpPromote, 12), func(c *Command) { c.TTL = 4 * time.Second })
 	add(hdr(OpNodeAlive, 13), func(c *Command) { c.Key = []byte("node-b") })
 	add(hdr(OpEndOwner, 14), func(c *Command) { c.Key = []byte("node-c") })
+	add(hdr(OpResume, 15), func(c *Command) { c.Session = 19 })
 	for i, op := range []Op{OpItemSet, OpItemAdd, OpItemReplace, OpItemCAS, OpItemReplaceAndUnlock} {
 		add(hdr(op, 20+uint64(i)), func(c *Command) {
 			c.Session = latch.SessionID(100 + i)
@@ -157,8 +158,10 @@ func normalize(c *Command) bool {
 		n.TTL = c.TTL
 	case OpNodeAlive, OpEndOwner:
 		n.Key = c.Key
-	case OpKeepAlive, OpEndSession, OpReleaseAll, OpItemUnlockAll:
+	case OpKeepAlive, OpReleaseAll, OpItemUnlockAll, OpResume:
 		n.Session = c.Session
+	case OpEndSession:
+		n.Session, n.Token = c.Session, c.Token
 	case OpAcquire:
 		n.Session, n.Req = c.Session, c.Req
 	case OpCancel:

@@ -28,7 +28,9 @@ const (
 	OpKeepAlive
 	// OpEndSession ends Session as if it died: its waiters are aborted,
 	// its holds without a lease released with its lock-delay, and its
-	// memcached item locks dropped.
+	// memcached item locks dropped. Token is the generation of the
+	// connection that ends it (OpResume): an older one than the
+	// session's is ignored (ErrSuperseded).
 	OpEndSession
 	// OpAcquire asks for Req on behalf of Session. The result is Granted
 	// (Token, Expires), queued (Waiter), or Err.
@@ -61,6 +63,12 @@ const (
 	// OpEndSession does (a node that restarts ends its previous
 	// incarnation's sessions); Count says how many.
 	OpEndOwner
+	// OpResume hands Session, a session with a TTL that no node owns,
+	// over to a new connection: its waiting requests are aborted, its TTL
+	// restarts, and its generation goes up by one (the result's Count):
+	// an OpEndSession of an older generation (the old connection closing
+	// late) is ignored.
+	OpResume
 
 	// The item cache's commands (memcached), by Session (0 for none).
 
@@ -136,6 +144,7 @@ var opNames = [numOps]string{
 	OpPromote:              "promote",
 	OpNodeAlive:            "node-alive",
 	OpEndOwner:             "end-owner",
+	OpResume:               "resume",
 	OpItemSet:              "item-set",
 	OpItemAdd:              "item-add",
 	OpItemReplace:          "item-replace",
@@ -194,7 +203,7 @@ type Command struct {
 	Waiter engine.WaiterID
 	// TTL and LockDelay are OpOpenSession's; TTL is OpPromote's grace.
 	TTL, LockDelay time.Duration
-	// Token is OpSeed's.
+	// Token is OpSeed's token, OpEndSession's generation.
 	Token latch.Token
 
 	// Key is an item's key, OpForceRelease's key, or the node that owns
@@ -228,7 +237,7 @@ type Result struct {
 	Token   latch.Token
 	Expires int64
 	Waiter  engine.WaiterID // a queued OpAcquire
-	Count   int             // OpReleaseAll, OpForceRelease, OpItemUnlockAll, OpItemEvict, OpEndOwner
+	Count   int             // OpReleaseAll, OpForceRelease, OpItemUnlockAll, OpItemEvict, OpEndOwner, OpResume
 
 	Item  cache.Item // OpItemGetAndTouch, OpItemLock
 	CAS   uint64     // item writes

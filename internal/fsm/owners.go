@@ -102,7 +102,7 @@ func (s *State) endOwner(now int64, name string) (int, []engine.Event) {
 		s.gather(evs)
 		if err == nil {
 			ended++
-			s.cache.UnlockAll(now, id)
+			s.ended(now, id)
 		}
 		s.owners.remove(id)
 	}

@@ -76,3 +76,46 @@ func TestOwnedSessions(t *testing.T) {
 		t.Fatalf("Now = %d, want %d", s.Now(), at)
 	}
 }
+
+// TestResumeGenerations: a resumed session ignores the end that its old
+// connection sends late, obeys the new one's, and a node-owned session
+// cannot be resumed.
+func TestResumeGenerations(t *testing.T) {
+	s := newState(t)
+	seq := uint64(0)
+	do := func(c Command) Result {
+		t.Helper()
+		seq++
+		c.At, c.Origin, c.Seq = int64(seq)*1000, 1, seq
+		var r Result
+		s.Apply(&c, &r)
+		return r
+	}
+	id := do(Command{Op: OpOpenSession, TTL: time.Minute}).Session
+	if r := do(Command{Op: OpAcquire, Session: id, Req: latch.LockRequest{Keys: []string{"k"}}}); !r.Granted {
+		t.Fatalf("acquire: %+v", r)
+	}
+	if r := do(Command{Op: OpResume, Session: id}); r.Err != nil || r.Count != 1 {
+		t.Fatalf("resume: %+v", r)
+	}
+	s = restored(t, s)
+	if r := do(Command{Op: OpEndSession, Session: id}); !errors.Is(r.Err, ErrSuperseded) {
+		t.Fatalf("end from the old connection: %v, want ErrSuperseded", r.Err)
+	}
+	if st, ok := s.Engine().Key("k"); !ok || len(st.Holders) != 1 {
+		t.Fatalf("k after the old connection's end: %+v, %v; want held", st, ok)
+	}
+	if r := do(Command{Op: OpEndSession, Session: id, Token: 1}); r.Err != nil {
+		t.Fatalf("end from the new connection: %v", r.Err)
+	}
+	if _, ok := s.Engine().Key("k"); ok {
+		t.Fatal("k held after its session ended")
+	}
+	owned := do(Command{Op: OpOpenSession, TTL: time.Minute, Key: []byte("n1")}).Session
+	if r := do(Command{Op: OpResume, Session: owned}); !errors.Is(r.Err, latch.ErrInvalidRequest) {
+		t.Fatalf("resume of a node's session: %v, want ErrInvalidRequest", r.Err)
+	}
+	if r := do(Command{Op: OpResume, Session: 999}); !errors.Is(r.Err, latch.ErrNoSession) {
+		t.Fatalf("resume of no session: %v, want ErrNoSession", r.Err)
+	}
+}

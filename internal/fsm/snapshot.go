@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/latchd/latch"
@@ -17,8 +18,10 @@ import (
 // own sessions (a uvarint count, then per node in name order: its name as a
 // uvarint length and bytes, its last heartbeat as a varint, a uvarint count
 // of sessions and each session id as the uvarint difference from the one
-// before, ascending); then the lock table's and the item cache's own
-// snapshots, each prefixed with its length as a uvarint.
+// before, ascending); the generations of resumed sessions (a uvarint
+// count, then pairs of uvarints, session and generation, in session order);
+// then the lock table's and the item cache's own snapshots, each prefixed
+// with its length as a uvarint.
 const SnapshotVersion = 2
 
 // ErrSnapshot is wrapped by the errors of Restore.
@@ -47,6 +50,12 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, seq)
 	}
 	dst = s.owners.appendTo(dst)
+	ids := slices.Sorted(maps.Keys(s.gens))
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for _, id := range ids {
+		dst = binary.AppendUvarint(dst, uint64(id))
+		dst = binary.AppendUvarint(dst, s.gens[id])
+	}
 	dst = appendPart(dst, s.eng.AppendSnapshot)
 	return appendPart(dst, s.cache.AppendSnapshot)
 }
@@ -173,6 +182,29 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 	if st.owners, b, err = restoreOwners(b); err != nil {
 		return nil, err
 	}
+	var ngens uint64
+	if ngens, b, err = uvarint(b); err != nil {
+		return nil, err
+	}
+	if ngens > uint64(len(b))/2 {
+		return nil, fmt.Errorf("fsm: restore: %d generations in %d bytes: %w", ngens, len(b), ErrSnapshot)
+	}
+	st.gens = make(map[latch.SessionID]uint64, ngens)
+	var prevID uint64
+	for i := range ngens {
+		var id, gen uint64
+		if id, b, err = uvarint(b); err != nil {
+			return nil, err
+		}
+		if gen, b, err = uvarint(b); err != nil {
+			return nil, err
+		}
+		if i > 0 && id <= prevID || id == 0 || gen == 0 {
+			return nil, fmt.Errorf("fsm: restore: generations out of order: %w", ErrSnapshot)
+		}
+		prevID = id
+		st.gens[latch.SessionID(id)] = gen
+	}
 	var part []byte
 	if part, b, err = bytesPart(b); err != nil {
 		return nil, err
@@ -183,6 +215,11 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 	for id := range st.owners.of {
 		if _, ok := st.eng.Session(id); !ok {
 			return nil, fmt.Errorf("fsm: restore: owned session %d not in the lock table: %w", id, ErrSnapshot)
+		}
+	}
+	for id := range st.gens {
+		if _, ok := st.eng.Session(id); !ok {
+			return nil, fmt.Errorf("fsm: restore: resumed session %d not in the lock table: %w", id, ErrSnapshot)
 		}
 	}
 	if part, b, err = bytesPart(b); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
 )
@@ -11,6 +12,10 @@ import (
 // ErrDuplicate is the result of a command that was not applied because its
 // (Origin, Seq) was applied before: a resend.
 var ErrDuplicate = errors.New("fsm: command already applied")
+
+// ErrSuperseded is the result of an OpEndSession from a connection the
+// session has moved away from (OpResume): it is not applied.
+var ErrSuperseded = errors.New("fsm: the session was resumed on another connection")
 
 // ErrUnknownOp is the result of a command whose Op this version does not
 // know.
@@ -42,6 +47,9 @@ type State struct {
 	now int64
 	// owners records the sessions that cluster nodes own.
 	owners owners
+	// gens holds the generation of each session resumed at least once
+	// (OpResume); the others are of generation 0.
+	gens map[latch.SessionID]uint64
 
 	// drops gathers the holds ended by a command that makes several
 	// lock-table calls (multi set), which Drops returns.
@@ -59,7 +67,7 @@ func New(cfg Config) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: %w", err)
 	}
-	return &State{eng: engine.New(cfg.Engine), cache: c, seqs: make(map[uint64]uint64), owners: newOwners(), cfg: cfg}, nil
+	return &State{eng: engine.New(cfg.Engine), cache: c, seqs: make(map[uint64]uint64), owners: newOwners(), gens: make(map[latch.SessionID]uint64), cfg: cfg}, nil
 }
 
 // Drops returns the holds that the last command applied ended, when the
@@ -161,10 +169,25 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 	case OpKeepAlive:
 		evs, r.Err = s.eng.KeepAlive(now, c.Session)
 	case OpEndSession:
+		if uint64(c.Token) < s.gens[c.Session] {
+			r.Err = fmt.Errorf("end session %d of generation %d: %w", c.Session, c.Token, ErrSuperseded)
+			evs = s.eng.Tick(now)
+			break
+		}
 		evs, r.Err = s.eng.EndSession(now, c.Session)
 		if r.Err == nil {
-			s.cache.UnlockAll(now, c.Session)
-			s.owners.remove(c.Session)
+			s.ended(now, c.Session)
+		}
+	case OpResume:
+		if _, owned := s.owners.of[c.Session]; owned {
+			r.Err = fmt.Errorf("resume session %d: bound to its node's connection: %w", c.Session, latch.ErrInvalidRequest)
+			evs = s.eng.Tick(now)
+			break
+		}
+		evs, r.Err = s.eng.Resume(now, c.Session)
+		if r.Err == nil {
+			s.gens[c.Session]++
+			r.Count = int(s.gens[c.Session])
 		}
 	case OpAcquire:
 		var res engine.Result
@@ -194,13 +217,20 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 	return evs
 }
 
+// ended forgets what the state keeps beside the lock table about session
+// id, which ended: its item locks, its owner, its generation.
+func (s *State) ended(now int64, id latch.SessionID) {
+	s.cache.UnlockAll(now, id)
+	s.owners.remove(id)
+	delete(s.gens, id)
+}
+
 // expired drops the item locks of the sessions whose TTL lapsed in evs:
 // the lock table released their keys, so their items must not stay marked.
 func (s *State) expired(now int64, evs []engine.Event) {
 	for i := range evs {
 		if evs[i].Kind == engine.EventSessionExpired {
-			s.cache.UnlockAll(now, evs[i].Session)
-			s.owners.remove(evs[i].Session)
+			s.ended(now, evs[i].Session)
 		}
 	}
 }

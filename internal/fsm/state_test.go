@@ -123,7 +123,7 @@ func (h *history) next() Command {
 	case 2:
 		c.Op, c.Session = OpKeepAlive, h.session()
 	case 3:
-		c.Op, c.Session = OpEndSession, h.session()
+		c.Op, c.Session, c.Token = OpEndSession, h.session(), latch.Token(h.rng.IntN(2))
 	case 4, 5, 6:
 		c.Op, c.Session = OpAcquire, h.session()
 		c.Req = latch.LockRequest{Keys: h.keys(), Mode: latch.Mode(h.rng.IntN(2)), Relock: latch.Relock(h.rng.IntN(2))}
@@ -193,7 +193,9 @@ func (h *history) next() Command {
 		}
 	case 28: // a cluster's commands
 		node := histNodes[h.rng.IntN(len(histNodes))]
-		switch h.rng.IntN(4) {
+		switch h.rng.IntN(5) {
+		case 4:
+			c.Op, c.Session = OpResume, h.session()
 		case 0:
 			c.Op, c.TTL = OpPromote, h.dur(4*time.Second)
 		case 1, 2:
