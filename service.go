@@ -14,6 +14,15 @@ type Service interface {
 	// reason, so that its locks are released at once.
 	OpenSession(opts SessionOptions) (Session, error)
 
+	// ResumeSession takes over session id, which has a TTL and lives on
+	// (in a cluster, a client whose server died reaches another one within
+	// the TTL): its holds stay, its waiting requests are withdrawn (their
+	// callers had them fail with the old connection), and its TTL
+	// restarts. The old connection's Close no longer ends it. It fails
+	// with ErrNoSession if the session ended, and ErrInvalidRequest for a
+	// session bound to its connection (no TTL).
+	ResumeSession(id SessionID, opts SessionOptions) (Session, error)
+
 	Admin
 }
 

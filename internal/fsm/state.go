@@ -179,6 +179,11 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 			s.ended(now, c.Session)
 		}
 	case OpResume:
+		if st, ok := s.eng.Session(c.Session); ok && st.TTL == 0 {
+			r.Err = fmt.Errorf("resume session %d: it has no TTL, it lives with its connection: %w", c.Session, latch.ErrInvalidRequest)
+			evs = s.eng.Tick(now)
+			break
+		}
 		if _, owned := s.owners.of[c.Session]; owned {
 			r.Err = fmt.Errorf("resume session %d: bound to its node's connection: %w", c.Session, latch.ErrInvalidRequest)
 			evs = s.eng.Tick(now)

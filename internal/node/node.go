@@ -300,6 +300,40 @@ func (n *Node) OpenSession(opts latch.SessionOptions) (latch.Session, error) {
 	return s, nil
 }
 
+// ResumeSession takes over session id on this node; see latch.Service.
+func (n *Node) ResumeSession(id latch.SessionID, opts latch.SessionOptions) (latch.Session, error) {
+	n.mu.Lock()
+	defer n.unlock()
+	if n.shutdown {
+		return nil, fmt.Errorf("resume session %d: %w", id, latch.ErrShutdown)
+	}
+	proto := NoProto
+	if n.obs != nil {
+		proto = n.obs.SessionOpened(opts.Protocol)
+	}
+	c := n.command(fsm.OpResume)
+	c.Session = id
+	r := n.propose()
+	if r.Err != nil {
+		if n.obs != nil {
+			n.obs.SessionEnded(proto)
+		}
+		return nil, fmt.Errorf("resume session %d: %w", id, r.Err)
+	}
+	if old := n.sessions[id]; old != nil {
+		// Its old connection was on this node: that record lets go of it
+		// without ending it.
+		old.moved, old.closing = true, true
+		n.endSession(old, latch.ErrSessionEnded)
+	}
+	st, _ := n.st.Engine().Session(id)
+	opts.TTL = st.TTL
+	s := &session{n: n, id: id, opts: opts, proto: proto, gen: uint64(r.Count), done: make(chan struct{})}
+	n.sessions[id] = s
+	n.log.Info("node: session resumed", "session", id, "generation", r.Count, "protocol", opts.Protocol, "peer", opts.Peer)
+	return s, nil
+}
+
 // Shutdown stops the node: it refuses new sessions (latch.ErrShutdown),
 // answers every parked request with latch.ErrShutdown, ends every session
 // of its own (closing its Done channel) and stops the timer. It does not
@@ -352,8 +386,12 @@ func (n *Node) shutdownLocked(ctx context.Context) bool {
 		c.Waiter = id
 	}
 	for _, id := range sids {
+		s := n.sessions[id]
+		if n.cfg.Replicator != nil && s.opts.TTL > 0 {
+			continue // lives on in the cluster, for its client to resume elsewhere
+		}
 		c := n.add(fsm.OpEndSession, at)
-		c.Session = id
+		c.Session, c.Token = id, latch.Token(s.gen)
 	}
 	if len(n.batch.Cmds) > 0 {
 		if r := n.proposeCtx(ctx); r.Err != nil && !errors.Is(r.Err, latch.ErrNoSession) && !errors.Is(r.Err, latch.ErrNotHeld) {

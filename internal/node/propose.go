@@ -120,8 +120,9 @@ func (n *Node) answer(seq uint64, r *fsm.Result) {
 // elsewhere), or its state was replaced by a snapshot. Waiting callers get
 // latch.ErrUnavailable (their outcome is unknown), parked requests and
 // sessions end (their OnEnd closes their connections), and the end of
-// each session is proposed, for when the cluster can commit again. Called
-// with mu held.
+// each session bound to a connection is proposed, for when the cluster can
+// commit again; a session with a TTL is left to it, so that its client can
+// resume it on another node. Called with mu held.
 func (n *Node) letGo(why string) {
 	if len(n.calls) == 0 && len(n.sessions) == 0 && len(n.waiters) == 0 {
 		return
@@ -145,9 +146,15 @@ func (n *Node) letGo(why string) {
 	n.batch.Cmds = n.batch.Cmds[:0]
 	at := n.now()
 	for _, id := range ids {
-		c := n.add(fsm.OpEndSession, at)
-		c.Session = id
-		n.endSession(n.sessions[id], latch.ErrSessionEnded)
+		s := n.sessions[id]
+		if s.opts.TTL == 0 {
+			c := n.add(fsm.OpEndSession, at)
+			c.Session, c.Token = id, latch.Token(s.gen)
+		}
+		n.endSession(s, latch.ErrSessionEnded)
+	}
+	if len(n.batch.Cmds) == 0 {
+		return
 	}
 	if err := n.send(); err != nil {
 		n.log.Debug("node: the ends of the sessions were not proposed", "err", err)

@@ -26,6 +26,12 @@ type session struct {
 	// closing is set by Close, whose caller needs no opts.OnEnd call.
 	// Guarded by n.mu.
 	closing bool
+	// gen is the session's generation on this record's connection: 0 when
+	// opened, the resume's when resumed (fsm.OpResume). moved is set when
+	// the session was resumed on another record of this node. Guarded by
+	// n.mu.
+	gen   uint64
+	moved bool
 }
 
 var _ latch.Session = (*session)(nil)
@@ -303,8 +309,8 @@ func (s *session) Close() error {
 	}
 	s.closing = true
 	c := n.command(fsm.OpEndSession)
-	c.Session = s.id
-	if err := n.propose().Err; err != nil && !errors.Is(err, latch.ErrNoSession) {
+	c.Session, c.Token = s.id, latch.Token(s.gen)
+	if err := n.propose().Err; err != nil && !errors.Is(err, latch.ErrNoSession) && !errors.Is(err, fsm.ErrSuperseded) {
 		n.log.Error("node: close session", "session", s.id, "err", err)
 	}
 	// If the lock table had already ended it (TTL lapsed at an instant
