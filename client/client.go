@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +29,8 @@ const protocolVersion = 3
 // session: see the package documentation. A Client is safe for concurrent
 // use; many requests may wait on it at once.
 type Client struct {
-	addr      string
-	conn      net.Conn
+	addrs     []string // the servers, in the order Dial was given them
+	dial      func(ctx context.Context, addr string) (net.Conn, error)
 	log       *slog.Logger
 	clk       clock
 	token     string
@@ -63,7 +65,21 @@ type Client struct {
 	err    error
 	broken chan struct{}
 
-	readerDone chan struct{}
+	// conn is the connection, nil while the Client resumes its session on
+	// another (or the same) server; addr is its server. reconnecting is
+	// set while a goroutine resumes, resuming while a connection carries
+	// the resume request (no other request may go out before it).
+	// cleanup holds the keys of requests whose answer the lost connection
+	// took (Lock, Unlock): unlocked once the session is resumed, then
+	// unreserved.
+	conn         net.Conn
+	addr         string
+	reconnecting bool
+	resuming     bool
+	cleanup      [][]string
+
+	// bg counts the reading and resuming goroutines.
+	bg sync.WaitGroup
 }
 
 // call is a request waiting for its response.
@@ -71,8 +87,13 @@ type call struct {
 	// onResp, when set, is called with the response by the reading
 	// goroutine; it must not block.
 	onResp func(*dlockpb.Response)
-	// ch, when set, receives the response; its capacity is 1.
+	// ch, when set, receives the response; its capacity is 1. It
+	// receives nil when the connection was lost before the answer.
 	ch chan *dlockpb.Response
+	// cleanup, when set, are keys the request may have changed on the
+	// server: if the connection is lost before the answer, they are
+	// unlocked once the session is resumed.
+	cleanup []string
 }
 
 func newCall() *call { return &call{ch: make(chan *dlockpb.Response, 1)} }
@@ -80,46 +101,78 @@ func newCall() *call { return &call{ch: make(chan *dlockpb.Response, 1)} }
 // Dial connects to the latch server at addr (host:port of its dlock
 // listener) and opens a session with the TTL of SessionTTL. The Client
 // keeps the session alive until Close, or until it may have been lost.
-// The connection is plain TCP: TLS is not supported yet.
+//
+// addr may list the servers of a cluster, separated by commas: Dial
+// connects to the first that answers. When the connection breaks, the
+// Client resumes its session on the next server that answers (the same
+// one included, after a restart), within the session's TTL: its locks
+// stay held, and requests that were in flight fail with an error wrapping
+// ErrConnectionLost, which may be retried. Only when the session may have
+// ended (no server took it back in time, or one answered that it ended)
+// does the Client stop and its locks' Done close.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
+	var addrs []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("client: no server address in %q", addr)
+	}
+	dial := func(ctx context.Context, a string) (net.Conn, error) {
+		if o.tls != nil {
+			// Connects and completes the handshake, within ctx.
+			d := tls.Dialer{Config: o.tls}
+			return d.DialContext(ctx, "tcp", a)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", a)
+	}
+	dctx := ctx
 	if o.dialTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.dialTimeout)
+		dctx, cancel = context.WithTimeout(ctx, o.dialTimeout)
 		defer cancel()
 	}
 	var conn net.Conn
-	if o.tls != nil {
-		// Connects and completes the handshake, within ctx.
-		d := tls.Dialer{Config: o.tls}
-		conn, err = d.DialContext(ctx, "tcp", addr)
-	} else {
-		var d net.Dialer
-		conn, err = d.DialContext(ctx, "tcp", addr)
+	var errs []error
+	for _, a := range addrs {
+		if conn, err = dial(dctx, a); err == nil {
+			addr = a
+			break
+		}
+		errs = append(errs, err)
+		if dctx.Err() != nil {
+			break
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+	if conn == nil {
+		return nil, fmt.Errorf("client: %w", errors.Join(errs...))
 	}
 	c := &Client{
-		addr:       addr,
-		conn:       conn,
-		log:        o.logger.With("server", addr),
-		clk:        o.clock,
-		token:      o.token,
-		ttl:        o.sessionTTL,
-		margin:     o.margin,
-		interval:   (o.sessionTTL - o.margin) / 3,
-		pending:    make(map[uint64]*call),
-		reserved:   make(map[string]bool),
-		locks:      make(map[*Lock]struct{}),
-		broken:     make(chan struct{}),
-		readerDone: make(chan struct{}),
+		addrs:    addrs,
+		dial:     dial,
+		addr:     addr,
+		conn:     conn,
+		log:      o.logger.With("server", addr),
+		clk:      o.clock,
+		token:    o.token,
+		ttl:      o.sessionTTL,
+		margin:   o.margin,
+		interval: (o.sessionTTL - o.margin) / 3,
+		pending:  make(map[uint64]*call),
+		reserved: make(map[string]bool),
+		locks:    make(map[*Lock]struct{}),
+		broken:   make(chan struct{}),
 	}
-	go c.readLoop()
-	if err := c.openSession(ctx); err != nil {
+	c.bg.Add(1)
+	go c.readLoop(conn, addr)
+	if err := c.openSession(dctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("client: %s: open session: %w", addr, err)
 	}
@@ -184,10 +237,23 @@ func (c *Client) Close() error {
 		c.closer.Stop()
 		c.closer = nil
 	}
+	conn := c.conn
 	c.mu.Unlock()
-	c.conn.Close()
-	<-c.readerDone
+	if conn != nil {
+		conn.Close()
+	}
+	c.bg.Wait()
 	return nil
+}
+
+// closeConn closes the current connection, if there is one.
+func (c *Client) closeConn() {
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
 }
 
 // stop stops the Client with err, once: requests in flight and later ones
@@ -211,11 +277,11 @@ func (c *Client) stop(err error, closeAt time.Time) {
 	}
 	wait := closeAt.Sub(c.clk.Now())
 	if wait > 0 {
-		c.closer = c.clk.AfterFunc(wait, func() { c.conn.Close() })
+		c.closer = c.clk.AfterFunc(wait, c.closeConn)
 	}
 	c.mu.Unlock()
 	if wait <= 0 {
-		c.conn.Close()
+		c.closeConn()
 	}
 	if err != ErrClosed {
 		c.log.Warn("client: session given up", "session", c.sessionID, "err", err)
@@ -228,8 +294,15 @@ func (c *Client) fail(err error) {
 }
 
 // send assigns req an id, registers cl for its response and writes it.
-// It returns cl and the id, or the error that stopped the Client.
+// It returns cl and the id, or the error that stopped the Client; while the
+// session is being resumed, it fails with ErrConnectionLost.
 func (c *Client) send(req *dlockpb.Request, cl *call) (*call, uint64, error) {
+	return c.sendOn(nil, req, cl)
+}
+
+// sendOn is send; with a non-nil conn, it writes on conn (the resume
+// request) even while the session is being resumed.
+func (c *Client) sendOn(on net.Conn, req *dlockpb.Request, cl *call) (*call, uint64, error) {
 	id := c.nextID.Add(1)
 	req.Version = protocolVersion
 	req.Id = id
@@ -240,6 +313,13 @@ func (c *Client) send(req *dlockpb.Request, cl *call) (*call, uint64, error) {
 		err := c.err
 		c.mu.Unlock()
 		return nil, 0, err
+	}
+	conn, addr := c.conn, c.addr
+	if on != nil {
+		conn = on
+	} else if conn == nil || c.resuming {
+		c.mu.Unlock()
+		return nil, 0, fmt.Errorf("client: %w", ErrConnectionLost)
 	}
 	c.pending[id] = cl
 	c.mu.Unlock()
@@ -253,10 +333,10 @@ func (c *Client) send(req *dlockpb.Request, cl *call) (*call, uint64, error) {
 	if err == nil {
 		// A write that cannot finish within the TTL has lost the session
 		// anyway.
-		c.conn.SetWriteDeadline(time.Now().Add(c.ttl))
-		_, err = c.conn.Write(buf)
+		conn.SetWriteDeadline(time.Now().Add(c.ttl))
+		_, err = conn.Write(buf)
 		if err != nil {
-			err = fmt.Errorf("writing to %s: %w", c.addr, err)
+			err = fmt.Errorf("writing to %s: %w", addr, err)
 		}
 	}
 	if cap(buf) <= 64<<10 {
@@ -264,12 +344,16 @@ func (c *Client) send(req *dlockpb.Request, cl *call) (*call, uint64, error) {
 	}
 	c.wmu.Unlock()
 	if err != nil {
-		c.fail(err)
 		c.mu.Lock()
 		delete(c.pending, id)
-		err = c.err
 		c.mu.Unlock()
-		return nil, 0, err
+		c.connLost(conn, err)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.err != nil {
+			return nil, 0, c.err
+		}
+		return nil, 0, fmt.Errorf("client: %w: %w", ErrConnectionLost, err)
 	}
 	return cl, id, nil
 }
@@ -279,6 +363,9 @@ func (c *Client) send(req *dlockpb.Request, cl *call) (*call, uint64, error) {
 func (c *Client) await(ctx context.Context, cl *call) (*dlockpb.Response, error) {
 	select {
 	case r := <-cl.ch:
+		if r == nil {
+			return nil, fmt.Errorf("client: %w", ErrConnectionLost)
+		}
 		return r, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -286,10 +373,12 @@ func (c *Client) await(ctx context.Context, cl *call) (*dlockpb.Response, error)
 	}
 	select {
 	case r := <-cl.ch: // answered as the Client stopped
-		return r, nil
+		if r != nil {
+			return r, nil
+		}
 	default:
-		return nil, c.err // set before broken was closed
 	}
+	return nil, c.err // set before broken was closed
 }
 
 // roundTrip sends req and waits for its answer until ctx is done. It
@@ -307,20 +396,20 @@ func (c *Client) roundTrip(ctx context.Context, req *dlockpb.Request) (*dlockpb.
 	return resp, sent, err
 }
 
-// readLoop reads responses and hands each to its call, until the
-// connection breaks or is closed.
-func (c *Client) readLoop() {
-	defer close(c.readerDone)
-	br := bufio.NewReader(c.conn)
+// readLoop reads the responses that conn, to addr, carries and hands each
+// to its call, until the connection breaks or is closed.
+func (c *Client) readLoop(conn net.Conn, addr string) {
+	defer c.bg.Done()
+	br := bufio.NewReader(conn)
 	if err := notDlock(br); err != nil {
-		c.fail(fmt.Errorf("%w: %s %w", ErrProtocol, c.addr, err))
+		c.fail(fmt.Errorf("%w: %s %w", ErrProtocol, addr, err))
 		return
 	}
 	r := frame.NewReader(br, maxResponse)
 	for {
 		b, err := r.Read()
 		if err != nil {
-			c.fail(fmt.Errorf("reading from %s: %w", c.addr, err))
+			c.connLost(conn, fmt.Errorf("reading from %s: %w", addr, err))
 			return
 		}
 		resp := new(dlockpb.Response)
@@ -353,11 +442,155 @@ func (c *Client) readLoop() {
 	}
 }
 
+// connLost handles the loss of conn: a Client whose session has a TTL
+// fails the requests in flight with ErrConnectionLost and resumes the
+// session on a server (resume); one without a TTL has lost its session
+// with the connection, and stops.
+func (c *Client) connLost(conn net.Conn, err error) {
+	c.mu.Lock()
+	if c.err != nil || c.conn != conn {
+		c.mu.Unlock()
+		return
+	}
+	if c.ttl <= 0 || c.sessionID == 0 {
+		c.mu.Unlock()
+		c.fail(err)
+		return
+	}
+	c.conn, c.resuming = nil, false
+	pending := c.pending
+	c.pending = make(map[uint64]*call)
+	for _, cl := range pending {
+		if cl.cleanup != nil {
+			c.cleanup = append(c.cleanup, cl.cleanup)
+		}
+	}
+	start := !c.reconnecting
+	c.reconnecting = true
+	c.mu.Unlock()
+	conn.Close()
+	for _, cl := range pending {
+		if cl.ch != nil {
+			cl.ch <- nil
+		}
+	}
+	c.log.Warn("client: connection lost; resuming the session", "session", c.sessionID, "err", err)
+	if start {
+		c.bg.Add(1)
+		go c.resume()
+	}
+}
+
+// resume takes the session back on the servers in turn, starting after
+// the one lost, until one does, one answers that the session ended, or
+// the Client stops (its keepalive watch gives the session up in time).
+func (c *Client) resume() {
+	defer c.bg.Done()
+	c.mu.Lock()
+	next := 0
+	for i, a := range c.addrs {
+		if a == c.addr {
+			next = i + 1
+		}
+	}
+	c.mu.Unlock()
+	wait := 20 * time.Millisecond
+	for {
+		for range c.addrs {
+			a := c.addrs[next%len(c.addrs)]
+			next++
+			select {
+			case <-c.broken:
+				return
+			default:
+			}
+			err := c.resumeOn(a)
+			if err == nil {
+				return
+			}
+			if errors.Is(err, latch.ErrNoSession) || errors.Is(err, latch.ErrSessionEnded) || errors.Is(err, latch.ErrShutdown) {
+				c.stop(lostError(fmt.Errorf("resuming on %s: %w", a, err)), time.Time{})
+				return
+			}
+			c.log.Debug("client: resume failed", "server", a, "err", err)
+		}
+		select {
+		case <-c.broken:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// resumeOn connects to addr and takes the session back there.
+func (c *Client) resumeOn(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), max(min(c.ttl/4, 2*time.Second), 100*time.Millisecond))
+	defer cancel()
+	conn, err := c.dial(ctx, addr)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		conn.Close()
+		return c.err
+	}
+	c.conn, c.addr, c.resuming = conn, addr, true
+	c.mu.Unlock()
+	c.bg.Add(1)
+	go c.readLoop(conn, addr)
+	sent := c.clk.Now()
+	cl, _, err := c.sendOn(conn, &dlockpb.Request{
+		Type:    dlockpb.RequestType_Session,
+		Session: &dlockpb.RequestSession{TtlMicro: micros(c.ttl), ResumeSessionId: uint64(c.sessionID)},
+	}, newCall())
+	var resp *dlockpb.Response
+	if err == nil {
+		resp, err = c.await(ctx, cl)
+	}
+	if err == nil {
+		err = statusError(resp, false)
+	}
+	if err == nil && latch.SessionID(resp.GetSessionId()) != c.sessionID {
+		err = fmt.Errorf("%w: resumed session %d, not %d", ErrProtocol, resp.GetSessionId(), c.sessionID)
+	}
+	c.mu.Lock()
+	if err != nil || c.err != nil || c.conn != conn {
+		if c.conn == conn {
+			c.conn, c.resuming = nil, false
+		}
+		c.mu.Unlock()
+		conn.Close()
+		if err == nil {
+			err = fmt.Errorf("client: %w", ErrConnectionLost)
+		}
+		return err
+	}
+	c.resuming, c.reconnecting = false, false
+	if sent.After(c.lastAck) {
+		c.lastAck = sent
+	}
+	cleanup := c.cleanup
+	c.cleanup = nil
+	c.log = c.log.With("server", addr)
+	c.mu.Unlock()
+	c.log.Info("client: session resumed", "session", c.sessionID, "server", addr)
+	for _, keys := range cleanup {
+		// The lost connection took the answer of a request for keys:
+		// whatever it did, give them back, then let them be requested.
+		c.unlock(keys)
+		c.unreserve(keys)
+	}
+	return nil
+}
+
 // ping sends a keepalive and schedules the next one.
 func (c *Client) ping() {
 	sent := c.clk.Now()
 	cl := &call{onResp: func(r *dlockpb.Response) { c.pinged(sent, r) }}
-	if _, _, err := c.send(&dlockpb.Request{Type: dlockpb.RequestType_Ping}, cl); err != nil {
+	if _, _, err := c.send(&dlockpb.Request{Type: dlockpb.RequestType_Ping}, cl); err != nil && !errors.Is(err, ErrConnectionLost) {
 		return // stopped
 	}
 	c.mu.Lock()

@@ -44,11 +44,24 @@
 // to someone else because its session or lease lapsed, provided the two
 // clocks advance at rates that differ by less than margin/TTL, and the
 // Client's process is not paused for longer than what is left of the
-// margin. Done also closes the moment the connection breaks, which may be
-// after the server released the locks: a server that closes the connection
-// (it crashed, shut down, or closed it after its idle timeout, which must
-// not be shorter than the session TTL) has released them already. An
-// operator's force-release through the admin API is not noticed at all.
+// margin. A server that closes the connection of a live session (it shut
+// down, or closed it after its idle timeout, which must not be shorter
+// than the session TTL) has released its locks already: Done closes as
+// soon as the Client learns that the session ended. An operator's
+// force-release through the admin API is not noticed at all.
+//
+// # Clusters and resuming
+//
+// Dial takes several addresses, separated by commas: the servers of a
+// cluster. When the connection breaks, the Client resumes its session on
+// the next server that answers (or the same one, restarted with its data
+// dir), within the TTL: the session lives in the cluster's replicated
+// state, so its locks stay held, and Done does not close. Requests in
+// flight when the connection broke fail with ErrConnectionLost and may be
+// retried; the keys of a Lock or Unlock that was in flight are given back
+// once the session is resumed. If no server takes the session back before
+// the keepalive watch gives it up, or one answers that it ended, the
+// Client stops as above.
 // Fencing tokens (Lock.Token) cover what these assumptions do not.
 //
 // # Errors

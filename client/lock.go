@@ -81,10 +81,27 @@ func (c *Client) acquire(ctx context.Context, op string, keys []string, mode lat
 	}
 	l, err := c.lock(ctx, keys, mode, lo)
 	if err != nil {
-		c.unreserve(keys)
+		if !errors.Is(err, errLostInFlight) {
+			// (A request the lost connection took keeps its keys reserved
+			// until the resumed session has given them back.)
+			c.unreserve(keys)
+		}
 		return nil, fmt.Errorf("client: %s %v: %w", op, keys, err)
 	}
 	return l, nil
+}
+
+// errLostInFlight marks the error of a request whose connection was lost
+// while it was in flight: its keys are given back when the session is
+// resumed (call.cleanup).
+var errLostInFlight = errors.New("the request was in flight")
+
+// lostInFlight wraps the error of await for a request sent with cleanup.
+func lostInFlight(err error) error {
+	if errors.Is(err, ErrConnectionLost) {
+		return fmt.Errorf("%w (%w)", err, errLostInFlight)
+	}
+	return err
 }
 
 // checkRequest validates a lock request and returns its keys without
@@ -157,16 +174,18 @@ func (c *Client) lock(ctx context.Context, keys []string, mode latch.Mode, lo lo
 		rl.WaitMicro = micros(lo.wait)
 	}
 	sent := c.clk.Now()
-	cl, id, err := c.send(&dlockpb.Request{Type: dlockpb.RequestType_Lock, Lock: rl}, newCall())
+	nc := newCall()
+	nc.cleanup = keys
+	cl, id, err := c.send(&dlockpb.Request{Type: dlockpb.RequestType_Lock, Lock: rl}, nc)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := c.await(ctx, cl)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrConnectionLost) {
 		return nil, c.withdraw(ctx, id, cl, keys)
 	}
 	if err != nil {
-		return nil, err
+		return nil, lostInFlight(err)
 	}
 	if err := statusError(resp, lo.tryOnce); err != nil {
 		return nil, err
@@ -251,7 +270,7 @@ func (c *Client) withdraw(ctx context.Context, id uint64, cl *call, keys []strin
 	// first); the wait is bounded by the Client's keepalive watch.
 	resp, err := c.await(context.Background(), cl)
 	if err != nil {
-		return err
+		return lostInFlight(err)
 	}
 	if resp.GetStatus() == dlockpb.ResponseStatus_Ok {
 		c.unlock(keys)
@@ -373,6 +392,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 	cl := newCall()
 	cl.onResp = func(*dlockpb.Response) { c.unreserve(l.keys) }
+	cl.cleanup = l.keys
 	cl, _, err := c.send(&dlockpb.Request{Type: dlockpb.RequestType_Unlock, Lock: &dlockpb.RequestLock{Keys: l.keys}}, cl)
 	if err != nil {
 		return fmt.Errorf("client: unlock %v: %w", l.keys, err)

@@ -390,9 +390,15 @@ type RequestSession struct {
 	// when it is not kept alive (by Ping or Session) for this many
 	// microseconds, even while the connection stays open. 0: the session
 	// lasts as long as the connection.
-	TtlMicro      uint64 `protobuf:"varint,1,opt,name=ttl_micro,json=ttlMicro,proto3" json:"ttl_micro,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TtlMicro uint64 `protobuf:"varint,1,opt,name=ttl_micro,json=ttlMicro,proto3" json:"ttl_micro,omitempty"`
+	// Non-zero, in the first Session request of a connection: take over
+	// this session (one with a TTL, whose connection was lost: a client of a
+	// cluster whose server died reaches another server within the TTL). Its
+	// locks stay; its waiting Locks are withdrawn; ttl_micro must be its
+	// TTL. Answered SessionExpired when the session has ended.
+	ResumeSessionId uint64 `protobuf:"varint,2,opt,name=resume_session_id,json=resumeSessionId,proto3" json:"resume_session_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RequestSession) Reset() {
@@ -428,6 +434,13 @@ func (*RequestSession) Descriptor() ([]byte, []int) {
 func (x *RequestSession) GetTtlMicro() uint64 {
 	if x != nil {
 		return x.TtlMicro
+	}
+	return 0
+}
+
+func (x *RequestSession) GetResumeSessionId() uint64 {
+	if x != nil {
+		return x.ResumeSessionId
 	}
 	return 0
 }
@@ -663,9 +676,10 @@ const file_dlock_proto_rawDesc = "" +
 	"\x04keys\x18\x03 \x03(\tR\x04keys\x12#\n" +
 	"\x04mode\x18\x04 \x01(\x0e2\x0f.dlock.LockModeR\x04mode\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x19\n" +
-	"\btry_once\x18\x06 \x01(\bR\atryOnce\"-\n" +
+	"\btry_once\x18\x06 \x01(\bR\atryOnce\"Y\n" +
 	"\x0eRequestSession\x12\x1b\n" +
-	"\tttl_micro\x18\x01 \x01(\x04R\bttlMicro\"\xfa\x01\n" +
+	"\tttl_micro\x18\x01 \x01(\x04R\bttlMicro\x12*\n" +
+	"\x11resume_session_id\x18\x02 \x01(\x04R\x0fresumeSessionId\"\xfa\x01\n" +
 	"\aRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12!\n" +

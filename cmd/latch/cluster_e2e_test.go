@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	gomemcache "github.com/bradfitz/gomemcache/memcache"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/internal/admin"
 )
@@ -271,6 +273,19 @@ func TestClusterKillLeader(t *testing.T) {
 		l, err := waiter.Lock(ctx, []string{"k"})
 		waited <- outcome{l, err}
 	}()
+	// A client with a TTL session on the leader, which knows every node.
+	all := procs[leader].dlock + "," + procs[f1].dlock + "," + procs[f2].dlock
+	ctx10, cancel10 := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel10()
+	mover, err := client.Dial(ctx10, all, client.SessionTTL(6*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mover.Close()
+	moved, err := mover.Lock(ctx, []string{"r"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(500 * time.Millisecond)
 
 	killedAt := time.Now()
@@ -300,6 +315,32 @@ func TestClusterKillLeader(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter was not granted after the release")
 	}
+
+	// The client of the killed node resumed its session elsewhere: its
+	// lock is still its own, and it goes on taking locks.
+	var again *client.Lock
+	for range 100 {
+		if again, err = mover.Lock(ctx, []string{"r2"}); !errors.Is(err, client.ErrConnectionLost) && !errors.Is(err, latch.ErrAlreadyHeld) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("lock after the failover through the resumed session: %v", err)
+	}
+	select {
+	case <-moved.Done():
+		t.Fatalf("the resumed session's lock ended: %v", moved.Err())
+	default:
+	}
+	if l, err := procs[f1].lock("r"); err != nil || len(l.Holders) != 1 || l.Holders[0].Session != uint64(mover.SessionID()) {
+		t.Fatalf("r after the failover = %+v, %v; want held by the resumed session %d", l, err, mover.SessionID())
+	}
+	if err := moved.Unlock(ctx); err != nil {
+		t.Errorf("unlock through the resumed session: %v", err)
+	}
+	again.Unlock(ctx)
+	t.Logf("session resumed on another node %v after the kill", time.Since(killedAt))
 
 	// The killed node rejoins from its data dir and catches up.
 	rejoined := killed

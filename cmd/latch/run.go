@@ -54,7 +54,7 @@ Flags:
 	fs.IntVar(&cfg.ConflictCode, "E", cfg.ConflictCode, "exit `code` when the keys are busy (-n, -w)")
 	limit := fs.Uint("limit", 0, "with -s, allow at most `n` holders of each key (a semaphore)")
 	fs.DurationVar(&cfg.Lease, "ttl", 0, "take the lock as a lease of this `duration`, renewed while the command runs, which outlives latch run if it dies")
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "dlock `address` of the latch server (env LATCH_ADDR)")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "dlock `address` of the latch server, or of every server of a cluster separated by commas: the session moves to another if its server dies (env LATCH_ADDR)")
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", runlock.DefaultSessionTTL, "the server ends the session (and releases the lock) when latch run is silent for this `duration`")
 	fs.DurationVar(&cfg.KillAfter, "kill-after", 0, "when the lock is lost, SIGKILL the command this `duration` after SIGTERM (default: a tenth of --session-ttl)")
 	fs.StringVar(&cfg.Token, "token", cfg.Token, "access `token` for the server (env LATCH_ACCESS_TOKEN)")

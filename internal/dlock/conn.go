@@ -375,8 +375,18 @@ func (c *conn) finish(drain bool) {
 // none yet. setTTL says the caller asks for that TTL (a Session request):
 // an open session with another TTL is then an error.
 func (c *conn) session(ttl time.Duration, setTTL bool) (latch.Session, error) {
+	return c.resume(ttl, setTTL, 0)
+}
+
+// resume is session, but with a non-zero id, a connection without a
+// session takes over session id (latch.Service.ResumeSession) instead of
+// opening one.
+func (c *conn) resume(ttl time.Duration, setTTL bool, id latch.SessionID) (latch.Session, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.sess != nil && id != 0 && id != c.sess.ID() {
+		return nil, fmt.Errorf("%w: the connection has session %d; resume_session_id is for its first Session request", latch.ErrInvalidRequest, c.sess.ID())
+	}
 	if c.sess != nil {
 		if setTTL && ttl != c.ttl {
 			return nil, fmt.Errorf("%w: the session is open with TTL %v; its TTL is set by a Session request before the first Lock", latch.ErrInvalidRequest, c.ttl)
@@ -386,7 +396,14 @@ func (c *conn) session(ttl time.Duration, setTTL bool) (latch.Session, error) {
 	if c.closed {
 		return nil, fmt.Errorf("connection closing: %w", c.closeErr)
 	}
-	sess, err := c.srv.svc.OpenSession(latch.SessionOptions{TTL: ttl, Protocol: "dlock", Peer: c.peer})
+	opts := latch.SessionOptions{TTL: ttl, Protocol: "dlock", Peer: c.peer}
+	var sess latch.Session
+	var err error
+	if id != 0 {
+		sess, err = c.srv.svc.ResumeSession(id, opts)
+	} else {
+		sess, err = c.srv.svc.OpenSession(opts)
+	}
 	if err != nil {
 		return nil, err
 	}

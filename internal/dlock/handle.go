@@ -307,7 +307,7 @@ func (c *conn) handleV3(req *pb.Request, at time.Time) {
 		err = c.cancel(req)
 	case pb.RequestType_Session:
 		var sess latch.Session
-		sess, err = c.session(micros(req.GetSession().GetTtlMicro()), true)
+		sess, err = c.resume(micros(req.GetSession().GetTtlMicro()), true, latch.SessionID(req.GetSession().GetResumeSessionId()))
 		if err == nil {
 			err = sess.KeepAlive()
 			resp.SessionId = uint64(sess.ID())

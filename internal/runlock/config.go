@@ -35,7 +35,8 @@ const DefaultSessionTTL = 10 * time.Second
 
 // Config says what Run runs under which lock.
 type Config struct {
-	// Addr is the dlock address of the server.
+	// Addr is the dlock address of the server, or the addresses of a
+	// cluster's servers separated by commas (client.Dial).
 	Addr string
 	// Token is the access token, for servers configured with tokens.
 	Token string
