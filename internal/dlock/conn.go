@@ -397,6 +397,23 @@ func (c *conn) resume(ttl time.Duration, setTTL bool, id latch.SessionID) (latch
 		return nil, fmt.Errorf("connection closing: %w", c.closeErr)
 	}
 	opts := latch.SessionOptions{TTL: ttl, Protocol: "dlock", Peer: c.peer}
+	if ttl == 0 {
+		// Bound to this connection: when the service ends it (an operator,
+		// a cluster node that can no longer vouch for it), the connection
+		// goes too, so that the client learns its locks are gone. Not when
+		// the service shuts down: the front end's own shutdown answers
+		// what waits, then closes. A session with a TTL stays, answering
+		// SessionExpired.
+		opts.OnEnd = func() {
+			c.mu.Lock()
+			s := c.sess
+			c.mu.Unlock()
+			if s != nil && errors.Is(s.KeepAlive(), latch.ErrShutdown) {
+				return
+			}
+			c.nc.Close()
+		}
+	}
 	var sess latch.Session
 	var err error
 	if id != 0 {

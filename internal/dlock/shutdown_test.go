@@ -149,3 +149,24 @@ func TestStartFails(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedSessionClosesConnection: when the service ends the session of a
+// connection without a TTL (an operator, a cluster node letting go of its
+// clients), the connection closes, so that a version 2 client learns that
+// its locks are gone.
+func TestEndedSessionClosesConnection(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.dial(t)
+	lockOK(t, c, 1, "k")
+	sessions := e.svc.Sessions()
+	if len(sessions) != 1 {
+		t.Fatalf("sessions = %+v, want one", sessions)
+	}
+	if err := e.svc.EndSession(sessions[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	c.expectEOF()
+	if info, ok := e.svc.Lock("k"); ok && len(info.Holders) > 0 {
+		t.Errorf("k after the session ended: %+v", info)
+	}
+}
