@@ -22,15 +22,20 @@ type cluster struct {
 	peers []raftrep.Peer
 	nodes map[string]*node.Node
 	reps  map[string]*raftrep.Replicator
+	// dirs holds each node's data dir, when the test keeps them on disk.
+	dirs map[string]string
 }
 
-func newCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, net: newPipeNet(), nodes: make(map[string]*node.Node), reps: make(map[string]*raftrep.Replicator)}
+func newCluster(t *testing.T, n int, disk bool) *cluster {
+	c := &cluster{t: t, net: newPipeNet(), nodes: make(map[string]*node.Node), reps: make(map[string]*raftrep.Replicator), dirs: make(map[string]string)}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		c.peers = append(c.peers, raftrep.Peer{ID: id, Addr: id})
 	}
 	for _, p := range c.peers {
+		if disk {
+			c.dirs[p.ID] = t.TempDir()
+		}
 		c.start(p.ID)
 	}
 	t.Cleanup(func() {
@@ -50,7 +55,7 @@ func (c *cluster) start(id string) {
 		NodeID:  id,
 		NodeTTL: 10 * time.Second,
 		Replicator: func(sm replica.StateMachine) (replica.Replicator, error) {
-			r, err := raftrep.New(raftrep.Config{ID: id, Addr: id, Peers: c.peers, Transport: trans, Network: end}, sm)
+			r, err := raftrep.New(raftrep.Config{ID: id, Addr: id, Dir: c.dirs[id], Peers: c.peers, Transport: trans, Network: end}, sm)
 			c.reps[id] = r
 			return r, err
 		},
@@ -135,7 +140,7 @@ func (c *cluster) open(id string, opts latch.SessionOptions) latch.Session {
 // when the partition heals.
 func TestClusterFailover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 3)
+		c := newCluster(t, 3, false)
 		lead := c.leader()
 		f1 := c.other(lead)
 		f2 := c.other(lead, f1)
@@ -215,4 +220,82 @@ func (c *cluster) leaderAmong(ids ...string) string {
 	}
 	c.t.Fatal("no leader among", ids)
 	return ""
+}
+
+// TestDeadNodeSessions: the sessions bound to the connections of a node
+// that is cut off end a node TTL after its last heartbeat (not before),
+// releasing their locks with their lock-delay; the node itself lets go of
+// its clients before that.
+func TestDeadNodeSessions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		f1 := c.other(lead)
+		s := c.open(f1, latch.SessionOptions{Protocol: "memcache", LockDelay: 3 * time.Second})
+		if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{"c"}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // a heartbeat of f1 commits
+		cut := time.Now()
+		c.net.partition(f1)
+		held := func() bool {
+			info, ok := c.nodes[lead].Lock("c")
+			return ok && len(info.Holders) == 1
+		}
+		time.Sleep(9 * time.Second)
+		if !held() {
+			t.Fatalf("c released %v after its node was cut off, before the node TTL", time.Since(cut))
+		}
+		select {
+		case <-s.Done():
+		default:
+			t.Error("the cut-off node still vouches for its session after 9 s of a 10 s node TTL")
+		}
+		time.Sleep(2 * time.Second)
+		if held() {
+			t.Fatalf("c still held %v after its node was cut off", time.Since(cut))
+		}
+		other := c.open(lead, latch.SessionOptions{})
+		if _, err := other.Acquire(context.Background(), latch.LockRequest{Keys: []string{"c"}, Wait: latch.NoWait}); !errors.Is(err, latch.ErrWouldBlock) {
+			t.Fatalf("c right after its session ended: %v, want busy (lock-delay)", err)
+		}
+		time.Sleep(3 * time.Second)
+		if _, err := other.Acquire(context.Background(), latch.LockRequest{Keys: []string{"c"}, Wait: latch.NoWait}); err != nil {
+			t.Fatalf("c after the lock-delay: %v", err)
+		}
+		other.Close()
+		c.net.heal()
+	})
+}
+
+// TestRestartFromDisk: a node stopped and started again from its data dir
+// rejoins, catches up on what happened without it, and a lease taken
+// before keeps its holder.
+func TestRestartFromDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, true)
+		lead := c.leader()
+		f1 := c.other(lead)
+		s := c.open(lead, latch.SessionOptions{})
+		g, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{"leased"}, Lease: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.stop(f1)
+		if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{"later"}}); err != nil {
+			t.Fatalf("acquire with a node down: %v", err)
+		}
+		c.start(f1)
+		time.Sleep(3 * time.Second)
+		for _, key := range []string{"leased", "later"} {
+			info, ok := c.nodes[f1].Lock(key)
+			if !ok || len(info.Holders) != 1 {
+				t.Errorf("%s on the restarted node = %+v, %v", key, info, ok)
+			}
+		}
+		if info, _ := c.nodes[f1].Lock("leased"); len(info.Holders) == 1 && info.Holders[0].Token != g.Token {
+			t.Errorf("leased token on the restarted node %d, want %d", info.Holders[0].Token, g.Token)
+		}
+		s.Close()
+	})
 }
