@@ -97,9 +97,9 @@ func (r *Replicator) promote() {
 func (r *Replicator) demote() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.fwd = nil // their nodes send them again to the next leader
 	if r.leading {
 		r.leading, r.ready = false, false
-		r.fwd = nil // their nodes send them again to the next leader
 		r.sent = 0
 	}
 }
@@ -127,11 +127,12 @@ func (r *Replicator) send() {
 }
 
 // resendStale sends the whole outbox again if its oldest batch was sent
-// more than an election timeout ago and is still not applied.
+// more than an election timeout ago and is still not applied (a leader
+// that lost it: its term ended, or it was not leading yet).
 func (r *Replicator) resendStale() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.sent > 0 && time.Since(r.outbox[0].sent) > 2*r.cfg.ElectionTimeout {
+	if r.sent > 0 && time.Since(r.outbox[0].sent) > r.cfg.ElectionTimeout {
 		r.log.Debug("raftrep: sending unapplied batches again", "batches", len(r.outbox))
 		r.sent = 0
 		if r.fwdConn != nil {
@@ -316,8 +317,9 @@ func (r *Replicator) accept(ln net.Listener) {
 	}
 }
 
-// receive queues the batches a follower forwards, for this leader to pack;
-// a node that does not lead drops them (the follower sends them again).
+// receive queues the batches a follower forwards, for this leader to pack
+// once it is promoted; a node that does not lead drops them (the follower
+// sends them again).
 func (r *Replicator) receive(br *bufio.Reader) {
 	for {
 		size, err := binary.ReadUvarint(br)
@@ -332,8 +334,9 @@ func (r *Replicator) receive(br *bufio.Reader) {
 		if _, err := io.ReadFull(br, b); err != nil {
 			return
 		}
+		leader := r.raft.State() == raft.Leader
 		r.mu.Lock()
-		if r.leading {
+		if leader || r.leading {
 			r.fwd = append(r.fwd, b)
 			r.kick()
 		}
