@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +19,9 @@ func TestBench(t *testing.T) {
 		{name: "help", args: []string{"-h"}, wantStderr: "Usage: latch bench"},
 		{name: "bad target", args: []string{"--target", "redis"}, wantCode: 2, wantStderr: `invalid target "redis"`},
 		{name: "bad ratio", args: []string{"--ratio", "9"}, wantCode: 2, wantStderr: "want gets:sets"},
+		{name: "bad server-pid", args: []string{"--server-pid", "12,x"}, wantCode: 2, wantStderr: "want pid[,pid...]"},
+		{name: "two addrs, two pids", args: []string{"--addr", addr + "," + addr, "--server-pid", strconv.Itoa(os.Getpid()) + "," + strconv.Itoa(os.Getpid()),
+			"--conns", "2", "--duration", "300ms", "--warmup", "50ms", "--keys", "100"}, wantStdout: "cycles/s"},
 		{name: "extra argument", args: []string{"now"}, wantCode: 2, wantStderr: "unexpected arguments"},
 		{name: "unreachable", args: []string{"--addr", "127.0.0.1:1", "--timeout", "1s"}, wantCode: 1, wantStderr: "latch bench:"},
 		{name: "cycle text", args: []string{"--addr", addr, "--conns", "4", "--duration", "300ms", "--warmup", "50ms", "--keys", "100"},

@@ -40,8 +40,11 @@ const (
 
 // Config is one benchmark run.
 type Config struct {
-	Target   string // TargetText, TargetBinary or TargetDLock
-	Addr     string // host:port; "" means latch's default port for Target
+	Target string // TargetText, TargetBinary or TargetDLock
+	// Addr is host:port, or several comma-separated (the nodes of a
+	// cluster): connection i dials the (i mod n)th. "" means latch's
+	// default port for Target.
+	Addr     string
 	Workload string
 	Recipe   string // memcached targets: RecipeAuto, RecipeLock or RecipeAdd
 
@@ -62,9 +65,12 @@ type Config struct {
 	Locks     int           // hold: locks to take
 	HoldFor   time.Duration // hold: keep them this long after measuring
 	ServerPID int           // hold, idle: read the server's VmRSS from /proc; cycle, getset, handoff: its CPU time
-	Admin     string        // hold, idle: latch's admin address, for its Go heap and RSS
-	Timeout   time.Duration // a reply later than this fails the connection
-	Seed      uint64        // getset key choice
+	// ServerPIDs are further server processes (a cluster's other nodes)
+	// whose CPU time a timed workload adds to ServerPID's.
+	ServerPIDs []int
+	Admin      string        // hold, idle: latch's admin address, for its Go heap and RSS
+	Timeout    time.Duration // a reply later than this fails the connection
+	Seed       uint64        // getset key choice
 }
 
 // DefaultConfig returns the defaults of "latch bench".
@@ -93,7 +99,7 @@ func DefaultConfig() Config {
 // RegisterFlags defines c's flags in fs, with c's values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Target, "target", c.Target, "protocol: memcache-text, memcache-binary or dlock")
-	fs.StringVar(&c.Addr, "addr", c.Addr, "server `host:port` (default 127.0.0.1:11211, or :11212 for dlock)")
+	fs.StringVar(&c.Addr, "addr", c.Addr, "server `host:port`, or several comma-separated (a cluster's nodes: connections round-robin over them) (default 127.0.0.1:11211, or :11212 for dlock)")
 	fs.StringVar(&c.Workload, "workload", c.Workload, "cycle, handoff, getset, hold or idle")
 	fs.StringVar(&c.Recipe, "recipe", c.Recipe, "memcached lock recipe: lock (yrmcds lock/unlock), add (add+delete) or auto (by the server's version)")
 	fs.IntVar(&c.Conns, "conns", c.Conns, "connections")
@@ -117,7 +123,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.DLockVersion, "dlock-version", c.DLockVersion, "dlock protocol version: 2 or 3")
 	fs.IntVar(&c.Locks, "locks", c.Locks, "hold: locks to take and hold")
 	fs.DurationVar(&c.HoldFor, "hold-for", c.HoldFor, "hold: keep the locks this long after measuring, to inspect the server")
-	fs.IntVar(&c.ServerPID, "server-pid", c.ServerPID, "the server's `pid`, to read from /proc its VmRSS (hold, idle) or its CPU time over the measured time (cycle, getset, handoff; Linux)")
+	fs.Func("server-pid", "the server's `pid`, to read from /proc its VmRSS (hold, idle) or its CPU time over the measured time (cycle, getset, handoff; Linux); several comma-separated (a cluster's nodes) add up their CPU time", func(s string) error {
+		pids, err := parsePIDs(s)
+		if err != nil {
+			return err
+		}
+		c.ServerPID, c.ServerPIDs = pids[0], pids[1:]
+		return nil
+	})
 	fs.StringVar(&c.Admin, "admin", c.Admin, "hold, idle: latch's admin `host:port`, to read its Go heap (after a GC) and RSS")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "fail a connection whose reply takes longer")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "random seed (getset)")
@@ -153,6 +166,12 @@ func (c *Config) Validate() error {
 	default:
 		bad("invalid workload %q: want cycle, handoff, getset, hold or idle", c.Workload)
 	}
+	for _, a := range c.Addrs() {
+		if a == "" {
+			bad("invalid addr %q: an empty address in the list", c.Addr)
+			break
+		}
+	}
 	if c.Workload == WorkloadGetSet && c.Target == TargetDLock {
 		bad("workload getset needs a memcached target")
 	}
@@ -187,4 +206,26 @@ func (c *Config) Validate() error {
 		bad("invalid timeout %v", c.Timeout)
 	}
 	return errors.Join(errs...)
+}
+
+// Addrs returns the addresses of Addr, split at its commas.
+func (c *Config) Addrs() []string {
+	addrs := strings.Split(c.Addr, ",")
+	for i, a := range addrs {
+		addrs[i] = strings.TrimSpace(a)
+	}
+	return addrs
+}
+
+// parsePIDs parses "pid[,pid...]": positive process ids.
+func parsePIDs(s string) ([]int, error) {
+	var pids []int
+	for f := range strings.SplitSeq(s, ",") {
+		pid, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("want pid[,pid...], not %q", s)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }

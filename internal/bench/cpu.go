@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,6 +45,27 @@ func serverCPU(pid int) (cpuTime, bool) {
 	return cpuTime{user: time.Duration(utime) * tick, sys: time.Duration(stime) * tick}, true
 }
 
+// pids returns the servers whose CPU time a timed run reads: ServerPID and
+// ServerPIDs.
+func (r *runner) pids() []int {
+	return append([]int{r.cfg.ServerPID}, r.cfg.ServerPIDs...)
+}
+
+// serversCPU sums the CPU time of every server of the run (a cluster's
+// nodes); false when any cannot be read.
+func (r *runner) serversCPU() (cpuTime, bool) {
+	var sum cpuTime
+	for _, pid := range r.pids() {
+		t, ok := serverCPU(pid)
+		if !ok {
+			return cpuTime{}, false
+		}
+		sum.user += t.user
+		sum.sys += t.sys
+	}
+	return sum, true
+}
+
 // parseStat returns the utime and stime fields (14 and 15, in clock
 // ticks) of a /proc/<pid>/stat line: "pid (comm) state ppid ...". The
 // comm may hold spaces and parentheses; it ends at the line's last ')'.
@@ -69,7 +91,7 @@ func parseStat(line []byte) (utime, stime uint64, err error) {
 // cpuResult is the server's CPU over the measured time, per op (the
 // workload's unit: cycle, request or hand-off) and per request; nil when
 // either sample is missing or there is nothing to divide by.
-func cpuResult(pid int, before, after cpuTime, ops, requests uint64) *CPUResult {
+func cpuResult(pids []int, before, after cpuTime, ops, requests uint64) *CPUResult {
 	if ops == 0 || requests == 0 {
 		return nil
 	}
@@ -78,7 +100,7 @@ func cpuResult(pid int, before, after cpuTime, ops, requests uint64) *CPUResult 
 		return math.Round(float64(d)/float64(time.Microsecond)/float64(n)*1000) / 1000
 	}
 	return &CPUResult{
-		Source:          fmt.Sprintf("/proc/%d/stat utime, stime", pid),
+		Source:          procSource(pids),
 		UserSeconds:     user.Seconds(),
 		SysSeconds:      sys.Seconds(),
 		UserPerOp:       per(user, ops),
@@ -88,4 +110,19 @@ func cpuResult(pid int, before, after cpuTime, ops, requests uint64) *CPUResult 
 		SysPerRequest:   per(sys, requests),
 		TotalPerRequest: per(user+sys, requests),
 	}
+}
+
+// procSource names where the CPU time was read: "/proc/<pid>/stat utime,
+// stime", or "/proc/{<pid>,<pid>,...}/stat utime, stime" (summed) for
+// several servers.
+func procSource(pids []int) string {
+	s := make([]string, len(pids))
+	for i, pid := range pids {
+		s[i] = strconv.Itoa(pid)
+	}
+	p := s[0]
+	if len(s) > 1 {
+		p = "{" + strings.Join(s, ",") + "}"
+	}
+	return "/proc/" + p + "/stat utime, stime"
 }

@@ -56,13 +56,13 @@ func TestServerCPU(t *testing.T) {
 func TestCPUResult(t *testing.T) {
 	before := cpuTime{user: time.Second, sys: 2 * time.Second}
 	after := cpuTime{user: 3 * time.Second, sys: 3 * time.Second}
-	c := cpuResult(1, before, after, 1e6, 2e6)
+	c := cpuResult([]int{1}, before, after, 1e6, 2e6)
 	if c == nil || c.UserPerOp != 2 || c.SysPerOp != 1 || c.TotalPerOp != 3 ||
 		c.UserPerRequest != 1 || c.SysPerRequest != 0.5 || c.TotalPerRequest != 1.5 ||
 		c.UserSeconds != 2 || c.SysSeconds != 1 {
 		t.Errorf("cpuResult = %+v", c)
 	}
-	if c := cpuResult(1, before, after, 0, 0); c != nil {
+	if c := cpuResult([]int{1}, before, after, 0, 0); c != nil {
 		t.Errorf("cpuResult with no ops = %+v, want nil", c)
 	}
 }

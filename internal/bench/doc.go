@@ -27,7 +27,11 @@
 //   - idle: opens the connections, makes one request on each and reports
 //     the server's memory per connection.
 //
-// With Config.ServerPID, a timed workload (cycle, handoff, getset) also
+// Config.Addr may list several servers (a cluster's nodes), comma-separated:
+// the connections are spread over them round-robin.
+//
+// With Config.ServerPID (and Config.ServerPIDs, a cluster's other nodes,
+// whose CPU time is added), a timed workload (cycle, handoff, getset) also
 // reports the server's CPU time over the measured time, from
 // /proc/<pid>/stat, per op and per request (Result.ServerCPU; Linux only).
 //

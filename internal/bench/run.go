@@ -129,9 +129,25 @@ func (r *runner) newCodec(lockWait time.Duration) codec {
 	}
 }
 
-// probe checks that the server answers, and returns its version.
+// probe checks that every server answers, and returns the version of the
+// first.
 func (r *runner) probe() (string, error) {
-	w, err := dial(r.cfg.Addr, r.cfg.Timeout)
+	var version string
+	for i, addr := range r.cfg.Addrs() {
+		v, err := r.probeOne(addr)
+		if err != nil {
+			return "", err
+		}
+		if i == 0 {
+			version = v
+		}
+	}
+	return version, nil
+}
+
+// probeOne checks that the server at addr answers, and returns its version.
+func (r *runner) probeOne(addr string) (string, error) {
+	w, err := dial(addr, r.cfg.Timeout)
 	if err != nil {
 		return "", fmt.Errorf("bench: %w", err)
 	}
@@ -139,11 +155,11 @@ func (r *runner) probe() (string, error) {
 	c := r.newCodec(0)
 	w.out = c.appendReq(w.out, opPing, nil, 1)
 	if err := w.flush(time.Now()); err != nil {
-		return "", fmt.Errorf("bench: %s: %w", r.cfg.Addr, err)
+		return "", fmt.Errorf("bench: %s: %w", addr, err)
 	}
 	v, err := c.version(w.r, 1)
 	if err != nil {
-		return "", fmt.Errorf("bench: %s does not speak %s: %w", r.cfg.Addr, r.cfg.Target, err)
+		return "", fmt.Errorf("bench: %s does not speak %s: %w", addr, r.cfg.Target, err)
 	}
 	return v, nil
 }
@@ -190,8 +206,11 @@ type worker struct {
 	scratch             []byte   // keys built on the fly (hold)
 }
 
+// newWorker opens connection id, to the (id mod n)th of the n addresses:
+// connections are spread round-robin over a cluster's nodes.
 func (r *runner) newWorker(id int, c codec) (*worker, error) {
-	w, err := dial(r.cfg.Addr, r.cfg.Timeout)
+	addrs := r.cfg.Addrs()
+	w, err := dial(addrs[id%len(addrs)], r.cfg.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("bench: connection %d: %w", id, err)
 	}
@@ -411,13 +430,13 @@ func (r *runner) timed(ctx context.Context, res *Result) error {
 	go func() { wg.Wait(); close(finished) }()
 
 	sleep(ctx, finished, r.cfg.Warmup)
-	cpu0, cpuOK := serverCPU(r.cfg.ServerPID)
+	cpu0, cpuOK := r.serversCPU()
 	r.phase.Store(phaseMeasure)
 	start := time.Now()
 	sleep(ctx, finished, r.cfg.Duration)
 	r.phase.Store(phaseStop)
 	elapsed := time.Since(start)
-	cpu1, cpuOK1 := serverCPU(r.cfg.ServerPID)
+	cpu1, cpuOK1 := r.serversCPU()
 	select {
 	case <-finished:
 	case <-time.After(r.cfg.Timeout):
@@ -437,7 +456,7 @@ func (r *runner) timed(ctx context.Context, res *Result) error {
 		if res.Handoff != nil {
 			ops = res.Handoff.Handoffs
 		}
-		res.ServerCPU = cpuResult(r.cfg.ServerPID, cpu0, cpu1, ops, res.Requests)
+		res.ServerCPU = cpuResult(r.pids(), cpu0, cpu1, ops, res.Requests)
 	}
 	return ctx.Err()
 }

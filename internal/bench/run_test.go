@@ -3,8 +3,12 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"os"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,4 +187,65 @@ func TestUnreachable(t *testing.T) {
 	if _, err := bench.Run(context.Background(), cfg); err == nil {
 		t.Error("Run against a closed port succeeded")
 	}
+}
+
+// TestSeveralAddrs: with a comma-separated Addr (a cluster's nodes), the
+// connections are spread round-robin over the addresses, each address is
+// probed, and ServerPIDs add up to the CPU time. Two counting proxies in
+// front of one server stand for two nodes.
+func TestSeveralAddrs(t *testing.T) {
+	s := latchtest.Start(t)
+	a, na := countingProxy(t, s.DLock)
+	b, nb := countingProxy(t, s.DLock)
+	cfg := smoke(bench.TargetDLock, a+", "+b, bench.WorkloadCycle)
+	cfg.Conns = 5
+	cfg.ServerPID = os.Getpid()
+	cfg.ServerPIDs = []int{os.Getpid()}
+	res := check(t, cfg)
+	// One probe each, then connections 0, 2, 4 to a and 1, 3 to b.
+	if got, want := [2]int64{na.Load(), nb.Load()}, [2]int64{4, 3}; got != want {
+		t.Errorf("connections per address = %v, want %v", got, want)
+	}
+	if runtime.GOOS == "linux" {
+		if c := res.ServerCPU; c == nil || !strings.Contains(c.Source, "{") {
+			t.Errorf("server CPU of two pids: %+v", c)
+		}
+	}
+	bad := cfg
+	bad.Addr = a + ",,"
+	if err := bad.Validate(); err == nil {
+		t.Errorf("Validate accepted addr %q", bad.Addr)
+	}
+}
+
+// countingProxy listens on a loopback port, forwards every connection to
+// target and counts the connections it accepted.
+func countingProxy(t *testing.T, target string) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var n atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { io.Copy(u, c); u.Close() }()
+				io.Copy(c, u)
+			}()
+		}
+	}()
+	return ln.Addr().String(), &n
 }
