@@ -155,7 +155,7 @@ for i in 1 2 3; do
 done
 for i in 1 2 3; do
 	"$TMP/latch" serve --data-dir "$TMP/latch$i" --node-id "n$i" --raft-addr "${RAFT[i - 1]}" \
-		--initial-cluster "$initial" --election-timeout 1s \
+		--initial-cluster "$initial" \
 		--dlock-addr "${DLOCK[i - 1]}" --memcache-addr "127.0.0.1:$((BASE_PORT + 40 + i))" \
 		--admin-addr "${ADMIN[i - 1]}" --redis-addr= \
 		>"$TMP/latch$i.log" 2>&1 &

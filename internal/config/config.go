@@ -273,7 +273,7 @@ func DefaultConfig() Config {
 		},
 		DLock:   DLockConfig{Config: dlock.DefaultConfig()},
 		Admin:   AdminConfig{Config: admin.DefaultConfig()},
-		Cluster: ClusterConfig{NodeTTL: 10 * time.Second, ElectionTimeout: time.Second},
+		Cluster: ClusterConfig{NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond},
 	}
 }
 
