@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -149,7 +150,8 @@ func (p *node) dial(t *testing.T, opts ...client.Option) *client.Client {
 
 // TestDurableRestart: latch serve --data-dir keeps leased locks, items and
 // the token counter across a SIGKILL and a restart, and releases the locks
-// bound to connections, whose connections are gone.
+// bound to connections, whose connections are gone; a Go client's session
+// (it has a TTL) resumes on the restarted node and keeps its locks.
 func TestDurableRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -162,11 +164,24 @@ func TestDurableRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Lock(ctx, []string{"conn"}); err != nil {
-		t.Fatal(err)
-	}
 	if err := gomemcache.New(p.mc).Set(&gomemcache.Item{Key: "item", Value: []byte("kept")}); err != nil {
 		t.Fatal(err)
+	}
+	// A memcached lock: its session is bound to the connection.
+	mc, err := net.Dial("tcp", p.mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	if err := gomemcache.New(p.mc).Set(&gomemcache.Item{Key: "conn", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mc.Write([]byte("lock conn\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	mc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := bufio.NewReader(mc).ReadString('\n'); err != nil || line != "OK\r\n" {
+		t.Fatalf("memcached lock conn: %q, %v", line, err)
 	}
 	p.kill()
 	p.start()
@@ -202,12 +217,32 @@ func TestDurableRestart(t *testing.T) {
 		t.Errorf("item after the restart = %v, %v", it, err)
 	}
 	c2 := p.dial(t)
-	l2, err := c2.Lock(ctx, []string{"conn"})
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l2, err := c2.TryLock(tctx, []string{"conn"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l2.Token() <= leased.Token() {
 		t.Errorf("token after the restart %d, want above %d", l2.Token(), leased.Token())
+	}
+	// The first client resumed its session on the restarted node.
+	var again *client.Lock
+	for range 100 {
+		if again, err = c.TryLock(tctx, []string{"again"}); !errors.Is(err, client.ErrConnectionLost) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Errorf("the first client after the restart: %v", err)
+	} else if again.Token() <= leased.Token() {
+		t.Errorf("token of the resumed session %d, want above %d", again.Token(), leased.Token())
+	}
+	select {
+	case <-leased.Done():
+		t.Errorf("the leased lock of the resumed session ended: %v", leased.Err())
+	default:
 	}
 	resp, err := http.Get(p.adminURL + "/metrics")
 	if err != nil {
