@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/config"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 // findChromium returns the path of a Chromium or Chrome binary. When there
@@ -183,3 +185,29 @@ func TestStatusPage(t *testing.T) {
 }
 
 func itoa(id latch.SessionID) string { return strconv.FormatUint(uint64(id), 10) }
+
+// TestStatusPageCluster: the page of a durable node shows its cluster
+// line: the mode, the node, the leader and the members' states; an
+// in-memory node's page hides it.
+func TestStatusPageCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	srv := latchtest.Start(t, func(c *config.Config) { c.Cluster.DataDir = t.TempDir() })
+	ctx := browser(t)
+	var line string
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := chromedp.Do(ctx, chromedp.Navigate("http://"+srv.Admin+"/"), chromedp.Sleep(500*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		line, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#cluster")))
+		if err == nil && strings.Contains(line, "leader latch") {
+			break
+		}
+	}
+	if want := "durable · node latch · leader latch · latch leader"; line != want {
+		t.Errorf("cluster line = %q, want %q", line, want)
+	}
+}

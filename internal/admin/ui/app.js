@@ -10,6 +10,7 @@
     locks: [],
     more: false,
     sessions: [],
+    cluster: null,
     stats: null,
     samples: [],
     seen: new Set(),
@@ -88,12 +89,14 @@
   async function refresh() {
     try {
       const lastSample = state.samples.length ? state.samples[state.samples.length - 1].time : "";
-      const [locks, sessions, stats, hist] = await Promise.all([
+      const [locks, sessions, stats, hist, cluster] = await Promise.all([
         getJSON("/v1/locks?limit=" + LOCK_PAGE),
         getJSON("/v1/sessions"),
         getJSON("/v1/stats"),
         getJSON("/v1/stats/history" + (lastSample ? "?since=" + encodeURIComponent(lastSample) : "")),
+        getJSON("/v1/cluster").catch(() => null),
       ]);
+      state.cluster = cluster;
       state.locks = locks.locks || [];
       state.more = !!locks.next;
       state.listTime = locks.time;
@@ -125,10 +128,25 @@
   // ---------- rendering ----------
 
   function render() {
+    renderCluster();
     renderTiles();
     renderCharts();
     renderLocks();
     renderSessions();
+  }
+
+  // The cluster line: the mode, this node, the leader and each member's
+  // state; hidden for an in-memory single node.
+  function renderCluster() {
+    const c = state.cluster;
+    const e = $("cluster");
+    if (!c || c.mode === "memory") {
+      e.hidden = true;
+      return;
+    }
+    e.hidden = false;
+    const members = (c.members || []).map((m) => m.id + " " + m.state).join(", ");
+    setText("cluster", c.mode + " · node " + c.node + " · leader " + (c.leader || "none") + (members ? " · " + members : ""));
   }
 
   function setText(id, text) {
