@@ -24,6 +24,9 @@ type cluster struct {
 	reps  map[string]*raftrep.Replicator
 	// dirs holds each node's data dir, when the test keeps them on disk.
 	dirs map[string]string
+	// snapshots, when set, makes the nodes snapshot every few entries and
+	// keep few in the log, so that a lagging node is sent a snapshot.
+	snapshots bool
 }
 
 func newCluster(t *testing.T, n int, disk bool) *cluster {
@@ -55,7 +58,11 @@ func (c *cluster) start(id string) {
 		NodeID:  id,
 		NodeTTL: 10 * time.Second,
 		Replicator: func(sm replica.StateMachine) (replica.Replicator, error) {
-			r, err := raftrep.New(raftrep.Config{ID: id, Addr: id, Dir: c.dirs[id], Peers: c.peers, Transport: trans, Network: end}, sm)
+			rc := raftrep.Config{ID: id, Addr: id, Dir: c.dirs[id], Peers: c.peers, Transport: trans, Network: end}
+			if c.snapshots {
+				rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = 8, time.Second, 2
+			}
+			r, err := raftrep.New(rc, sm)
 			c.reps[id] = r
 			return r, err
 		},
@@ -295,6 +302,56 @@ func TestRestartFromDisk(t *testing.T) {
 		}
 		if info, _ := c.nodes[f1].Lock("leased"); len(info.Holders) == 1 && info.Holders[0].Token != g.Token {
 			t.Errorf("leased token on the restarted node %d, want %d", info.Holders[0].Token, g.Token)
+		}
+		s.Close()
+	})
+}
+
+// TestSnapshotCatchUp: a node that was down while the others took
+// snapshots and dropped the log it missed is sent a snapshot when it comes
+// back, restores it, and serves the same state; a node restarted from its
+// own snapshot on disk does too.
+func TestSnapshotCatchUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &cluster{t: t, net: newPipeNet(), nodes: make(map[string]*node.Node), reps: make(map[string]*raftrep.Replicator), dirs: make(map[string]string), snapshots: true}
+		for i := range 3 {
+			id := fmt.Sprintf("n%d", i+1)
+			c.peers = append(c.peers, raftrep.Peer{ID: id, Addr: id})
+			c.dirs[id] = t.TempDir()
+		}
+		for _, p := range c.peers {
+			c.start(p.ID)
+		}
+		t.Cleanup(func() {
+			for id := range c.nodes {
+				c.stop(id)
+			}
+		})
+		lead := c.leader()
+		f1 := c.other(lead)
+		c.stop(f1)
+		s := c.open(lead, latch.SessionOptions{})
+		for i := range 60 {
+			key := fmt.Sprintf("k%02d", i)
+			if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{key}, Lease: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Second) // snapshots are taken
+		c.start(f1)
+		time.Sleep(5 * time.Second)
+		got := c.nodes[f1].Locks("k", "", 0)
+		if len(got) != 60 {
+			t.Fatalf("the node sent a snapshot has %d locks, want 60", len(got))
+		}
+		// Restarted from its own snapshot and log.
+		lead2 := c.leader()
+		f2 := c.other(lead2)
+		c.stop(f2)
+		c.start(f2)
+		time.Sleep(5 * time.Second)
+		if got := c.nodes[f2].Locks("k", "", 0); len(got) != 60 {
+			t.Fatalf("the node restarted from disk has %d locks, want 60", len(got))
 		}
 		s.Close()
 	})

@@ -57,8 +57,12 @@ type Config struct {
 	// (fsm.OpPromote). 0: 2 x (ElectionTimeout + 1 s).
 	Grace time.Duration
 	// SnapshotThreshold is how many entries since the last snapshot make
-	// Raft take one (0: 16384).
+	// Raft take one (0: 16384), checked every SnapshotInterval (0: 2
+	// minutes); TrailingLogs how many entries a snapshot leaves in the
+	// log, for followers that lag (0: 10240).
 	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
 
 	Logger *slog.Logger
 }
@@ -170,6 +174,12 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = 10240
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
 	rc.Logger = newHCLogger(cfg.Logger.With("component", "raft"))
 
 	var logs raft.LogStore
