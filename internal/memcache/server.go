@@ -181,9 +181,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("memcache: %w", err)
 	}
-	if len(s.cfg.Allow) > 0 {
-		ln = &allowListener{Listener: ln, allow: s.cfg.Allow, log: s.log}
-	}
+	ln = refuse.AllowList(ln, s.cfg.Allow, "memcache-allow", s.log)
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}

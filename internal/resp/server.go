@@ -83,9 +83,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	if len(s.cfg.Allow) > 0 {
-		ln = &allowListener{Listener: ln, allow: s.cfg.Allow, log: s.log}
-	}
+	ln = refuse.AllowList(ln, s.cfg.Allow, "redis-allow", s.log)
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}

@@ -1,4 +1,4 @@
-package memcache
+package refuse
 
 import (
 	"net"
@@ -21,8 +21,8 @@ func TestAllowed(t *testing.T) {
 		{textAddr("127.0.0.1:80"), true}, // any Addr that spells ip:port
 	}
 	for _, tt := range tests {
-		if got := allowed(tt.addr, nets); got != tt.want {
-			t.Errorf("allowed(%v) = %v, want %v", tt.addr, got, tt.want)
+		if got := Allowed(tt.addr, nets); got != tt.want {
+			t.Errorf("Allowed(%v) = %v, want %v", tt.addr, got, tt.want)
 		}
 	}
 }
