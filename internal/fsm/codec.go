@@ -342,15 +342,12 @@ func DecodeBatch(data []byte, b *Batch) error {
 		return fmt.Errorf("fsm: decode batch: version %d, want %d: %w", data[0], BatchVersion, ErrVersion)
 	}
 	d := decoder{b: data, off: 1}
-	count := d.uvarint("count")
+	count := d.count("count", "commands", minCommandLen)
 	if d.err != nil {
 		return fmt.Errorf("fsm: decode batch: %w", d.err)
 	}
-	if left := uint64(len(data) - d.off); count > left/minCommandLen {
-		return fmt.Errorf("fsm: decode batch: %d commands in %d bytes: %w", count, left, ErrMalformed)
-	}
-	b.Cmds = slices.Grow(b.Cmds, int(count))
-	for i := range int(count) {
+	b.Cmds = slices.Grow(b.Cmds, count)
+	for i := range count {
 		d.command(b.Add())
 		if d.err != nil {
 			b.Reset()
@@ -502,12 +499,8 @@ func (d *decoder) fields(c *Command) {
 
 // tx reads a count and that many OpOwned commands; none is nil.
 func (d *decoder) tx(field string) []Command {
-	count := d.uvarint(field)
-	if d.err != nil || count == 0 {
-		return nil
-	}
-	if left := uint64(len(d.b) - d.off); count > left/minCommandLen {
-		d.fail(field, "%d commands in %d bytes", count, left)
+	count := d.count(field, "commands", minCommandLen)
+	if count == 0 {
 		return nil
 	}
 	cmds := make([]Command, count)
@@ -529,12 +522,8 @@ const minWatchLen = 4
 
 // watch reads a count and that many watched keys; none is nil.
 func (d *decoder) watch(field string) []Watch {
-	count := d.uvarint(field)
-	if d.err != nil || count == 0 {
-		return nil
-	}
-	if left := uint64(len(d.b) - d.off); count > left/minWatchLen {
-		d.fail(field, "%d watches in %d bytes", count, left)
+	count := d.count(field, "watches", minWatchLen)
+	if count == 0 {
 		return nil
 	}
 	ws := make([]Watch, count)
@@ -548,6 +537,21 @@ func (d *decoder) watch(field string) []Watch {
 		}
 	}
 	return ws
+}
+
+// count reads the count of a list of field whose elements (what) take at
+// least minLen bytes each, and fails, returning 0, on a count larger than
+// the bytes left could hold: nothing is allocated for it.
+func (d *decoder) count(field, what string, minLen uint64) int {
+	n := d.uvarint(field)
+	if d.err != nil {
+		return 0
+	}
+	if left := uint64(len(d.b) - d.off); n > left/minLen {
+		d.fail(field, "%d %s in %d bytes", n, what, left)
+		return 0
+	}
+	return int(n)
 }
 
 // byte reads one byte.
@@ -647,13 +651,9 @@ func (d *decoder) bytes(field string) []byte {
 // length prefixes included, which saves an allocation per key for a few
 // bytes.
 func (d *decoder) keys(field string) []string {
-	count := d.uvarint(field)
-	if d.err != nil || count == 0 {
-		return nil
-	}
 	// Each key takes at least its length's byte.
-	if left := uint64(len(d.b) - d.off); count > left {
-		d.fail(field, "%d keys in %d bytes", count, left)
+	count := d.count(field, "keys", 1)
+	if count == 0 {
 		return nil
 	}
 	start := d.off
