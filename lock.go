@@ -105,8 +105,10 @@ type SessionOptions struct {
 	Peer     string
 	// OnEnd, when set, is called once, in a goroutine of its own, when
 	// the session ends other than by its Close: an operator ended it, its
-	// TTL lapsed, or the service shut down. A front end closes the
-	// client's connection from it, rather than keep a goroutine per
-	// connection waiting on Session.Done.
-	OnEnd func()
+	// TTL lapsed, its server can no longer vouch for it (cluster), or the
+	// service shut down. why wraps ErrShutdown in the last case and
+	// ErrSessionEnded in the others. A front end closes the client's
+	// connection from it, rather than keep a goroutine per connection
+	// waiting on Session.Done.
+	OnEnd func(why error)
 }

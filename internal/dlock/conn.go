@@ -404,14 +404,10 @@ func (c *conn) resume(ttl time.Duration, setTTL bool, id latch.SessionID) (latch
 		// the service shuts down: the front end's own shutdown answers
 		// what waits, then closes. A session with a TTL stays, answering
 		// SessionExpired.
-		opts.OnEnd = func() {
-			c.mu.Lock()
-			s := c.sess
-			c.mu.Unlock()
-			if s != nil && errors.Is(s.KeepAlive(), latch.ErrShutdown) {
-				return
+		opts.OnEnd = func(why error) {
+			if !errors.Is(why, latch.ErrShutdown) {
+				c.nc.Close()
 			}
-			c.nc.Close()
 		}
 	}
 	var sess latch.Session

@@ -299,7 +299,7 @@ func (s *Server) newConn(nc net.Conn) (*conn, error) {
 	// When the session ends behind the connection's back (an operator
 	// ended it, or the lock service shut down), closing the socket makes
 	// serve return.
-	sess, err := s.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: peer, OnEnd: func() { nc.Close() }})
+	sess, err := s.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: peer, OnEnd: func(error) { nc.Close() }})
 	if err != nil {
 		return nil, err
 	}

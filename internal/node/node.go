@@ -433,7 +433,7 @@ func (n *Node) endSession(s *session, why error) {
 	}
 	close(s.done)
 	if f := s.opts.OnEnd; f != nil && !s.closing {
-		go f()
+		go f(why)
 	}
 	if n.obs != nil {
 		n.obs.SessionEnded(s.proto)

@@ -937,24 +937,32 @@ func TestOnEnd(t *testing.T) {
 		name string
 		end  func(n *Node, s latch.Session)
 		want int
+		why  error // what OnEnd is told
 	}{
-		{"Close", func(n *Node, s latch.Session) { s.Close() }, 0},
-		{"operator", func(n *Node, s latch.Session) { n.EndSession(s.ID()) }, 1},
-		{"TTL", func(n *Node, s latch.Session) { time.Sleep(11 * time.Second) }, 1},
-		{"shutdown", func(n *Node, s latch.Session) { n.Shutdown(context.Background()) }, 1},
-		{"operator, then Close", func(n *Node, s latch.Session) { n.EndSession(s.ID()); s.Close() }, 1},
+		{"Close", func(n *Node, s latch.Session) { s.Close() }, 0, nil},
+		{"operator", func(n *Node, s latch.Session) { n.EndSession(s.ID()) }, 1, latch.ErrSessionEnded},
+		{"TTL", func(n *Node, s latch.Session) { time.Sleep(11 * time.Second) }, 1, latch.ErrSessionEnded},
+		{"shutdown", func(n *Node, s latch.Session) { n.Shutdown(context.Background()) }, 1, latch.ErrShutdown},
+		{"operator, then Close", func(n *Node, s latch.Session) { n.EndSession(s.ID()); s.Close() }, 1, latch.ErrSessionEnded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				n := newNode(t, Config{})
 				var calls atomic.Int32
-				s := open(t, n, latch.SessionOptions{TTL: 10 * time.Second, OnEnd: func() { calls.Add(1) }})
+				var got atomic.Value
+				s := open(t, n, latch.SessionOptions{TTL: 10 * time.Second, OnEnd: func(why error) {
+					calls.Add(1)
+					got.Store(why)
+				}})
 				mustAcquire(t, s, x(0, "a"))
 				tt.end(n, s)
 				synctest.Wait()
 				if got := int(calls.Load()); got != tt.want {
 					t.Errorf("OnEnd called %d times, want %d", got, tt.want)
+				}
+				if why, _ := got.Load().(error); tt.why != nil && !errors.Is(why, tt.why) {
+					t.Errorf("OnEnd told %v, want %v", why, tt.why)
 				}
 				s.Close()
 			})
