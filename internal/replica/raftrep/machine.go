@@ -32,13 +32,15 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		err := decodeEntry(l.Data, func(stamp int64, batch []byte) {
+		var stamp int64
+		err := decodeEntry(l.Data, func(at int64, batch []byte) {
+			stamp = at
 			if err := fsm.DecodeBatch(batch, &m.batch); err != nil {
 				m.r.log.Error("raftrep: skipping a batch that does not decode", "index", l.Index, "err", err)
 				return
 			}
 			for i := range m.batch.Cmds {
-				m.batch.Cmds[i].At = stamp
+				m.batch.Cmds[i].At = at
 			}
 			sm.Apply(&m.batch)
 			m.r.applied(&m.batch)
@@ -46,7 +48,7 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 		if err != nil {
 			m.r.log.Error("raftrep: skipping an entry that does not decode", "index", l.Index, "err", err)
 		}
-		m.r.stamped(l)
+		m.r.stamped(stamp, l.Index)
 	}
 	sm.Unlock()
 	return make([]any, len(logs))

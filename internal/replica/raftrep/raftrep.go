@@ -313,19 +313,15 @@ func (r *Replicator) applied(b *fsm.Batch) {
 	}
 }
 
-// stamped records the stamp of the entry l, just applied.
-func (r *Replicator) stamped(l *raft.Log) {
-	if len(l.Data) < 2 || l.Type != raft.LogCommand {
-		return
-	}
-	var stamp int64
-	_ = decodeEntry(l.Data, func(s int64, _ []byte) { stamp = s })
+// stamped records the stamp of the entry at index, just applied (0 for
+// one that carried no batch).
+func (r *Replicator) stamped(stamp int64, index uint64) {
 	r.mu.Lock()
 	if stamp > r.applStamp {
 		r.applStamp, r.applAt = stamp, time.Now()
 	}
 	r.mu.Unlock()
-	r.stats.applied(l.Index)
+	r.stats.applied(index)
 }
 
 func (r *Replicator) restoredStamp(stamp int64) {
