@@ -91,6 +91,6 @@ func (n *Node) NodeAlive(id string) (at, now int64, ok bool) {
 	return at, n.now(), ok
 }
 
-// TTL returns the node TTL: how long a cluster node's connection-bound
-// sessions outlive its last heartbeat.
-func (n *Node) TTL() time.Duration { return n.cfg.NodeTTL }
+// NodeTTL returns how long a cluster node's connection-bound sessions
+// outlive its last heartbeat.
+func (n *Node) NodeTTL() time.Duration { return n.cfg.NodeTTL }

@@ -16,12 +16,11 @@ import (
 const defaultNodeID = "latch"
 
 // replicated sets nc up for the durable or clustered lock service that cfg
-// asks for, and reports whether it does; without --data-dir, latch stays
-// one node in memory. The Replicator is kept in s.rep when the node
-// makes it.
-func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) (bool, error) {
+// asks for; without --data-dir, latch stays one node in memory and nc is
+// left alone. The Replicator is kept in s.rep when the node makes it.
+func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 	if cfg.DataDir == "" && !cfg.Clustered() {
-		return false, nil
+		return nil
 	}
 	id := cfg.NodeID
 	if id == "" {
@@ -30,7 +29,7 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) (bool, er
 	var peers []raftrep.Peer
 	ps, err := cfg.Peers()
 	if err != nil {
-		return false, err
+		return err
 	}
 	for _, p := range ps {
 		peers = append(peers, raftrep.Peer{ID: p.ID, Addr: p.Addr})
@@ -46,7 +45,7 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) (bool, er
 	if cfg.Clustered() {
 		mux, err := raftrep.Listen(cfg.RaftAddr, cfg.RaftAdvertise)
 		if err != nil {
-			return false, err
+			return err
 		}
 		rc.Addr = mux.Addr().String()
 		rc.Transport = mux.Transport(s.logger)
@@ -65,7 +64,7 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) (bool, er
 		return r, nil
 	}
 	s.logger.Info("lock table replicated", "node", id, "data_dir", cfg.DataDir, "raft_addr", rc.Addr, "members", len(peers))
-	return true, nil
+	return nil
 }
 
 // clusterView is the node's cluster as the admin server shows it.
@@ -98,7 +97,7 @@ func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
 		case m.ID == st.ID && st.State != "shutdown":
 			state = st.State
 		default:
-			if at, now, ok := v.s.node.NodeAlive(m.ID); ok && now-at < int64(v.s.node.TTL()) {
+			if at, now, ok := v.s.node.NodeAlive(m.ID); ok && now-at < int64(v.s.node.NodeTTL()) {
 				state = "follower"
 			}
 		}

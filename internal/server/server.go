@@ -68,7 +68,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 	nc.Logger = logger
 	nc.Observer = m.Observer()
 	s := &Server{cfg: cfg, logger: logger, metrics: m}
-	if _, err := s.replicated(cfg.Cluster, &nc); err != nil {
+	if err := s.replicated(cfg.Cluster, &nc); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	n, err := node.New(nc)
