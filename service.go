@@ -51,6 +51,11 @@ type Session interface {
 	// of its own locks, possibly before AcquireFunc has returned. done
 	// must not block: a grant's answer is written from the goroutine that
 	// released the lock, so a slow done delays that goroutine's client.
+	//
+	// A session whose calls are answered once replicated (AsyncSession,
+	// Async true) decides nothing at once: every request it accepts
+	// returns a non-zero id, and done reports its outcome, a grant at once
+	// included.
 	AcquireFunc(req LockRequest, done func(Grant, error)) (g Grant, id WaitID, err error)
 
 	// Cancel withdraws a request of AcquireFunc that waits: its done is
@@ -83,6 +88,28 @@ type Session interface {
 	// and every lock without a lease is released at once. Leased locks stay
 	// until their lease ends. Close is idempotent.
 	Close() error
+}
+
+// AsyncSession is a Session whose calls can be answered through a
+// function, for a front end that keeps several requests of one connection
+// in flight. A cluster node answers a call only once its command is
+// committed; a front end that waited for each in turn would have one
+// request of a connection in flight at a time.
+//
+// Each Func call is the Session method of its name (ReleaseFunc is
+// Release): done is called exactly once with what that method would
+// return, possibly before the call returns, from the caller's goroutine or
+// another, and must not block. The calls of one session take effect in the
+// order they were made.
+type AsyncSession interface {
+	Session
+	ReleaseFunc(keys []string, done func(error))
+	RenewFunc(lease time.Duration, keys []string, done func(Grant, error))
+	KeepAliveFunc(done func(error))
+	// Async reports whether calls are answered once replicated. When it is
+	// false every call is answered before it returns, and a caller may as
+	// well use the blocking methods.
+	Async() bool
 }
 
 // WaitID names a request that waits in the lock table (Session.AcquireFunc).

@@ -59,6 +59,10 @@ type conn struct {
 	pending map[uint64]*waitingLock
 	nwait   int // waiting version 3 Locks, id 0 included
 
+	// inflight holds a token for each laterAnswer in flight: the reader
+	// waits for room when it is full.
+	inflight chan struct{}
+
 	mu sync.Mutex
 	// sess is the connection's session, opened by its first Lock or
 	// Session request; ttl the TTL it was opened with.
@@ -113,13 +117,14 @@ type queued struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
-		srv:     s,
-		nc:      nc,
-		peer:    nc.RemoteAddr().String(),
-		out:     newWriter(nc, s.cfg.WriteTimeout),
-		pending: make(map[uint64]*waitingLock),
-		idle:    idleread.New(nc),
-		gap:     idleread.After, // a new connection waits for its first request without buffers
+		srv:      s,
+		nc:       nc,
+		peer:     nc.RemoteAddr().String(),
+		out:      newWriter(nc, s.cfg.WriteTimeout),
+		pending:  make(map[uint64]*waitingLock),
+		inflight: make(chan struct{}, maxLater),
+		idle:     idleread.New(nc),
+		gap:      idleread.After, // a new connection waits for its first request without buffers
 	}
 	c.takeReader()
 	c.fr = frame.NewReader(buffered{c}, s.cfg.MaxFrame)

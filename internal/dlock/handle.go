@@ -293,6 +293,10 @@ func (c *conn) handleV3(req *pb.Request, at time.Time) {
 	switch req.GetType() {
 	case pb.RequestType_Ping:
 		if sess, _ := c.openSession(); sess != nil {
+			if as := asyncOf(sess); as != nil {
+				as.KeepAliveFunc(c.later(req, at).answer)
+				return
+			}
 			err = c.sessionErr(sess.KeepAlive())
 		}
 	case pb.RequestType_Lock:
@@ -300,8 +304,14 @@ func (c *conn) handleV3(req *pb.Request, at time.Time) {
 			return // answered later
 		}
 	case pb.RequestType_Unlock:
+		if c.unlockLater(req, at) {
+			return
+		}
 		err = c.unlock(req)
 	case pb.RequestType_Renew:
+		if c.renewLater(req, at) {
+			return
+		}
 		err = c.renew(req, resp)
 	case pb.RequestType_Cancel:
 		err = c.cancel(req)
@@ -346,15 +356,20 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 		setError(resp, c.sessionErr(err), true)
 		return false
 	}
-	// Try first: a Lock granted or refused at once needs no record.
-	g, err, wait := acquire(context.Background(), sess, lr, true, nil)
-	if !wait {
-		if err != nil {
-			setError(resp, c.sessionErr(err), true)
-		} else {
-			grantResponse(resp, g, lr.Keys, true)
+	// Try first: a Lock granted or refused at once needs no record. A
+	// session whose calls are answered once replicated decides nothing at
+	// once: every Lock goes to AcquireFunc, so that the reader goes on
+	// while it commits.
+	if asyncOf(sess) == nil {
+		g, err, wait := acquire(context.Background(), sess, lr, true, nil)
+		if !wait {
+			if err != nil {
+				setError(resp, c.sessionErr(err), true)
+			} else {
+				grantResponse(resp, g, lr.Keys, true)
+			}
+			return false
 		}
-		return false
 	}
 	if full {
 		setError(resp, fmt.Errorf("lock: %w (at most %d)", errTooManyPending, c.srv.cfg.MaxPending), true)
@@ -375,6 +390,7 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 	c.wmu.Unlock()
 	c.busy.Add(1)
 	c.wg.Add(1)
+	var g latch.Grant
 	g, w.wid, err = sess.AcquireFunc(lr, w.done)
 	if w.wid != 0 {
 		return true
@@ -472,4 +488,97 @@ func (c *conn) cancel(req *pb.Request) error {
 	// False when the Lock's end won the race: its answer is on its way.
 	sess.Cancel(w.wid)
 	return nil
+}
+
+// asyncOf returns sess as a latch.AsyncSession if its calls are answered
+// once replicated (a cluster node's), or nil.
+func asyncOf(sess latch.Session) latch.AsyncSession {
+	if as, ok := sess.(latch.AsyncSession); ok && as.Async() {
+		return as
+	}
+	return nil
+}
+
+// laterAnswer is the answer to a version 3 Unlock, Renew or Ping of a
+// session whose calls are answered once replicated: the lock service
+// reports the outcome from its own goroutine (answer), and the reader goes
+// on to the next request meanwhile. A connection has at most
+// maxLater of them in flight: the reader waits for room beyond.
+type laterAnswer struct {
+	c    *conn
+	typ  pb.RequestType
+	keys []string // a Renew's, for its answer
+	resp pb.Response
+}
+
+// maxLater bounds a connection's laterAnswers in flight.
+const maxLater = 1024
+
+// later starts the answer to req, read at at, counting it as a request in
+// flight until answer is called. Only the reader calls it.
+func (c *conn) later(req *pb.Request, at time.Time) *laterAnswer {
+	c.inflight <- struct{}{} // room for one more; waits while full
+	a := &laterAnswer{c: c, typ: req.GetType()}
+	initResponse(&a.resp, req.GetId(), at, true)
+	c.busy.Add(1)
+	c.wg.Add(1)
+	return a
+}
+
+// answer posts the answer for err to the writer. It never blocks.
+func (a *laterAnswer) answer(err error) {
+	c := a.c
+	if err != nil {
+		setError(&a.resp, c.sessionErr(err), true)
+	}
+	c.count(a.typ, &a.resp)
+	c.out.post(&a.resp)
+	<-c.inflight
+	c.answered()
+	c.wg.Done()
+}
+
+// renewed answers a Renew with its grant or error.
+func (a *laterAnswer) renewed(g latch.Grant, err error) {
+	if err == nil {
+		a.resp.Keys = a.keys
+		if !g.Expires.IsZero() {
+			a.resp.LeaseExpires = g.Expires.UnixNano()
+		}
+	}
+	a.answer(err)
+}
+
+// unlockLater starts a version 3 Unlock read at at whose session answers
+// once replicated, and reports true; it reports false, doing nothing, for
+// one to answer at once (unlock).
+func (c *conn) unlockLater(req *pb.Request, at time.Time) bool {
+	sess, _ := c.openSession()
+	as := asyncOf(sess)
+	if as == nil {
+		return false
+	}
+	keys, err := c.keysOf("unlock", req)
+	if err != nil {
+		return false // unlock answers it
+	}
+	as.ReleaseFunc(keys, c.later(req, at).answer)
+	return true
+}
+
+// renewLater is unlockLater for a version 3 Renew.
+func (c *conn) renewLater(req *pb.Request, at time.Time) bool {
+	sess, _ := c.openSession()
+	as := asyncOf(sess)
+	if as == nil {
+		return false
+	}
+	keys, err := c.keysOf("renew", req)
+	if err != nil {
+		return false // renew answers it
+	}
+	a := c.later(req, at)
+	a.keys = slices.Clone(keys)
+	as.RenewFunc(micros(req.GetLock().GetReleaseMicro()), keys, a.renewed)
+	return true
 }

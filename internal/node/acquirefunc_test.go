@@ -85,6 +85,16 @@ func TestAcquireFuncAtOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := new(ends)
 			g, id, err := tt.s.AcquireFunc(tt.req, e.done)
+			if asyncReplicas {
+				// A cluster node decides nothing at once: the
+				// outcome comes through done.
+				if id == 0 || err != nil {
+					t.Fatalf("AcquireFunc = (%+v, %d, %v), want an id and no error", g, id, err)
+				}
+				o := e.one(t)
+				g, id, err = o.g, 0, o.err
+				e = new(ends)
+			}
 			if id != 0 || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) || g.Token != tt.wantTok {
 				t.Errorf("AcquireFunc = (%+v, %d, %v), want token %d, id 0, error %v", g, id, err, tt.wantTok, tt.wantErr)
 			}
@@ -240,5 +250,63 @@ func TestAcquireFuncCancel(t *testing.T) {
 	}
 	if o := e3.one(t); o.err != nil || o.g.Token != 102 {
 		t.Errorf("shared waiter's done got (%+v, %v), want token 102", o.g, o.err)
+	}
+}
+
+// The Func calls of latch.AsyncSession answer what their blocking
+// counterparts return, once: at once on a single node, once applied on a
+// cluster node (Async).
+func TestFuncCalls(t *testing.T) {
+	n := newNode(t, Config{})
+	s := open(t, n, latch.SessionOptions{TTL: time.Minute})
+	closed := open(t, n, latch.SessionOptions{})
+	closed.Close()
+	mustAcquire(t, s, x(0, "a", "b"))
+	if got := s.(latch.AsyncSession).Async(); got != asyncReplicas {
+		t.Errorf("Async() = %v on a %s node", got, map[bool]string{false: "single", true: "cluster"}[asyncReplicas])
+	}
+	// call makes one Func call and waits for its one answer.
+	call := func(f func(done func(latch.Grant, error))) (latch.Grant, error) {
+		e := new(ends)
+		f(e.done)
+		o := e.one(t)
+		return o.g, o.err
+	}
+	errOnly := func(done func(latch.Grant, error)) func(error) {
+		return func(err error) { done(latch.Grant{}, err) }
+	}
+	tests := []struct {
+		name      string
+		s         latch.Session
+		f         func(as latch.AsyncSession, done func(latch.Grant, error))
+		wantErr   error
+		wantLease bool
+	}{
+		{"keepalive", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.KeepAliveFunc(errOnly(d)) }, nil, false},
+		{"renew", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.RenewFunc(time.Minute, []string{"a"}, d) }, nil, true},
+		{"renew not held", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.RenewFunc(time.Minute, []string{"c"}, d) }, latch.ErrNotHeld, false},
+		{"release", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.ReleaseFunc([]string{"a"}, errOnly(d)) }, nil, false},
+		{"release again", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.ReleaseFunc([]string{"a"}, errOnly(d)) }, latch.ErrNotHeld, false},
+		{"keepalive, closed", closed, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.KeepAliveFunc(errOnly(d)) }, latch.ErrNoSession, false},
+		{"release, closed", closed, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.ReleaseFunc([]string{"b"}, errOnly(d)) }, latch.ErrNoSession, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			as := tt.s.(latch.AsyncSession)
+			g, err := call(func(d func(latch.Grant, error)) { tt.f(as, d) })
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("error %v, want %v", err, tt.wantErr)
+			}
+			if tt.wantLease && (g.Token == 0 || g.Expires.IsZero()) {
+				t.Errorf("grant %+v, want a token and a lease end", g)
+			}
+		})
+	}
+	// The calls took effect: a is free, b still held.
+	if ki, ok := n.Lock("a"); ok && len(ki.Holders) > 0 {
+		t.Errorf("a still held after ReleaseFunc: %+v", ki)
+	}
+	if ki, ok := n.Lock("b"); !ok || len(ki.Holders) != 1 {
+		t.Errorf("b: %+v, want held", ki)
 	}
 }

@@ -22,6 +22,10 @@ type parking struct {
 	seq uint64
 	w   *waiter // its session and done set; the caller's to recycle if unparked
 	n   int     // keys
+	// async is set for a cluster node's AcquireFunc request, whose caller
+	// does not wait for the proposal: park reports its outcome to w.done
+	// whatever it is (parkAsync), and w is the node's to recycle.
+	async bool
 }
 
 // machine is the node as its Replicator sees it (replica.StateMachine):
@@ -74,6 +78,9 @@ func (n *Node) park(c *fsm.Command, r *fsm.Result) {
 	// dropped their batch); their proposers have had the error.
 	i := 0
 	for i < len(n.parked) && n.parked[i].seq < c.Seq {
+		if p := n.parked[i]; p.async {
+			n.deliver(p.w, result{err: fmt.Errorf("acquire: the request was lost on its way to the leader: %w", latch.ErrUnavailable)})
+		}
 		i++
 	}
 	if i == len(n.parked) || n.parked[i].seq != c.Seq {
@@ -85,12 +92,50 @@ func (n *Node) park(c *fsm.Command, r *fsm.Result) {
 	}
 	p := n.parked[i]
 	n.parked = append(n.parked[:0], n.parked[i+1:]...)
+	if p.async {
+		n.parkAsync(p, c, r)
+		return
+	}
 	if r.Err != nil || r.Waiter == 0 {
 		return
 	}
 	w := p.w
 	w.since, w.nkeys, w.proto = c.At, p.n, w.sess.proto
 	n.waiters[r.Waiter] = w
+}
+
+// parkAsync acts on the outcome r of the request p of a cluster node's
+// AcquireFunc: it reports a grant or refusal to the waiter's done, or
+// parks the waiter under its lock-table id (and its seq, for Cancel).
+// Called with mu held.
+func (n *Node) parkAsync(p parking, c *fsm.Command, r *fsm.Result) {
+	w := p.w
+	switch {
+	case r.Err != nil:
+		n.deliver(w, result{err: r.Err})
+	case r.Granted:
+		if n.obs != nil {
+			n.obs.Granted(w.sess.proto, p.n, 0)
+		}
+		n.deliver(w, result{grant: latch.Grant{Token: r.Token, Expires: toTime(r.Expires)}})
+	case r.Waiter == 0:
+		n.deliver(w, result{err: fmt.Errorf("acquire: the lock table neither granted nor queued the request: %w", latch.ErrInvalidRequest)})
+	default:
+		w.since, w.nkeys, w.proto = c.At, p.n, w.sess.proto
+		n.waiters[r.Waiter] = w
+		n.bySeq[w.seq] = r.Waiter
+	}
+}
+
+// isParked reports whether this node's OpAcquire seq waits in
+// Node.parked to be applied. Called with mu held.
+func (n *Node) isParked(seq uint64) bool {
+	for _, p := range n.parked {
+		if p.seq == seq {
+			return true
+		}
+	}
+	return false
 }
 
 // dispatch acts on what a command reports: it tells the Observer about
@@ -185,6 +230,9 @@ func (n *Node) takeWaiter(ev *engine.Event) *waiter {
 
 // forget removes a parked request from Node.waiters. Called with mu held.
 func (n *Node) forget(id engine.WaiterID) {
+	if w := n.waiters[id]; w != nil && w.seq != 0 {
+		delete(n.bySeq, w.seq)
+	}
 	delete(n.waiters, id)
 	if n.waitersPeak.Due(len(n.waiters)) {
 		n.waiters = peakmap.Rebuild(n.waiters, &n.waitersPeak)

@@ -132,6 +132,9 @@ type Node struct {
 
 	sessions map[latch.SessionID]*session // this node's live sessions; guarded by mu
 	waiters  map[engine.WaiterID]*waiter  // parked requests; guarded by mu
+	// bySeq finds the lock-table id of a cluster node's parked AcquireFunc
+	// request by its seq (its latch.WaitID). Guarded by mu.
+	bySeq map[uint64]engine.WaiterID
 	// The peaks of sessions and waiters, which are rebuilt when they
 	// drain far below them (peakmap). Guarded by mu.
 	sessionsPeak, waitersPeak peakmap.Peak
@@ -163,10 +166,27 @@ type Node struct {
 	ready []ended
 }
 
-// ended is the end of an AcquireFunc request, to be reported.
+// ended is what unlock reports once mu is released: the end r of an
+// AcquireFunc request w, or the result of a proposal whose caller did not
+// wait (p, proposeFunc).
 type ended struct {
 	w *waiter
 	r result
+	p *proposal
+}
+
+// report calls the function that waits for e. Called without mu.
+func (n *Node) report(e ended) {
+	if cl := e.p; cl != nil {
+		fn, r := cl.fn, cl.r
+		cl.fn, cl.r = nil, fsm.Result{}
+		n.callPool.Put(cl)
+		fn(r)
+		return
+	}
+	done := e.w.done
+	g, err := n.woken(e.w, e.r)
+	done(g, err)
 }
 
 var _ latch.Service = (*Node)(nil)
@@ -212,6 +232,7 @@ func New(cfg Config) (*Node, error) {
 		sessions: make(map[latch.SessionID]*session),
 		waiters:  make(map[engine.WaiterID]*waiter),
 		calls:    make(map[uint64]*proposal),
+		bySeq:    make(map[uint64]engine.WaiterID),
 	}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -455,9 +476,7 @@ func (n *Node) unlock() {
 	n.ready = n.ready[:0]
 	n.mu.Unlock()
 	for _, c := range calls {
-		done := c.w.done
-		g, err := n.woken(c.w, c.r)
-		done(g, err)
+		n.report(c)
 	}
 }
 

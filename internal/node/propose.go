@@ -22,11 +22,18 @@ import (
 // call (answer) or the node let go of its clients (letGo). Either way the
 // caller holds mu before and after propose; what it read of the node's
 // maps before may have changed when it returns.
+//
+// proposeFunc is propose for a caller that does not wait: the result goes
+// to a function, called once mu is released (as the ends of AcquireFunc
+// requests are, see Node.unlock), so that a front end can keep several
+// requests of one connection in flight while they commit.
 
-// proposal is a caller waiting for the result of its command.
+// proposal is a caller waiting for the result of its command: on ch, or,
+// when fn is set, by a call of fn once mu is released.
 type proposal struct {
 	r  fsm.Result
 	ch chan struct{} // capacity 1: receives once, when r is set
+	fn func(fsm.Result)
 }
 
 func (n *Node) getProposal() *proposal {
@@ -68,12 +75,19 @@ func (n *Node) proposeCtx(ctx context.Context) fsm.Result {
 	last := b.Cmds[len(b.Cmds)-1].Seq
 	b.Results = b.Results[:0]
 	if err := n.rep.Propose(b); err != nil {
-		n.parked = n.parked[:0]
+		n.unpark(b.Cmds[0].Seq, err)
 		return fsm.Result{Err: err}
 	}
 	if len(b.Results) == len(b.Cmds) {
 		return b.Results[len(b.Results)-1] // applied in Propose
 	}
+	return n.await(ctx, last)
+}
+
+// await waits until this node's command seq is applied, and returns its
+// result (see proposeCtx). Called with mu held; returns with it held.
+func (n *Node) await(ctx context.Context, seq uint64) fsm.Result {
+	last := seq
 	cl := n.getProposal()
 	n.calls[last] = cl
 	n.unlock()
@@ -95,6 +109,32 @@ func (n *Node) proposeCtx(ctx context.Context) fsm.Result {
 	return r
 }
 
+// proposeFunc has the batch applied and calls fn with the result of its
+// last command, once mu is released: with replica.Local, when the caller
+// lets go of mu (before the public method that proposed returns); in a
+// cluster, from the node's reporter goroutine once the batch is applied,
+// or with latch.ErrUnavailable when the node lets go of its clients. fn
+// must not block. Called with mu held.
+func (n *Node) proposeFunc(fn func(fsm.Result)) {
+	b := &n.batch
+	last := b.Cmds[len(b.Cmds)-1].Seq
+	b.Results = b.Results[:0]
+	cl := n.getProposal()
+	cl.fn = fn
+	if err := n.rep.Propose(b); err != nil {
+		n.unpark(b.Cmds[0].Seq, err)
+		cl.r = fsm.Result{Err: err}
+		n.ready = append(n.ready, ended{p: cl})
+		return
+	}
+	if len(b.Results) == len(b.Cmds) {
+		cl.r = b.Results[len(b.Results)-1] // applied in Propose
+		n.ready = append(n.ready, ended{p: cl})
+		return
+	}
+	n.calls[last] = cl
+}
+
 // send proposes the batch without waiting for its outcome: what time
 // causes (ticks, heartbeats) and what the node does on its own behalf.
 // Called with mu held.
@@ -112,7 +152,36 @@ func (n *Node) answer(seq uint64, r *fsm.Result) {
 	}
 	delete(n.calls, seq)
 	cl.r = *r
+	n.notify(cl)
+}
+
+// notify hands a proposal its result, set in cl.r: on its channel, or to
+// unlock, which calls its function once mu is released. Called with mu
+// held.
+func (n *Node) notify(cl *proposal) {
+	if cl.fn != nil {
+		n.ready = append(n.ready, ended{p: cl})
+		return
+	}
 	cl.ch <- struct{}{}
+}
+
+// unpark takes the requests registered from seq on out of Node.parked:
+// their batch was refused with err. Those of AcquireFunc callers that do
+// not wait for the outcome (parking.async) end with err. Called with mu
+// held.
+func (n *Node) unpark(seq uint64, err error) {
+	i := len(n.parked)
+	for i > 0 && n.parked[i-1].seq >= seq {
+		i--
+	}
+	for _, p := range n.parked[i:] {
+		if p.async {
+			n.deliver(p.w, result{err: err})
+		}
+	}
+	clear(n.parked[i:])
+	n.parked = n.parked[:i]
 }
 
 // letGo ends everything this node holds for its clients, because it can
@@ -124,7 +193,7 @@ func (n *Node) answer(seq uint64, r *fsm.Result) {
 // commit again; a session with a TTL is left to it, so that its client can
 // resume it on another node. Called with mu held.
 func (n *Node) letGo(why string) {
-	if len(n.calls) == 0 && len(n.sessions) == 0 && len(n.waiters) == 0 {
+	if len(n.calls) == 0 && len(n.sessions) == 0 && len(n.waiters) == 0 && len(n.parked) == 0 {
 		return
 	}
 	n.log.Warn("node: letting go of this node's clients", "why", why,
@@ -132,9 +201,9 @@ func (n *Node) letGo(why string) {
 	for seq, cl := range n.calls {
 		delete(n.calls, seq)
 		cl.r = fsm.Result{Err: fmt.Errorf("%s: %w", why, latch.ErrUnavailable)}
-		cl.ch <- struct{}{}
+		n.notify(cl)
 	}
-	n.parked = n.parked[:0]
+	n.unpark(0, fmt.Errorf("%s: %w", why, latch.ErrUnavailable))
 	for id, w := range n.waiters {
 		n.forget(id)
 		n.deliver(w, result{err: fmt.Errorf("%s: %w (%w)", why, latch.ErrSessionEnded, latch.ErrUnavailable)})

@@ -3,7 +3,8 @@ package node
 import "sync"
 
 // reporter calls the done functions of AcquireFunc requests that a cluster
-// replicator's apply ended, in order, from a goroutine of its own: the
+// replicator's apply ended, and the functions of proposals that it
+// answered (proposeFunc), in order, from a goroutine of its own: the
 // replicator's goroutine must not run them, since a done function may call
 // the node and wait for a command that only that goroutine can apply.
 // (With replica.Local, the goroutine that proposed applies, and unlock
@@ -46,9 +47,7 @@ func (r *reporter) run(n *Node) {
 		batch, r.queue = r.queue, batch[:0]
 		r.mu.Unlock()
 		for i, c := range batch {
-			done := c.w.done
-			g, err := n.woken(c.w, c.r)
-			done(g, err)
+			n.report(c)
 			batch[i] = ended{}
 		}
 	}

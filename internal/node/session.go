@@ -34,7 +34,7 @@ type session struct {
 	moved bool
 }
 
-var _ latch.Session = (*session)(nil)
+var _ latch.AsyncSession = (*session)(nil)
 
 // waiter is a parked request. The caller of Acquire blocks on ch, which
 // receives exactly one result, sent under the node's mutex by whoever
@@ -49,6 +49,10 @@ type waiter struct {
 	granted int64 // when it was granted, if it was
 	nkeys   int
 	proto   int // its session's, for the Observer
+	// seq is the OpAcquire's sequence number of an AcquireFunc request of
+	// a cluster node, which names it to Cancel (its latch.WaitID); 0
+	// otherwise.
+	seq uint64
 }
 
 type result struct {
@@ -65,7 +69,7 @@ func (n *Node) getWaiter() *waiter {
 
 // putWaiter recycles w; its channel must be empty.
 func (n *Node) putWaiter(w *waiter) {
-	w.done, w.sess = nil, nil
+	w.done, w.sess, w.seq, w.granted = nil, nil, 0, 0
 	n.pool.Put(w)
 }
 
@@ -113,13 +117,47 @@ func (s *session) Acquire(ctx context.Context, req latch.LockRequest) (latch.Gra
 }
 
 // AcquireFunc takes the keys of req as Acquire does, without blocking; see
-// latch.Session. done must not be nil.
+// latch.Session. done must not be nil. On a cluster node (Async), every
+// request that reaches the lock table is answered through done, since its
+// outcome is known only once its command is applied; its WaitID is then
+// the command's sequence number.
 func (s *session) AcquireFunc(req latch.LockRequest, done func(latch.Grant, error)) (latch.Grant, latch.WaitID, error) {
+	if s.n.reports != nil {
+		id, err := s.startAsync(req, done)
+		return latch.Grant{}, id, err
+	}
 	g, id, w, err := s.start(req, done)
 	if w == nil {
 		return g, 0, err
 	}
 	return latch.Grant{}, latch.WaitID(id), nil
+}
+
+// startAsync proposes req for a cluster node's AcquireFunc: park reports
+// its outcome, decided at once or not, to done. It returns an error, and
+// done is never called, only when the request could not be proposed.
+func (s *session) startAsync(req latch.LockRequest, done func(latch.Grant, error)) (latch.WaitID, error) {
+	n := s.n
+	n.mu.Lock()
+	defer n.unlock()
+	if s.ended != nil || n.shutdown {
+		if s.ended == nil {
+			return 0, fmt.Errorf("acquire: %w", latch.ErrShutdown)
+		}
+		return 0, s.gone("acquire")
+	}
+	c := n.command(fsm.OpAcquire)
+	c.Session, c.Req = s.id, req
+	seq := c.Seq
+	w := n.getWaiter()
+	w.sess, w.done, w.seq = s, done, seq
+	n.parked = append(n.parked, parking{seq: seq, w: w, n: len(req.Keys), async: true})
+	if err := n.send(); err != nil {
+		n.parked = n.parked[:len(n.parked)-1]
+		n.putWaiter(w)
+		return 0, err
+	}
+	return latch.WaitID(seq), nil
 }
 
 // start runs req through the lock table. A request decided at once returns
@@ -170,9 +208,10 @@ func (s *session) start(req latch.LockRequest, done func(latch.Grant, error)) (l
 }
 
 // woken finishes a parked Acquire that received r: it reports the hand-off
-// of a grant to the Observer and recycles w.
+// of a grant to the Observer and recycles w. (A cluster node's AcquireFunc
+// request granted at once was never handed off: granted is 0.)
 func (n *Node) woken(w *waiter, r result) (latch.Grant, error) {
-	if r.err == nil && n.obs != nil {
+	if r.err == nil && n.obs != nil && w.granted != 0 {
 		n.obs.HandedOff(time.Duration(n.now() - w.granted))
 	}
 	n.putWaiter(w)
@@ -200,6 +239,15 @@ func (s *session) Cancel(id latch.WaitID) bool {
 	n.mu.Lock()
 	defer n.unlock()
 	wid := engine.WaiterID(id)
+	if n.reports != nil {
+		// A cluster node's id is the OpAcquire's seq: wait until it is
+		// applied, then find its lock-table id if it waits.
+		seq := uint64(id)
+		if n.isParked(seq) && n.calls[seq] == nil {
+			n.await(context.Background(), seq)
+		}
+		wid = n.bySeq[seq]
+	}
 	w := n.waiters[wid]
 	if w == nil || w.sess != s || w.done == nil {
 		return false
@@ -247,6 +295,65 @@ func (s *session) Release(keys ...string) error {
 	c.Session, c.Req.Keys = s.id, keys
 	return n.propose().Err
 }
+
+// ReleaseFunc is Release answered through done; see latch.AsyncSession.
+func (s *session) ReleaseFunc(keys []string, done func(error)) {
+	n := s.n
+	n.mu.Lock()
+	if s.ended != nil {
+		err := s.gone("release")
+		n.unlock()
+		done(err)
+		return
+	}
+	c := n.command(fsm.OpRelease)
+	c.Session, c.Req.Keys = s.id, keys
+	n.proposeFunc(func(r fsm.Result) { done(r.Err) })
+	n.unlock()
+}
+
+// RenewFunc is Renew answered through done; see latch.AsyncSession.
+func (s *session) RenewFunc(lease time.Duration, keys []string, done func(latch.Grant, error)) {
+	n := s.n
+	n.mu.Lock()
+	if s.ended != nil {
+		err := s.gone("renew")
+		n.unlock()
+		done(latch.Grant{}, err)
+		return
+	}
+	c := n.command(fsm.OpRenew)
+	c.Session, c.Req.Keys, c.Req.Lease = s.id, keys, lease
+	n.proposeFunc(func(r fsm.Result) {
+		if r.Err != nil {
+			done(latch.Grant{}, r.Err)
+			return
+		}
+		done(latch.Grant{Token: r.Token, Expires: toTime(r.Expires)}, nil)
+	})
+	n.unlock()
+}
+
+// KeepAliveFunc is KeepAlive answered through done; see
+// latch.AsyncSession.
+func (s *session) KeepAliveFunc(done func(error)) {
+	n := s.n
+	n.mu.Lock()
+	if s.ended != nil {
+		err := s.gone("keepalive")
+		n.unlock()
+		done(err)
+		return
+	}
+	c := n.command(fsm.OpKeepAlive)
+	c.Session = s.id
+	n.proposeFunc(func(r fsm.Result) { done(r.Err) })
+	n.unlock()
+}
+
+// Async reports whether the session's calls are answered once replicated
+// (a cluster node's); see latch.AsyncSession.
+func (s *session) Async() bool { return s.n.reports != nil }
 
 // ReleaseAll releases every lock the session holds, leased ones included.
 func (s *session) ReleaseAll() (int, error) {
