@@ -360,7 +360,8 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 	// session whose calls are answered once replicated decides nothing at
 	// once: every Lock goes to AcquireFunc, so that the reader goes on
 	// while it commits.
-	if asyncOf(sess) == nil {
+	async := asyncOf(sess) != nil
+	if !async {
 		g, err, wait := acquire(context.Background(), sess, lr, true, nil)
 		if !wait {
 			if err != nil {
@@ -379,7 +380,7 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 	// It waits. The request is the reader's, reused for the next one:
 	// keep what the answer needs. Count it as waiting before it can end,
 	// which may happen before AcquireFunc returns.
-	w := &waitingLock{c: c, reqID: id, at: at}
+	w := &waitingLock{c: c, reqID: id, at: at, later: async}
 	w.keys = append(w.keyBuf[:0], lr.Keys...)
 	w.resp.Tokens = w.tokens[:0]
 	c.wmu.Lock()
@@ -416,6 +417,10 @@ type waitingLock struct {
 	// wid is the lock service's id of the request, for Cancel. Only the
 	// reader sets and reads it.
 	wid latch.WaitID
+	// later is set when the session answers once replicated: the answer
+	// is written with the others of the same applied batch
+	// (writer.postLater).
+	later bool
 	// The answer, and room for the key and the token of a one-key grant:
 	// one allocation for the common waiting Lock.
 	resp   pb.Response
@@ -438,7 +443,11 @@ func (w *waitingLock) done(g latch.Grant, err error) {
 		grantResponse(resp, g, w.keys, true)
 	}
 	c.count(pb.RequestType_Lock, resp)
-	c.out.post(resp)
+	if w.later {
+		c.out.postLater(resp)
+	} else {
+		c.out.post(resp)
+	}
 	c.answered()
 	c.wg.Done()
 }
@@ -532,7 +541,7 @@ func (a *laterAnswer) answer(err error) {
 		setError(&a.resp, c.sessionErr(err), true)
 	}
 	c.count(a.typ, &a.resp)
-	c.out.post(&a.resp)
+	c.out.postLater(&a.resp)
 	<-c.inflight
 	c.answered()
 	c.wg.Done()

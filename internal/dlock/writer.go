@@ -113,6 +113,28 @@ func (w *writer) post(resp *pb.Response) {
 	}()
 }
 
+// postLater queues resp as post does, and leaves the write to a goroutine
+// of its own: the answers posted until it runs go in the same write. It is
+// for the answers that a cluster node reports, a whole applied batch at a
+// time, where writing each at once would make one write per answer.
+func (w *writer) postLater(resp *pb.Response) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed || w.closing {
+		return
+	}
+	w.encode(resp)
+	if w.writing || (w.held && len(w.buf) < holdLimit) {
+		return
+	}
+	w.writing = true
+	go func() {
+		w.mu.Lock()
+		w.writeOn()
+		w.mu.Unlock()
+	}()
+}
+
 // drain writes buf until it stays empty or a write fails, and reports
 // true then. With block false it never waits: it makes non-blocking writes
 // (Try) and reports false as soon as the socket takes less than it was
