@@ -169,7 +169,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
-	rc.CommitTimeout = 2 * time.Millisecond
+	rc.CommitTimeout = time.Millisecond
 	rc.MaxAppendEntries = 512
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
