@@ -51,6 +51,11 @@ type ClusterConfig struct {
 	// included): nodes started with the same list bootstrap the cluster;
 	// a node with data rejoins its own.
 	InitialCluster string `toml:"initial-cluster"`
+	// InitialClusterState is "new" (the nodes of InitialCluster without
+	// data bootstrap the cluster together) or "existing" (this node, when
+	// it has no data, joins a running cluster: it waits to be added with
+	// "latch cluster add"). A node with data rejoins its own either way.
+	InitialClusterState string `toml:"initial-cluster-state"`
 	// NodeTTL is how long the connection-bound sessions of a node outlive
 	// its last heartbeat.
 	NodeTTL time.Duration `toml:"node-ttl"`
@@ -96,6 +101,9 @@ func (c ClusterConfig) validate() []error {
 	}
 	if c.ElectionTimeout < 10*time.Millisecond || c.ElectionTimeout*3 > c.NodeTTL {
 		errs = append(errs, fmt.Errorf("config: invalid election-timeout %v: from 10ms to a third of node-ttl", c.ElectionTimeout))
+	}
+	if c.InitialClusterState != "new" && c.InitialClusterState != "existing" {
+		errs = append(errs, fmt.Errorf("config: invalid initial-cluster-state %q: new or existing", c.InitialClusterState))
 	}
 	if !c.Clustered() {
 		return errs
@@ -273,7 +281,7 @@ func DefaultConfig() Config {
 		},
 		DLock:   DLockConfig{Config: dlock.DefaultConfig()},
 		Admin:   AdminConfig{Config: admin.DefaultConfig()},
-		Cluster: ClusterConfig{NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond},
+		Cluster: ClusterConfig{InitialClusterState: "new", NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond},
 	}
 }
 

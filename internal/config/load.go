@@ -286,6 +286,12 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Cluster.InitialCluster },
 	},
 	{
+		flag:  "initial-cluster-state",
+		toml:  "cluster.initial-cluster-state",
+		usage: "`new`: bootstrap the cluster of initial-cluster; existing: join a running cluster (once added with latch cluster add)",
+		field: func(c *Config) any { return &c.Cluster.InitialClusterState },
+	},
+	{
 		flag:  "node-ttl",
 		toml:  "cluster.node-ttl",
 		usage: "end the connection-bound sessions of a cluster node this `duration` after its last heartbeat",

@@ -38,6 +38,7 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 		ID:               id,
 		Dir:              cfg.DataDir,
 		Peers:            peers,
+		Join:             cfg.InitialClusterState == "existing",
 		HeartbeatTimeout: cfg.ElectionTimeout,
 		ElectionTimeout:  cfg.ElectionTimeout,
 		Logger:           s.logger,

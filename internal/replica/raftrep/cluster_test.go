@@ -24,6 +24,9 @@ type cluster struct {
 	reps  map[string]*raftrep.Replicator
 	// dirs holds each node's data dir, when the test keeps them on disk.
 	dirs map[string]string
+	// joining holds the nodes that start without state to be added to
+	// the running cluster (raftrep.Config.Join).
+	joining map[string]bool
 	// snapshots, when set, makes the nodes snapshot every few entries and
 	// keep few in the log, so that a lagging node is sent a snapshot.
 	snapshots bool
@@ -58,7 +61,7 @@ func (c *cluster) start(id string) {
 		NodeID:  id,
 		NodeTTL: 10 * time.Second,
 		Replicator: func(sm replica.StateMachine) (replica.Replicator, error) {
-			rc := raftrep.Config{ID: id, Addr: id, Dir: c.dirs[id], Peers: c.peers, Transport: trans, Network: end}
+			rc := raftrep.Config{ID: id, Addr: id, Dir: c.dirs[id], Peers: c.peers, Join: c.joining[id], Transport: trans, Network: end}
 			if c.snapshots {
 				rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = 8, time.Second, 2
 			}
@@ -354,5 +357,76 @@ func TestSnapshotCatchUp(t *testing.T) {
 			t.Fatalf("the node restarted from disk has %d locks, want 60", len(got))
 		}
 		s.Close()
+	})
+}
+
+// TestMembership: a node started to join (Join) takes no part until it is
+// added, through a follower that forwards the request to the leader; once
+// added it catches up with the state and serves. Removing the leader
+// leaves a cluster that elects another among the rest, keeps its locks,
+// and counts the removed node out.
+func TestMembership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		c.joining = map[string]bool{"n4": true}
+		lead := c.leader()
+		f := c.other(lead)
+		holder := c.open(f, latch.SessionOptions{Protocol: "test", TTL: time.Minute})
+		g, err := holder.Acquire(context.Background(), latch.LockRequest{Keys: []string{"k"}, Lease: time.Minute})
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+
+		c.start("n4")
+		time.Sleep(3 * time.Second)
+		if st, err := c.reps["n4"].Status(); err != nil || len(st.Members) != 0 || st.Leader != "" {
+			t.Fatalf("n4 before it is added: %+v, %v; want no members and no leader", st, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.reps[f].AddVoter(ctx, "n4", "n4"); err != nil {
+			t.Fatalf("add n4 through follower %s: %v", f, err)
+		}
+		time.Sleep(2 * time.Second)
+		info, ok := c.nodes["n4"].Lock("k")
+		if !ok || len(info.Holders) != 1 || info.Holders[0].Token != g.Token {
+			t.Fatalf("k on n4 after it joined = %+v, %v; want held with token %d", info, ok, g.Token)
+		}
+		for id, r := range c.reps {
+			if st, err := r.Status(); err != nil || len(st.Members) != 4 {
+				t.Errorf("%s after the add: %+v, %v; want 4 members", id, st, err)
+			}
+		}
+
+		// Remove the leader, through itself, and stop it.
+		if err := c.reps[lead].RemoveServer(ctx, lead); err != nil {
+			t.Fatalf("remove leader %s: %v", lead, err)
+		}
+		c.stop(lead)
+		var rest []string
+		for id := range c.nodes {
+			rest = append(rest, id)
+		}
+		lead2 := c.leaderAmong(rest...)
+		st, err := c.reps[lead2].Status()
+		if err != nil || len(st.Members) != 3 {
+			t.Fatalf("after removing %s: %+v, %v; want 3 members", lead, st, err)
+		}
+		for _, m := range st.Members {
+			if m.ID == lead {
+				t.Errorf("removed %s still a member: %+v", lead, st.Members)
+			}
+		}
+		// The lock is still held, and the new member serves.
+		if info, ok := c.nodes[lead2].Lock("k"); !ok || len(info.Holders) != 1 {
+			t.Errorf("k after the removal = %+v, %v; want held", info, ok)
+		}
+		s4 := c.open("n4", latch.SessionOptions{Protocol: "test"})
+		g2, err := s4.Acquire(context.Background(), latch.LockRequest{Keys: []string{"k2"}})
+		if err != nil || g2.Token <= g.Token {
+			t.Fatalf("acquire through n4: %+v, %v; want a grant after token %d", g2, err, g.Token)
+		}
+		s4.Close()
+		holder.Close()
 	})
 }

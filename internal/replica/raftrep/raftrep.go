@@ -45,6 +45,10 @@ type Config struct {
 	// state bootstraps a cluster of Peers; a node with state rejoins its
 	// own. Empty: a cluster of this node alone.
 	Peers []Peer
+	// Join makes a node without state wait to be added to a running
+	// cluster (AddVoter on one of its members) instead of bootstrapping
+	// one: it has no members until the leader reaches it.
+	Join bool
 	// Transport carries Raft's messages; Network the forwarded batches.
 	// Both may be nil for a cluster of one. Close closes them.
 	Transport raft.Transport
@@ -215,7 +219,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		r.closeStore()
 		return nil, fmt.Errorf("raftrep: %w", err)
 	}
-	if !has {
+	if !has && !cfg.Join {
 		peers := cfg.Peers
 		if len(peers) == 0 {
 			peers = []Peer{{ID: cfg.ID, Addr: string(cfg.Transport.LocalAddr())}}
