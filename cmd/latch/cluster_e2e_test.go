@@ -5,9 +5,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +25,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/internal/admin"
+	"github.com/latchd/latch/internal/tlsconf/tlstest"
 )
 
 // builtLatch is the latch binary, built once for the cluster tests.
@@ -39,15 +42,22 @@ var builtLatch = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// freePorts returns n loopback addresses with ports free at the time.
+// freePorts returns n loopback addresses with ports free at the time,
+// below Linux's ephemeral range (32768-60999): a port from that range,
+// free when chosen, may be the local end of some outgoing connection by
+// the time a process binds it (the nodes' own connections to each other
+// take them), which fails its start.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var addrs []string
 	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(lns) < n; tries++ {
+		if tries > 1000 {
+			t.Fatal("no free port below 32768")
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12768)))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		lns = append(lns, ln)
 		addrs = append(addrs, ln.Addr().String())
@@ -66,6 +76,7 @@ type node struct {
 	args                []string
 	dlock, mc, adminURL string
 	cmd                 *exec.Cmd
+	exited              chan error // receives Wait's result once it ends
 	log                 *os.File
 }
 
@@ -95,12 +106,19 @@ func (p *node) start() {
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	p.exited = exited
 	for range 200 {
 		if resp, err := http.Get(p.adminURL + "/healthz"); err == nil {
 			resp.Body.Close()
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case err := <-exited:
+			p.t.Fatalf("%s: exited (%v) before its admin API answered; log: %s", p.name, err, p.logText())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	p.t.Fatalf("%s: admin API not up in 10 s; log: %s", p.name, p.logText())
 }
@@ -119,7 +137,7 @@ func (p *node) kill() {
 		return
 	}
 	p.cmd.Process.Kill()
-	p.cmd.Wait()
+	<-p.exited
 	p.cmd = nil
 	p.log.Close()
 }
@@ -434,4 +452,71 @@ func waitLeader(t *testing.T, procs map[string]*node) string {
 	}
 	t.Fatal("no leader agreed on in 10 s")
 	return ""
+}
+
+// TestClusterPeerTLS: three nodes whose Raft and forwarding connections
+// are mutual TLS (--peer-tls-*) elect a leader and serve a lock taken
+// through a follower (forwarded to the leader over TLS).
+func TestClusterPeerTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	pki := tlstest.New(t)
+	raft := freePorts(t, 3)
+	var members []string
+	for i, a := range raft {
+		members = append(members, fmt.Sprintf("n%d=%s", i+1, a))
+	}
+	procs := map[string]*node{}
+	for i, a := range raft {
+		id := fmt.Sprintf("n%d", i+1)
+		procs[id] = newProc(t, id, "--data-dir", t.TempDir(), "--node-id", id, "--raft-addr", a,
+			"--initial-cluster", strings.Join(members, ","), "--election-timeout", "500ms", "--node-ttl", "5s",
+			"--peer-tls-cert", pki.PeerCertFile, "--peer-tls-key", pki.PeerKeyFile, "--peer-tls-ca", pki.CAFile)
+	}
+	for _, p := range procs {
+		p.start()
+	}
+	leader := waitLeader(t, procs)
+	var follower string
+	for id := range procs {
+		if id != leader {
+			follower = id
+		}
+	}
+	// The Raft port speaks TLS, and only to holders of a peer certificate.
+	peer, err := tls.LoadX509KeyPair(pki.PeerCertFile, pki.PeerKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, certs := range [][]tls.Certificate{{peer}, nil} {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", raft[0], &tls.Config{RootCAs: pki.Pool(), Certificates: certs})
+		if err == nil {
+			// A refused certificate shows here with TLS 1.3; an
+			// accepted one leaves the server waiting for the Mux's
+			// first byte (for 5 s).
+			conn.SetReadDeadline(time.Now().Add(time.Second))
+			_, err = conn.Read(make([]byte, 1))
+			conn.Close()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = nil
+			}
+		}
+		if (err == nil) != (certs != nil) {
+			t.Errorf("TLS to the Raft port with %d certificates: %v", len(certs), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := procs[follower].dial(t)
+	l, err := c.Lock(ctx, []string{"k"}, client.Lease(time.Minute))
+	if err != nil {
+		t.Fatalf("lock through follower %s: %v", follower, err)
+	}
+	if info, err := procs[leader].lock("k"); err != nil || len(info.Holders) != 1 {
+		t.Fatalf("k on leader %s = %+v, %v; want held", leader, info, err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -56,6 +56,14 @@ type ClusterConfig struct {
 	// it has no data, joins a running cluster: it waits to be added with
 	// "latch cluster add"). A node with data rejoins its own either way.
 	InitialClusterState string `toml:"initial-cluster-state"`
+	// PeerTLSCert, PeerTLSKey and PeerTLSCA, all three or none, make the
+	// connections between nodes (Raft and forwarding, on RaftAddr) mutual
+	// TLS: each node presents its certificate, which must chain to
+	// PeerTLSCA and name the host the others dial (a DNS or IP SAN), and
+	// accepts only peers whose certificate chains to it.
+	PeerTLSCert string `toml:"peer-tls-cert"`
+	PeerTLSKey  string `toml:"peer-tls-key"`
+	PeerTLSCA   string `toml:"peer-tls-ca"`
 	// NodeTTL is how long the connection-bound sessions of a node outlive
 	// its last heartbeat.
 	NodeTTL time.Duration `toml:"node-ttl"`
@@ -104,6 +112,11 @@ func (c ClusterConfig) validate() []error {
 	}
 	if c.InitialClusterState != "new" && c.InitialClusterState != "existing" {
 		errs = append(errs, fmt.Errorf("config: invalid initial-cluster-state %q: new or existing", c.InitialClusterState))
+	}
+	if set := btoi(c.PeerTLSCert != "") + btoi(c.PeerTLSKey != "") + btoi(c.PeerTLSCA != ""); set != 0 && set != 3 {
+		errs = append(errs, errors.New("config: peer TLS needs peer-tls-cert, peer-tls-key and peer-tls-ca together"))
+	} else if set == 3 && !c.Clustered() {
+		errs = append(errs, errors.New("config: peer TLS is for a cluster node (raft-addr, initial-cluster)"))
 	}
 	if !c.Clustered() {
 		return errs
@@ -434,4 +447,11 @@ func ParseLogLevel(s string) (slog.Level, error) {
 		names = append(names, l.name)
 	}
 	return 0, fmt.Errorf("config: invalid log-level %q: want one of %s", s, strings.Join(names, ", "))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -292,6 +292,24 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Cluster.InitialClusterState },
 	},
 	{
+		flag:  "peer-tls-cert",
+		toml:  "cluster.peer-tls-cert",
+		usage: "this node's certificate `file` (PEM) for mutual TLS with the other nodes (with peer-tls-key and peer-tls-ca)",
+		field: func(c *Config) any { return &c.Cluster.PeerTLSCert },
+	},
+	{
+		flag:  "peer-tls-key",
+		toml:  "cluster.peer-tls-key",
+		usage: "the private key `file` (PEM) of peer-tls-cert",
+		field: func(c *Config) any { return &c.Cluster.PeerTLSKey },
+	},
+	{
+		flag:  "peer-tls-ca",
+		toml:  "cluster.peer-tls-ca",
+		usage: "the CA certificates `file` (PEM) every node's peer certificate must chain to",
+		field: func(c *Config) any { return &c.Cluster.PeerTLSCA },
+	},
+	{
 		flag:  "node-ttl",
 		toml:  "cluster.node-ttl",
 		usage: "end the connection-bound sessions of a cluster node this `duration` after its last heartbeat",

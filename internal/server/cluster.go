@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/replica"
 	"github.com/latchd/latch/internal/replica/raftrep"
+	"github.com/latchd/latch/internal/tlsconf"
 )
 
 // defaultNodeID names a durable single node.
@@ -44,7 +46,11 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 		Logger:           s.logger,
 	}
 	if cfg.Clustered() {
-		mux, err := raftrep.Listen(cfg.RaftAddr, cfg.RaftAdvertise)
+		sec, err := peerTLS(cfg)
+		if err != nil {
+			return err
+		}
+		mux, err := raftrep.ListenTLS(cfg.RaftAddr, cfg.RaftAdvertise, sec)
 		if err != nil {
 			return err
 		}
@@ -66,6 +72,23 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 	}
 	s.logger.Info("lock table replicated", "node", id, "data_dir", cfg.DataDir, "raft_addr", rc.Addr, "members", len(peers))
 	return nil
+}
+
+// peerTLS returns the mutual TLS of the connections between nodes, or nil
+// when the configuration sets none.
+func peerTLS(cfg config.ClusterConfig) (*raftrep.PeerTLS, error) {
+	if cfg.PeerTLSCert == "" {
+		return nil, nil
+	}
+	srv, err := tlsconf.Server(cfg.PeerTLSCert, cfg.PeerTLSKey, cfg.PeerTLSCA)
+	if err != nil {
+		return nil, fmt.Errorf("server: peer TLS: %w", err)
+	}
+	cli, err := tlsconf.Client(cfg.PeerTLSCA, cfg.PeerTLSCert, cfg.PeerTLSKey, "")
+	if err != nil {
+		return nil, fmt.Errorf("server: peer TLS: %w", err)
+	}
+	return &raftrep.PeerTLS{Server: srv, Client: cli}, nil
 }
 
 // clusterView is the node's cluster as the admin server shows it.

@@ -2,6 +2,7 @@ package raftrep
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,7 +23,9 @@ type Mux struct {
 	// listening IP when it is a specific one, so that a node's traffic
 	// comes from the address it is known by (a firewall rule between two
 	// nodes' addresses then cuts both directions); nil for the default.
-	local     net.IP
+	local net.IP
+	// sec, when set, makes every connection mutual TLS.
+	sec       *PeerTLS
 	raftConns *sub
 	fwdConns  *sub
 	wg        sync.WaitGroup
@@ -34,9 +37,24 @@ const (
 	muxForward = 'F'
 )
 
+// PeerTLS secures the connections between nodes: Server for those a Mux
+// accepts, Client for those it makes. Server must require and verify a
+// client certificate (tls.RequireAndVerifyClientCert), so that only nodes
+// holding a certificate of the cluster's CA reach Raft and forwarding:
+// forwarded batches change the lock table. Client's ServerName, when
+// empty, is the host of the address dialed.
+type PeerTLS struct{ Server, Client *tls.Config }
+
 // Listen binds addr for a Mux. advertise, when not empty, is the address
 // the other nodes reach this one at (the same as addr when empty).
-func Listen(addr, advertise string) (*Mux, error) {
+func Listen(addr, advertise string) (*Mux, error) { return ListenTLS(addr, advertise, nil) }
+
+// ListenTLS is Listen for a Mux whose connections are mutual TLS (sec
+// nil: plain TCP).
+func ListenTLS(addr, advertise string, sec *PeerTLS) (*Mux, error) {
+	if sec != nil && (sec.Server == nil || sec.Client == nil || sec.Server.ClientAuth != tls.RequireAndVerifyClientCert) {
+		return nil, errors.New("raftrep: peer TLS needs a server configuration that requires client certificates and a client configuration")
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("raftrep: listen: %w", err)
@@ -48,7 +66,7 @@ func Listen(addr, advertise string) (*Mux, error) {
 			return nil, fmt.Errorf("raftrep: advertise address: %w", err)
 		}
 	}
-	m := &Mux{ln: ln, advertise: adv}
+	m := &Mux{ln: ln, advertise: adv, sec: sec}
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
 		m.local = ta.IP
 	}
@@ -85,6 +103,16 @@ func (m *Mux) serve() {
 // route hands c to the side its first byte names.
 func (m *Mux) route(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if m.sec != nil {
+		tc := tls.Server(c, m.sec.Server)
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return
+		}
+		c.SetWriteDeadline(time.Time{})
+		c = tc
+	}
 	var b [1]byte
 	if _, err := c.Read(b[:]); err != nil {
 		c.Close()
@@ -119,6 +147,20 @@ func (m *Mux) dial(ctx context.Context, addr string, kind byte) (net.Conn, error
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if m.sec != nil {
+		cfg := m.sec.Client
+		if cfg.ServerName == "" {
+			host, _, _ := net.SplitHostPort(addr)
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		tc := tls.Client(c, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("raftrep: TLS with %s: %w", addr, err)
+		}
+		c = tc
 	}
 	if _, err := c.Write([]byte{kind}); err != nil {
 		c.Close()

@@ -2,11 +2,14 @@ package raftrep
 
 import (
 	"context"
+	"io"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/latchd/latch/internal/tlsconf/tlstest"
 )
 
 // TestMuxDialsFromListenIP: a Mux listening on a specific IP connects to
@@ -80,5 +83,81 @@ func TestDialFrom(t *testing.T) {
 		if got := dialFrom(net.ParseIP(tt.local), tt.addr); got != tt.want {
 			t.Errorf("dialFrom(%s, %s) = %v, want %v", tt.local, tt.addr, got, tt.want)
 		}
+	}
+}
+
+// TestMuxPeerTLS: Muxes with peer TLS talk to each other over mutual TLS,
+// for Raft and forwarding alike; a peer without TLS, or with TLS but no
+// certificate of the cluster's CA, reaches neither.
+func TestMuxPeerTLS(t *testing.T) {
+	pki := tlstest.New(t)
+	sec := &PeerTLS{Server: pki.ServerConfig(true), Client: pki.ClientConfig(true)}
+	a, err := ListenTLS("127.0.0.1:0", "", sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := ListenTLS("127.0.0.1:0", "", sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// Forwarding, then Raft, from a to b.
+	c, err := a.DialForward(ctx, b.Addr().String())
+	if err != nil {
+		t.Fatalf("forward dial over TLS: %v", err)
+	}
+	defer c.Close()
+	go c.Write([]byte("hello"))
+	got, err := b.ForwardListener().Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(got, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("read %q, %v over the forwarded connection", buf, err)
+	}
+	rc, err := (*muxStream)(a).Dial(raft.ServerAddress(b.Addr().String()), 5*time.Second)
+	if err != nil {
+		t.Fatalf("raft dial over TLS: %v", err)
+	}
+	rc.Close()
+	if rc, err := (*muxStream)(b).Accept(); err != nil {
+		t.Fatalf("raft accept over TLS: %v", err)
+	} else {
+		rc.Close()
+	}
+
+	// Outsiders: plain TCP, and TLS without a client certificate.
+	plain, err := Listen("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	noCert, err := ListenTLS("127.0.0.1:0", "", &PeerTLS{Server: pki.ServerConfig(true), Client: pki.ClientConfig(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noCert.Close()
+	for name, m := range map[string]*Mux{"plain": plain, "no certificate": noCert} {
+		c, err := m.DialForward(ctx, b.Addr().String())
+		if err == nil {
+			// TLS 1.3 reports a refused client certificate on the
+			// first read: the server closes the connection.
+			c.Write([]byte("a forwarded batch, not a TLS record"))
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = c.Read(make([]byte, 1))
+			c.Close()
+		}
+		if err == nil {
+			t.Errorf("%s: reached the TLS Mux", name)
+		}
+	}
+	if _, err := ListenTLS("127.0.0.1:0", "", &PeerTLS{Server: pki.ServerConfig(false), Client: pki.ClientConfig(true)}); err == nil {
+		t.Error("ListenTLS took a server configuration that does not require client certificates")
 	}
 }

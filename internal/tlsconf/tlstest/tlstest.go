@@ -29,10 +29,14 @@ type PKI struct {
 	Server tls.Certificate
 	// Client is a client certificate (CN "latch-test-client").
 	Client tls.Certificate
+	// Peer is both, as a cluster node's certificate is: valid for the
+	// names Server is valid for, for server and client authentication.
+	Peer tls.Certificate
 
-	// Files, in PEM: the CA's certificate, the server's and the
-	// client's certificates and keys.
+	// Files, in PEM: the CA's certificate, the server's, the client's
+	// and the peer's certificates and keys.
 	CAFile, ServerCertFile, ServerKeyFile, ClientCertFile, ClientKeyFile string
+	PeerCertFile, PeerKeyFile                                            string
 }
 
 // New returns a new PKI whose files live in t.TempDir(). It fails t on any
@@ -46,6 +50,8 @@ func New(t testing.TB) *PKI {
 		ServerKeyFile:  filepath.Join(dir, "server-key.pem"),
 		ClientCertFile: filepath.Join(dir, "client.pem"),
 		ClientKeyFile:  filepath.Join(dir, "client-key.pem"),
+		PeerCertFile:   filepath.Join(dir, "peer.pem"),
+		PeerKeyFile:    filepath.Join(dir, "peer-key.pem"),
 	}
 	now := time.Now()
 	caKey := newKey(t)
@@ -66,7 +72,7 @@ func New(t testing.TB) *PKI {
 	p.CA = ca
 	writePEM(t, p.CAFile, "CERTIFICATE", caDER)
 
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, server bool, certFile, keyFile string) tls.Certificate {
+	leaf := func(serial int64, cn string, usage []x509.ExtKeyUsage, server bool, certFile, keyFile string) tls.Certificate {
 		key := newKey(t)
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial),
@@ -74,7 +80,7 @@ func New(t testing.TB) *PKI {
 			NotBefore:    now.Add(-time.Hour),
 			NotAfter:     now.Add(24 * time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			ExtKeyUsage:  usage,
 		}
 		if server {
 			tmpl.DNSNames = []string{"localhost"}
@@ -93,8 +99,9 @@ func New(t testing.TB) *PKI {
 		}
 		return cert
 	}
-	p.Server = leaf(2, "localhost", x509.ExtKeyUsageServerAuth, true, p.ServerCertFile, p.ServerKeyFile)
-	p.Client = leaf(3, "latch-test-client", x509.ExtKeyUsageClientAuth, false, p.ClientCertFile, p.ClientKeyFile)
+	p.Server = leaf(2, "localhost", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, true, p.ServerCertFile, p.ServerKeyFile)
+	p.Client = leaf(3, "latch-test-client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false, p.ClientCertFile, p.ClientKeyFile)
+	p.Peer = leaf(4, "latch-test-peer", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, true, p.PeerCertFile, p.PeerKeyFile)
 	return p
 }
 
