@@ -232,7 +232,8 @@ type Result struct {
 	Err error
 
 	Session latch.SessionID // OpOpenSession
-	// OpAcquire and OpRenew.
+	// OpAcquire and OpRenew; for OpOwned, Granted is true when the
+	// command made a new grant (a free key acquired, a GETSET takeover).
 	Granted bool
 	Token   latch.Token
 	Expires int64
@@ -243,10 +244,16 @@ type Result struct {
 	CAS   uint64     // item writes
 	Value uint64     // OpItemIncr, OpItemDecr
 
-	// OpOwned (see OwnedKind), and OpOwnedTx's results in order.
-	Found int
-	Owner string
-	Tx    []Result
+	// OpOwned (see OwnedKind), and OpOwnedTx's results in order. Foreign
+	// counts the keys the command found held by a session (memcached,
+	// dlock): locks without an owner value, which a Redis client sees as
+	// a key of another type. OwnedAcquire leaves it 0; with OwnedAll,
+	// OwnedRelease and OwnedRenew count only up to the first key they
+	// stop at.
+	Found   int
+	Foreign int
+	Owner   string
+	Tx      []Result
 }
 
 // Batch is commands applied in order, as one entry of a log. Results is

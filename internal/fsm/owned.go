@@ -162,7 +162,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		case err != nil:
 			r.Err = err
 		default:
-			r.Count, r.Token, r.Expires = 1, res.Token, res.Expires
+			r.Count, r.Granted, r.Token, r.Expires = 1, true, res.Token, res.Expires
 		}
 	case OwnedSet:
 		st := e.Owned(now, key)
@@ -176,6 +176,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 				s.renewOwned(now, key, c.Req.Lease, r)
 			}
 		default:
+			r.Foreign = foreign(st)
 			r.Err = &latch.BusyError{Err: latch.ErrWouldBlock, Keys: []string{key}}
 		}
 	case OwnedGetSet:
@@ -187,7 +188,9 @@ func (s *State) applyOwned(c *Command, r *Result) {
 			old, tok, evs, err := e.ReplaceOwner(now, key, value, true)
 			s.evs = append(s.evs, evs...)
 			r.Found, r.Count, r.Owner, r.Token, r.Err = 1, 1, old, tok, err
+			r.Granted = err == nil
 		default:
+			r.Foreign = 1
 			r.Err = &latch.BusyError{Err: latch.ErrWouldBlock, Keys: []string{key}}
 		}
 	case OwnedRelease, OwnedRenew:
@@ -195,6 +198,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 	case OwnedObtain:
 		st := e.Owned(now, key)
 		p := int(c.Prefix)
+		r.Foreign = foreign(st)
 		switch {
 		case !st.Held:
 			s.acquireOwned(now, key, value, c.Req.Lease, r)
@@ -221,7 +225,17 @@ func (s *State) OwnedGet(now int64, key string) Result {
 	if st.Owned {
 		r.Count, r.Owner = 1, st.Owner
 	}
+	r.Foreign = foreign(st)
 	return r
+}
+
+// foreign is 1 when st is a key held by a session (memcached, dlock): a
+// lock without an owner value (Result.Foreign), else 0.
+func foreign(st engine.OwnedState) int {
+	if st.Held && !st.Owned {
+		return 1
+	}
+	return 0
 }
 
 // acquireOwned takes one free key for value; Count is 1 when it did.
@@ -234,7 +248,7 @@ func (s *State) acquireOwned(now int64, key, value string, lease time.Duration, 
 		r.Err = err
 		return
 	}
-	r.Count, r.Token, r.Expires = 1, res.Token, res.Expires
+	r.Count, r.Granted, r.Token, r.Expires = 1, true, res.Token, res.Expires
 }
 
 // renewOwned sets the lease of key's owned hold and reports its end.
@@ -256,6 +270,7 @@ func (s *State) releaseOrRenew(c *Command, r *Result) {
 		if st.Held {
 			r.Found++
 		}
+		r.Foreign += foreign(st)
 		if !chosen(st) && c.OwnedFlags&OwnedAll != 0 {
 			return
 		}
