@@ -197,6 +197,29 @@ type plan struct {
 	msg      string
 	arg      int64
 	val      []byte
+	// typed: the request reads its keys as strings, so a key held by a
+	// session (fsm.Result.Foreign) answers WRONGTYPE; for a script, the
+	// error names it (sha, lower case) and the line of its read (line).
+	typed bool
+	sha   []byte
+	line  int
+}
+
+// wrongType is Redis's error for a command on a key of another type: here
+// a key held over memcached or dlock, a lock without an owner value.
+const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+// typeOfSession is what TYPE answers for a key held over memcached or
+// dlock: not a string, since it has no value to GET. As a Redis module's
+// type, its name is 9 characters.
+const typeOfSession = "latchlock"
+
+// wrongTypeError is the error of a request whose key is held by a session.
+func (p *plan) wrongTypeError() string {
+	if p.sha == nil {
+		return wrongType
+	}
+	return fmt.Sprintf("%s script: %s, on @user_script:%d.", wrongType, p.sha, p.line)
 }
 
 // fail adds a plan answered by an error.
@@ -303,6 +326,14 @@ func (c *conn) answer(p *plan) bool {
 		return true
 	}
 	rs := c.results[p.first : p.first+p.n]
+	if p.typed {
+		for i := range rs {
+			if rs[i].Foreign > 0 {
+				w.Error(p.wrongTypeError())
+				return true
+			}
+		}
+	}
 	for i := range rs {
 		if rs[i].Err != nil {
 			w.Error(errorReply(rs[i].Err))
@@ -327,12 +358,9 @@ func (c *conn) answer(p *plan) bool {
 	case rCount:
 		w.Int(int64(r.Count))
 	case rGet:
-		switch {
-		case r.Count == 1:
+		if r.Count == 1 {
 			w.BulkString(r.Owner)
-		case r.Found == 1:
-			w.BulkString(foreignValue(r.Token))
-		default:
+		} else {
 			w.Null()
 		}
 	case rGetSet:
@@ -356,9 +384,12 @@ func (c *conn) answer(p *plan) bool {
 		}
 		w.Int(ms)
 	case rType:
-		if r.Found == 1 {
+		switch {
+		case r.Foreign == 1:
+			w.Simple(typeOfSession)
+		case r.Found == 1:
 			w.Simple("string")
-		} else {
+		default:
 			w.Simple("none")
 		}
 	case rToken:
@@ -405,13 +436,6 @@ func (c *conn) pttl(r *fsm.Result) int64 {
 	return (left + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 }
 
-// foreignValue is what GET answers for a key held over another protocol
-// (memcached, dlock): it has no owner value, and a client comparing with
-// its own token must never find it equal.
-func foreignValue(tok latch.Token) string {
-	return fmt.Sprintf("latch:held-by-session:token=%d", tok)
-}
-
 // errorReply is the reply to a failed command.
 func errorReply(err error) string {
 	switch {
@@ -432,7 +456,7 @@ func planGet(c *conn, args [][]byte) {
 	}
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, k)
-	c.add(rGet, first)
+	c.add(rGet, first).typed = true
 }
 
 func planType(c *conn, args [][]byte) {
@@ -562,15 +586,15 @@ func upperOption(b []byte) string {
 	return strings.ToUpper(string(b))
 }
 
-// lowerSHA returns a script SHA1 in lower case, without allocating when it
-// is (as clients send it).
-func lowerSHA(b []byte) string {
-	for _, c := range b {
-		if 'A' <= c && c <= 'F' {
-			return strings.ToLower(string(b))
+// lowerInPlace turns b to lower case where it is, and returns it: a
+// script SHA1 as EVALSHA names it, without allocating.
+func lowerInPlace(b []byte) []byte {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
 		}
 	}
-	return string(b)
+	return b
 }
 
 func planSetNX(c *conn, args [][]byte) {
@@ -590,7 +614,7 @@ func planGetSet(c *conn, args [][]byte) {
 	}
 	first := len(c.subs)
 	c.sub(fsm.OwnedGetSet, 0, args[2], 0, k)
-	c.add(rGetSet, first)
+	c.add(rGetSet, first).typed = true
 }
 
 func planDel(c *conn, args [][]byte) {
@@ -656,17 +680,21 @@ func unsupportedScript(sha string) string {
 
 func planEval(c *conn, args [][]byte) {
 	var t template
+	var sha []byte
+	var line int
 	if len(args[0]) == 4 { // eval
 		t = recognise(args[1])
-		sha := scriptSHA(args[1])
+		s := scriptSHA(args[1])
 		if t == tmplNone {
-			c.fail(unsupportedScript(sha))
+			c.fail(unsupportedScript(s))
 			return
 		}
-		c.srv.load(sha, t)
+		line = c.srv.load(s, t, args[1])
+		sha = []byte(s)
 	} else {
 		var ok bool
-		if t, ok = c.srv.script(lowerSHA(args[1])); !ok {
+		sha = lowerInPlace(args[1])
+		if t, line, ok = c.srv.script(sha); !ok {
 			c.fail("NOSCRIPT No matching script. Please use EVAL.")
 			return
 		}
@@ -688,7 +716,12 @@ func planEval(c *conn, args [][]byte) {
 		return
 	}
 	argv := args[3+nk:]
+	n := len(c.plans)
 	c.runTemplate(t, keys, argv)
+	if len(c.plans) > n && t != tmplAcquireAll { // every other script GETs its keys
+		p := &c.plans[len(c.plans)-1]
+		p.typed, p.sha, p.line = true, sha, line
+	}
 }
 
 // templateArgs are the KEYS (1: one, 0: one or more) and the fewest ARGV

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"fmt"
 	"os"
@@ -370,7 +371,7 @@ func cmdScript(c *conn, args [][]byte) {
 			c.w.Error(unsupportedScript(sha))
 			return
 		}
-		c.srv.load(sha, t)
+		c.srv.load(sha, t, args[2])
 		c.w.BulkString(sha)
 	case "EXISTS":
 		if len(args) < 3 {
@@ -379,7 +380,7 @@ func cmdScript(c *conn, args [][]byte) {
 		}
 		c.w.Array(len(args) - 2)
 		for _, a := range args[2:] {
-			if _, ok := c.srv.script(strings.ToLower(string(a))); ok {
+			if _, _, ok := c.srv.script(bytes.ToLower(a)); ok {
 				c.w.Int(1)
 			} else {
 				c.w.Int(0)
