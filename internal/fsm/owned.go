@@ -149,13 +149,15 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		r.Err = fmt.Errorf("owned %v: negative lease: %w", c.Owned, latch.ErrInvalidRequest)
 		return
 	}
-	value := string(c.Value)
+	// The owner value is made a string only where the lock table keeps it:
+	// a release or renewal by value compares it in place.
+	value := c.Value
 	key := keys[0]
 	switch c.Owned {
 	case OwnedGet:
 		*r = s.OwnedGet(now, key)
 	case OwnedAcquire:
-		res, evs, err := e.AcquireOwned(now, keys, value, c.Req.Lease)
+		res, evs, err := e.AcquireOwned(now, keys, string(value), c.Req.Lease)
 		s.evs = append(s.evs, evs...)
 		switch {
 		case errors.Is(err, latch.ErrWouldBlock):
@@ -169,8 +171,8 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		switch {
 		case !st.Held && c.OwnedFlags&OwnedXX != 0:
 		case !st.Held:
-			s.acquireOwned(now, key, value, c.Req.Lease, r)
-		case st.Owned && st.Owner == value:
+			s.acquireOwned(now, key, string(value), c.Req.Lease, r)
+		case st.Owned && st.Owner == string(value):
 			r.Count, r.Token, r.Expires = 1, st.Token, st.Expires
 			if c.OwnedFlags&OwnedKeepTTL == 0 {
 				s.renewOwned(now, key, c.Req.Lease, r)
@@ -183,9 +185,9 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		st := e.Owned(now, key)
 		switch {
 		case !st.Held:
-			s.acquireOwned(now, key, value, 0, r)
+			s.acquireOwned(now, key, string(value), 0, r)
 		case st.Owned:
-			old, tok, evs, err := e.ReplaceOwner(now, key, value, true)
+			old, tok, evs, err := e.ReplaceOwner(now, key, string(value), true)
 			s.evs = append(s.evs, evs...)
 			r.Found, r.Count, r.Owner, r.Token, r.Err = 1, 1, old, tok, err
 			r.Granted = err == nil
@@ -201,10 +203,10 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		r.Foreign = foreign(st)
 		switch {
 		case !st.Held:
-			s.acquireOwned(now, key, value, c.Req.Lease, r)
-		case st.Owned && c.OwnedFlags&OwnedMatch != 0 && st.Owner != value:
-		case st.Owned && len(st.Owner) >= p && len(value) >= p && st.Owner[:p] == value[:p]:
-			_, _, evs, err := e.ReplaceOwner(now, key, value, false)
+			s.acquireOwned(now, key, string(value), c.Req.Lease, r)
+		case st.Owned && c.OwnedFlags&OwnedMatch != 0 && st.Owner != string(value):
+		case st.Owned && len(st.Owner) >= p && len(value) >= p && st.Owner[:p] == string(value[:p]):
+			_, _, evs, err := e.ReplaceOwner(now, key, string(value), false)
 			s.evs = append(s.evs, evs...)
 			if r.Err = err; err == nil {
 				r.Count = 1
@@ -261,9 +263,8 @@ func (s *State) renewOwned(now int64, key string, lease time.Duration, r *Result
 // releaseOrRenew is OwnedRelease and OwnedRenew over every key of c.
 func (s *State) releaseOrRenew(c *Command, r *Result) {
 	now, e := c.At, s.eng
-	value := string(c.Value)
 	chosen := func(st engine.OwnedState) bool {
-		return st.Owned && (c.OwnedFlags&OwnedMatch == 0 || st.Owner == value)
+		return st.Owned && (c.OwnedFlags&OwnedMatch == 0 || st.Owner == string(c.Value))
 	}
 	for _, key := range c.Req.Keys {
 		st := e.Owned(now, key)
