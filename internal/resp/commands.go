@@ -148,7 +148,15 @@ func (c *conn) do(args [][]byte) {
 			cmd.metric.Error()
 		}
 	}
+	c.clearPlan()
+}
+
+// clearPlan drops the references of the plan's commands and key lists, once
+// answered.
+func (c *conn) clearPlan() {
 	clear(c.subs)
+	clear(c.names)
+	c.names = c.names[:0]
 }
 
 // unknownCommand is Redis's answer to a command it does not know.
@@ -252,17 +260,24 @@ func (c *conn) key(k []byte) (string, bool) {
 	return string(k), true
 }
 
-// keys checks every key of ks.
+// keys checks every key of ks and returns them, in c.names.
 func (c *conn) keys(ks [][]byte) ([]string, bool) {
-	out := make([]string, len(ks))
-	for i, k := range ks {
+	start := len(c.names)
+	for _, k := range ks {
 		s, ok := c.key(k)
 		if !ok {
+			c.names = c.names[:start]
 			return nil, false
 		}
-		out[i] = s
+		c.names = append(c.names, s)
 	}
-	return out, true
+	return c.names[start:len(c.names):len(c.names)], true
+}
+
+// one returns the key list of one key, k, in c.names.
+func (c *conn) one(k string) []string {
+	c.names = append(c.names, k)
+	return c.names[len(c.names)-1 : len(c.names) : len(c.names)]
 }
 
 // value checks an owner value's size.
@@ -299,12 +314,12 @@ func (c *conn) run(tx bool) bool {
 		}
 		if len(c.subs) == 1 {
 			c.results = append(c.results, svc.Owned(&c.subs[0]))
-			c.at = svc.Now()
+			c.readClock()
 			return true
 		}
 	}
 	r := svc.Owned(&fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, Watch: c.watches})
-	c.at = svc.Now()
+	c.readClock()
 	if errors.Is(r.Err, fsm.ErrWatchChanged) {
 		return false
 	}
@@ -316,6 +331,19 @@ func (c *conn) run(tx bool) bool {
 	}
 	c.results = append(c.results, r.Tx...)
 	return true
+}
+
+// readClock sets c.at, the instant results are read at, for the plans
+// that answer a lease left (PTTL, TTL): a clock reading costs as much as a
+// small lock command, so only they pay for it.
+func (c *conn) readClock() {
+	for i := range c.plans {
+		switch c.plans[i].kind {
+		case rPTTL, rTTL, rPTTLIf:
+			c.at = c.srv.svc.Now()
+			return
+		}
+	}
 }
 
 // answer writes the reply of p and reports whether it was an error.
@@ -455,7 +483,7 @@ func planGet(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rGet, first).typed = true
 }
 
@@ -465,7 +493,7 @@ func planType(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rType, first)
 }
 
@@ -475,7 +503,7 @@ func planToken(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rToken, first)
 }
 
@@ -485,7 +513,7 @@ func planTTL(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if len(args[0]) == 4 { // pttl
 		c.add(rPTTL, first)
 	} else {
@@ -501,7 +529,7 @@ func planExists(c *conn, args [][]byte) {
 			c.subs = c.subs[:first]
 			return
 		}
-		c.sub(fsm.OwnedGet, 0, nil, 0, k)
+		c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	}
 	c.add(rExists, first)
 }
@@ -560,7 +588,7 @@ func planSet(c *conn, args [][]byte) {
 	}
 	first := len(c.subs)
 	if nx {
-		c.sub(fsm.OwnedAcquire, 0, args[2], d, k)
+		c.sub(fsm.OwnedAcquire, 0, args[2], d, c.one(k)...)
 		c.add(rOKOrNull, first)
 		return
 	}
@@ -571,7 +599,7 @@ func planSet(c *conn, args [][]byte) {
 	if keep {
 		flags |= fsm.OwnedKeepTTL
 	}
-	c.sub(fsm.OwnedSet, flags, args[2], d, k)
+	c.sub(fsm.OwnedSet, flags, args[2], d, c.one(k)...)
 	c.add(rOKOrNull, first)
 }
 
@@ -603,7 +631,7 @@ func planSetNX(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedAcquire, 0, args[2], 0, k)
+	c.sub(fsm.OwnedAcquire, 0, args[2], 0, c.one(k)...)
 	c.add(rCount, first)
 }
 
@@ -613,7 +641,7 @@ func planGetSet(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGetSet, 0, args[2], 0, k)
+	c.sub(fsm.OwnedGetSet, 0, args[2], 0, c.one(k)...)
 	c.add(rGetSet, first).typed = true
 }
 
@@ -652,7 +680,7 @@ func planExpire(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedRenew, 0, nil, d, k)
+	c.sub(fsm.OwnedRenew, 0, nil, d, c.one(k)...)
 	c.add(rCount, first)
 }
 

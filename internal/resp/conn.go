@@ -44,6 +44,7 @@ type conn struct {
 	// The plan of the current request or transaction: commands for the
 	// service (subs) and how to answer from their results (plans).
 	subs    []fsm.Command
+	names   []string // the key lists of subs
 	plans   []plan
 	results []fsm.Result
 	at      int64 // when the results were read (PTTL)

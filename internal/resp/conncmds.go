@@ -62,6 +62,7 @@ func cmdExec(c *conn, _ [][]byte) {
 		}
 	}
 	if (len(c.subs) > 0 || len(c.watches) > 0) && !c.run(true) {
+		c.clearPlan()
 		c.w.NullArray()
 		return
 	}
@@ -69,7 +70,7 @@ func cmdExec(c *conn, _ [][]byte) {
 	for i := range c.plans {
 		c.answer(&c.plans[i])
 	}
-	clear(c.subs)
+	c.clearPlan()
 }
 
 func cmdWatch(c *conn, args [][]byte) {
