@@ -113,10 +113,10 @@ func TestDrops(t *testing.T) {
 		{
 			name: "owned holds are marked",
 			run: func(h *harness) []Drop {
-				if _, _, err := h.e.AcquireOwned(h.now, []string{"a"}, "tok", 0); err != nil {
+				if _, _, err := h.e.AcquireOwned(h.now, []string{"a"}, []byte("tok"), 0); err != nil {
 					h.t.Fatal(err)
 				}
-				if _, _, err := h.e.AcquireOwned(h.now, []string{"b"}, "tok", time.Second); err != nil {
+				if _, _, err := h.e.AcquireOwned(h.now, []string{"b"}, []byte("tok"), time.Second); err != nil {
 					h.t.Fatal(err)
 				}
 				h.now += 2 * sec

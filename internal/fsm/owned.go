@@ -157,7 +157,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 	case OwnedGet:
 		*r = s.OwnedGet(now, key)
 	case OwnedAcquire:
-		res, evs, err := e.AcquireOwned(now, keys, string(value), c.Req.Lease)
+		res, evs, err := e.AcquireOwned(now, keys, value, c.Req.Lease)
 		s.evs = append(s.evs, evs...)
 		switch {
 		case errors.Is(err, latch.ErrWouldBlock):
@@ -171,7 +171,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		switch {
 		case !st.Held && c.OwnedFlags&OwnedXX != 0:
 		case !st.Held:
-			s.acquireOwned(now, key, string(value), c.Req.Lease, r)
+			s.acquireOwned(now, key, value, c.Req.Lease, r)
 		case st.Owned && st.Owner == string(value):
 			r.Count, r.Token, r.Expires = 1, st.Token, st.Expires
 			if c.OwnedFlags&OwnedKeepTTL == 0 {
@@ -185,7 +185,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		st := e.Owned(now, key)
 		switch {
 		case !st.Held:
-			s.acquireOwned(now, key, string(value), 0, r)
+			s.acquireOwned(now, key, value, 0, r)
 		case st.Owned:
 			old, tok, evs, err := e.ReplaceOwner(now, key, string(value), true)
 			s.evs = append(s.evs, evs...)
@@ -203,7 +203,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		r.Foreign = foreign(st)
 		switch {
 		case !st.Held:
-			s.acquireOwned(now, key, string(value), c.Req.Lease, r)
+			s.acquireOwned(now, key, value, c.Req.Lease, r)
 		case st.Owned && c.OwnedFlags&OwnedMatch != 0 && st.Owner != string(value):
 		case st.Owned && len(st.Owner) >= p && len(value) >= p && st.Owner[:p] == string(value[:p]):
 			_, _, evs, err := e.ReplaceOwner(now, key, string(value), false)
@@ -241,7 +241,7 @@ func foreign(st engine.OwnedState) int {
 }
 
 // acquireOwned takes one free key for value; Count is 1 when it did.
-func (s *State) acquireOwned(now int64, key, value string, lease time.Duration, r *Result) {
+func (s *State) acquireOwned(now int64, key string, value []byte, lease time.Duration, r *Result) {
 	s.keys[0] = key
 	res, evs, err := s.eng.AcquireOwned(now, s.keys[:], value, lease)
 	s.keys[0] = ""
