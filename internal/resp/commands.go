@@ -87,6 +87,9 @@ func (c *conn) do(args [][]byte) {
 		}
 		cmd = c.srv.cmds[string(lower[:len(name)])]
 	}
+	if c.batch > 0 && !c.plannable(cmd, len(args)) {
+		c.runBatch() // its replies come first
+	}
 	if cmd == nil {
 		c.srv.unknown.Request()
 		if c.multi {
@@ -140,23 +143,77 @@ func (c *conn) do(args [][]byte) {
 		cmd.fn(c, args)
 		return
 	}
-	c.subs, c.plans = c.subs[:0], c.plans[:0]
+	if c.batch == 0 {
+		c.subs, c.plans = c.subs[:0], c.plans[:0]
+	}
+	first, firstSub := len(c.plans), len(c.subs)
 	cmd.plan(c, args)
+	for i := first; i < len(c.plans); i++ {
+		c.plans[i].metric = cmd.metric
+	}
+	if c.deferrable(firstSub) {
+		c.batch++
+		c.rd.Keep(true)
+		return
+	}
+	c.runBatch()
+}
+
+// Pipelined lock commands are applied together: while more of a
+// connection's input is buffered, a lock command that changes locks is
+// planned and its execution deferred (the batch); the batch is applied as
+// one fsm.OpOwnedTx without watches (each command in order, at one
+// instant: one proposal, one clock reading) and answered in order before
+// anything else is answered, before a read, and before the connection
+// waits for input. The Reader keeps the deferred requests' arguments.
+const (
+	maxBatch     = 64       // requests
+	maxBatchHeld = 64 << 10 // bytes of their arguments
+)
+
+// plannable reports whether a request for cmd with n arguments would be
+// planned, not answered at once (with an error, QUEUED, or by a connection
+// command): only those may join the batch.
+func (c *conn) plannable(cmd *command, n int) bool {
+	return cmd != nil && cmd.plan != nil && !c.multi && c.authed &&
+		!((cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity) &&
+		!(cmd.write && c.token != nil && c.token.ReadOnly)
+}
+
+// deferrable reports whether the request just planned, whose commands
+// start at c.subs[firstSub], may wait for the requests buffered after it.
+func (c *conn) deferrable(firstSub int) bool {
+	if c.br.Buffered() == 0 || len(c.plans) >= maxBatch || c.rd.Held() > maxBatchHeld {
+		return false
+	}
+	for i := firstSub; i < len(c.subs); i++ {
+		if c.subs[i].Owned == fsm.OwnedGet {
+			return false // reads are read at once, without a command, unless they follow a batch
+		}
+	}
+	return true
+}
+
+// runBatch applies the planned requests and answers them in order.
+func (c *conn) runBatch() {
+	c.batch = 0
+	c.rd.Keep(false)
 	c.run(false)
 	for i := range c.plans {
 		if c.answer(&c.plans[i]) {
-			cmd.metric.Error()
+			c.plans[i].metric.Error()
 		}
 	}
 	c.clearPlan()
 }
 
 // clearPlan drops the references of the plan's commands and key lists, once
-// answered.
+// answered, and empties the plan.
 func (c *conn) clearPlan() {
 	clear(c.subs)
 	clear(c.names)
-	c.names = c.names[:0]
+	clear(c.plans)
+	c.subs, c.names, c.plans = c.subs[:0], c.names[:0], c.plans[:0]
 }
 
 // unknownCommand is Redis's answer to a command it does not know.
@@ -205,6 +262,7 @@ type plan struct {
 	msg      string
 	arg      int64
 	val      []byte
+	metric   *metrics.Command // the request's command, for its errors
 	// typed: the request reads its keys as strings, so a key held by a
 	// session (fsm.Result.Foreign) answers WRONGTYPE; for a script, the
 	// error names it (sha, lower case) and the line of its read (line).
@@ -318,7 +376,13 @@ func (c *conn) run(tx bool) bool {
 			return true
 		}
 	}
-	r := svc.Owned(&fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, Watch: c.watches})
+	// A transaction, or a batch of pipelined requests (then without the
+	// watches, which are EXEC's).
+	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs}
+	if tx {
+		in.Watch = c.watches
+	}
+	r := svc.Owned(&in)
 	c.readClock()
 	if errors.Is(r.Err, fsm.ErrWatchChanged) {
 		return false

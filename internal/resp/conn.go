@@ -46,6 +46,7 @@ type conn struct {
 	subs    []fsm.Command
 	names   []string // the key lists of subs
 	plans   []plan
+	batch   int // requests planned and not yet run (runBatch)
 	results []fsm.Result
 	at      int64 // when the results were read (PTTL)
 
@@ -74,6 +75,9 @@ type flushingReader struct{ c *conn }
 
 func (f flushingReader) Read(p []byte) (int, error) {
 	c := f.c
+	if c.batch > 0 {
+		c.runBatch()
+	}
 	if err := c.bw.Flush(); err != nil {
 		return 0, err
 	}
@@ -123,6 +127,9 @@ func (c *conn) serve() {
 		if err != nil {
 			var pe *ProtocolError
 			if errors.As(err, &pe) {
+				if c.batch > 0 {
+					c.runBatch()
+				}
 				c.w.Error("ERR " + pe.Error())
 				c.bw.Flush()
 			}

@@ -238,3 +238,40 @@ func TestDifferentialWrongType(t *testing.T) {
 		})
 	}
 }
+
+// TestDifferentialPipelined: each scenario of TestDifferential sent in one
+// write, so that latch applies its lock commands in batches, answers as
+// redis-server does.
+func TestDifferentialPipelined(t *testing.T) {
+	lt := startLatch(t)
+	rd := startRedis(t)
+	for i, sc := range diffScenarios {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			prefix := fmt.Sprintf("pipe:%d:%d:", i, time.Now().UnixNano())
+			var batch []byte
+			for _, cmd := range sc {
+				args := make([]string, len(cmd))
+				for j, a := range cmd {
+					if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
+						a = prefix + a[1:]
+					}
+					args[j] = a
+				}
+				batch = append(batch, encode(args...)...)
+			}
+			var replies [2]string
+			for j, addr := range []string{lt.redis, rd} {
+				c := dial(t, addr)
+				if _, err := c.nc.Write(batch); err != nil {
+					t.Fatal(err)
+				}
+				for range sc {
+					replies[j] += c.read()
+				}
+			}
+			if replies[0] != replies[1] {
+				t.Errorf("latch:\n%q\nredis:\n%q", replies[0], replies[1])
+			}
+		})
+	}
+}
