@@ -37,5 +37,9 @@
 // One goroutine serves each connection: it reads a request (Reader),
 // executes it and buffers the reply (Writer), and flushes only when it must
 // wait for more input, so a pipelined batch is answered in order in one
-// write.
+// write. While more input is buffered, the lock commands that change locks
+// are planned and held back, then applied together as one OpOwnedTx
+// without watches (in order, at one instant, in one command of the
+// Service) and answered in order, before any other reply, before a read,
+// and before the connection waits for input.
 package resp
