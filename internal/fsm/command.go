@@ -223,6 +223,10 @@ type Command struct {
 	Prefix     uint32
 	Tx         []Command
 	Watch      []Watch
+	// TxResults is not part of the command (it is not encoded): room of
+	// its proposer's for OpOwnedTx's results (Result.Tx), used when it is
+	// large enough, so that a front end that applies batches reuses one.
+	TxResults []Result
 }
 
 // Result is what applying a Command gave. Only the fields its Op sets

@@ -322,7 +322,12 @@ func (s *State) applyOwnedTx(c *Command, r *Result) {
 			return
 		}
 	}
-	r.Tx = make([]Result, len(c.Tx))
+	if cap(c.TxResults) >= len(c.Tx) {
+		r.Tx = c.TxResults[:len(c.Tx)]
+		clear(r.Tx)
+	} else {
+		r.Tx = make([]Result, len(c.Tx))
+	}
 	for i := range c.Tx {
 		sub := &c.Tx[i]
 		if sub.Op != OpOwned {

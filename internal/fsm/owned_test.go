@@ -234,3 +234,24 @@ func TestOwnedGrantedAndForeign(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnedTxResultsRoom: OpOwnedTx puts its results in the proposer's
+// room when it is large enough, cleared, and in its own otherwise.
+func TestOwnedTxResultsRoom(t *testing.T) {
+	s := newState(t)
+	tx := []Command{ownedCmd(OwnedAcquire, 0, "a", 0, "k"), ownedCmd(OwnedGet, 0, "", 0, "k")}
+	room := make([]Result, 2, 4)
+	room[1] = Result{Owner: "stale", Count: 7}
+	o := apply(s, &Command{Op: OpOwnedTx, At: int64(time.Second), Tx: tx, TxResults: room[:0]})
+	if len(o.r.Tx) != 2 || &o.r.Tx[0] != &room[0] {
+		t.Fatalf("results %+v not in the room given", o.r.Tx)
+	}
+	if r := o.r.Tx[1]; r.Count != 1 || r.Owner != "a" {
+		t.Errorf("the get's result %+v, want owner a", r)
+	}
+	small := make([]Result, 0, 1)
+	o = apply(s, &Command{Op: OpOwnedTx, At: int64(time.Second), Tx: tx, TxResults: small})
+	if len(o.r.Tx) != 2 || o.r.Tx[0].Count != 0 || o.r.Tx[1].Owner != "a" {
+		t.Fatalf("results %+v", o.r.Tx)
+	}
+}
