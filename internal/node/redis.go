@@ -30,7 +30,7 @@ func (n *Node) Owned(in *fsm.Command) fsm.Result {
 	c := n.command(in.Op)
 	c.Req.Keys, c.Req.Lease, c.Value = in.Req.Keys, in.Req.Lease, in.Value
 	c.Owned, c.OwnedFlags, c.Prefix = in.Owned, in.OwnedFlags, in.Prefix
-	c.Tx, c.Watch = in.Tx, in.Watch
+	c.Tx, c.Watch, c.TxResults = in.Tx, in.Watch, in.TxResults
 	r := n.propose()
 	if n.obs != nil {
 		n.ownedGrants(in, &r)
