@@ -378,12 +378,22 @@ func (c *conn) run(tx bool) bool {
 	}
 	// A transaction, or a batch of pipelined requests (then without the
 	// watches, which are EXEC's).
-	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs}
+	if c.txResults == nil {
+		c.txResults = make([]fsm.Result, 0, maxBatch)
+	}
+	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, TxResults: c.txResults}
 	if tx {
 		in.Watch = c.watches
 	}
 	r := svc.Owned(&in)
 	c.readClock()
+	if r.Err != nil {
+		// The outcome may be unknown (a cluster that let go of the
+		// request may still apply it, into this room): never reuse it.
+		c.txResults = nil
+	} else {
+		defer clear(r.Tx) // copied into c.results below
+	}
 	if errors.Is(r.Err, fsm.ErrWatchChanged) {
 		return false
 	}

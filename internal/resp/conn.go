@@ -48,6 +48,9 @@ type conn struct {
 	plans   []plan
 	batch   int // requests planned and not yet run (runBatch)
 	results []fsm.Result
+	// txResults is room for the results of a batch or transaction
+	// (fsm.Command.TxResults), reused.
+	txResults []fsm.Result
 	at      int64 // when the results were read (PTTL)
 
 	// Read deadlines: between is set while waiting for the first byte of a
