@@ -51,7 +51,7 @@ type conn struct {
 	// txResults is room for the results of a batch or transaction
 	// (fsm.Command.TxResults), reused.
 	txResults []fsm.Result
-	at      int64 // when the results were read (PTTL)
+	at        int64 // when the results were read (PTTL)
 
 	// Read deadlines: between is set while waiting for the first byte of a
 	// request; reqDeadline is when the current request must have arrived.
