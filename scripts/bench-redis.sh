@@ -14,10 +14,15 @@
 # connection (-P $PIPE). Each row gives requests/s (redis-benchmark's) and
 # the server's CPU time (user+sys from /proc/<pid>/stat) per request, and
 # a lock cycle (one acquire and one release) per second for both, with
-# the latch/redis ratio. One run: the machine's noise is not averaged out.
+# the latch/redis ratio. Both servers get the same sequence of runs (an
+# acquire run, then a release run, at each depth), alternately. ROUNDS
+# repeats the whole table (the servers keep running: a round starts with
+# the keys the previous one left) and ends with each round's cycle ratios,
+# to show the machine's noise.
 #
 # Usage: scripts/bench-redis.sh
-# Knobs (environment): CONNS=16 PIPE=16 REQS=200000 KEYS=100000 PORT=23379
+# Knobs (environment): CONNS=16 PIPE=16 REQS=200000 KEYS=100000 PORT=23379 ROUNDS=1
+# LATCH_BIN=path runs that latch binary instead of building this tree's.
 set -euo pipefail
 
 CONNS=${CONNS:-16}
@@ -25,6 +30,7 @@ PIPE=${PIPE:-16}
 REQS=${REQS:-200000}
 KEYS=${KEYS:-100000}
 PORT=${PORT:-23379}
+ROUNDS=${ROUNDS:-1}
 LPORT=$((PORT + 1))
 
 cd "$(dirname "$0")/.."
@@ -33,7 +39,11 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-go build -o "$tmp/latch" ./cmd/latch
+if [ -n "${LATCH_BIN:-}" ]; then
+	cp "$LATCH_BIN" "$tmp/latch"
+else
+	go build -o "$tmp/latch" ./cmd/latch
+fi
 redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
 	--protected-mode no --dir "$tmp" --logfile "$tmp/redis.log" &
 pids+=($!)
@@ -67,27 +77,52 @@ run() {
 	echo "$rps $(awk -v d=$((c1 - c0)) -v hz="$hz" -v n="$REQS" 'BEGIN{printf "%.2f", d/hz*1e6/n}')"
 }
 
-echo "| case | in flight | redis req/s | latch req/s | latch/redis | redis CPU µs/req | latch CPU µs/req |"
-echo "|---|---|---|---|---|---|---|"
-declare -A R L
-for pipe in 1 "$PIPE"; do
-	for kind in acquire release; do
-		if [ "$kind" = acquire ]; then
-			args=(SET lock:__rand_int__ owner-value-0123456789 NX PX 10000)
-		fi
-		r=$(run "$PORT" "$rpid" "$pipe" "${args[@]/#/}" ) || true
-		if [ "$kind" = release ]; then
-			r=$(run "$PORT" "$rpid" "$pipe" EVALSHA "$sha" 1 lock:__rand_int__ owner-value-0123456789)
-			l=$(run "$LPORT" "$lpid" "$pipe" EVALSHA "$sha" 1 lock:__rand_int__ owner-value-0123456789)
-		else
-			r=$(run "$PORT" "$rpid" "$pipe" "${args[@]}")
-			l=$(run "$LPORT" "$lpid" "$pipe" "${args[@]}")
-		fi
-		R[$kind$pipe]=${r%% *}
-		L[$kind$pipe]=${l%% *}
-		awk -v k="$kind" -v p="$pipe" -v r="$r" -v l="$l" 'BEGIN{split(r,a," "); split(l,b," ");
-			printf "| %s | %d | %.0f | %.0f | %.2fx | %s | %s |\n", k, p, a[1], b[1], b[1]/a[1], a[2], b[2]}'
+# table ROUND: one round's table; its cycle ratios are added to $ratios.
+ratios=()
+table() {
+	local round=$1 pipe kind r l
+	echo "| case | in flight | redis req/s | latch req/s | latch/redis | redis CPU µs/req | latch CPU µs/req |"
+	echo "|---|---|---|---|---|---|---|"
+	declare -A R L
+	for pipe in 1 "$PIPE"; do
+		for kind in acquire release; do
+			if [ "$kind" = acquire ]; then
+				args=(SET lock:__rand_int__ owner-value-0123456789 NX PX 10000)
+			else
+				args=(EVALSHA "$sha" 1 lock:__rand_int__ owner-value-0123456789)
+			fi
+			# Alternate which server goes first, round by round.
+			if [ $((round % 2)) = 1 ]; then
+				r=$(run "$PORT" "$rpid" "$pipe" "${args[@]}")
+				l=$(run "$LPORT" "$lpid" "$pipe" "${args[@]}")
+			else
+				l=$(run "$LPORT" "$lpid" "$pipe" "${args[@]}")
+				r=$(run "$PORT" "$rpid" "$pipe" "${args[@]}")
+			fi
+			R[$kind$pipe]=${r%% *}
+			L[$kind$pipe]=${l%% *}
+			awk -v k="$kind" -v p="$pipe" -v r="$r" -v l="$l" 'BEGIN{split(r,a," "); split(l,b," ");
+				printf "| %s | %d | %.0f | %.0f | %.2fx | %s | %s |\n", k, p, a[1], b[1], b[1]/a[1], a[2], b[2]}'
+		done
+		local line
+		line=$(awk -v p="$pipe" -v ra="${R[acquire$pipe]}" -v rr="${R[release$pipe]}" -v la="${L[acquire$pipe]}" -v lr="${L[release$pipe]}" \
+			'BEGIN{rc=1/(1/ra+1/rr); lc=1/(1/la+1/lr); printf "| cycle (acquire + release) | %d | %.0f | %.0f | %.2fx | | |\n", p, rc, lc, lc/rc}')
+		echo "$line"
+		ratios+=("$pipe $(echo "$line" | awk -F'|' '{gsub(/ /, "", $6); print $6}')")
 	done
-	awk -v p="$pipe" -v ra="${R[acquire$pipe]}" -v rr="${R[release$pipe]}" -v la="${L[acquire$pipe]}" -v lr="${L[release$pipe]}" \
-		'BEGIN{rc=1/(1/ra+1/rr); lc=1/(1/la+1/lr); printf "| cycle (acquire + release) | %d | %.0f | %.0f | %.2fx | | |\n", p, rc, lc, lc/rc}'
+}
+
+for round in $(seq "$ROUNDS"); do
+	[ "$ROUNDS" = 1 ] || echo "Round $round"
+	table "$round"
+	[ "$ROUNDS" = 1 ] || echo
 done
+if [ "$ROUNDS" != 1 ]; then
+	for pipe in 1 "$PIPE"; do
+		printf "cycle latch/redis, %d in flight, by round:" "$pipe"
+		for x in "${ratios[@]}"; do
+			[ "${x%% *}" = "$pipe" ] && printf " %s" "${x#* }"
+		done
+		echo
+	done
+fi

@@ -158,10 +158,11 @@ func (c DropCause) String() string {
 // Engine.Drops), for metrics: how long it was held and why it ended. It
 // holds no pointer, so that recording it costs no write barrier.
 type Drop struct {
-	Session  latch.SessionID // 0 for a lease whose session had ended
+	Session  latch.SessionID // 0 for a lease whose session had ended, or an owned hold
 	Acquired int64           // when the hold was granted
 	At       int64           // when it ended
 	Cause    DropCause
+	Owned    bool // an owned hold (AcquireOwned): Session is 0
 }
 
 // Stats are counts of the engine's state, for metrics.

@@ -111,6 +111,26 @@ func TestDrops(t *testing.T) {
 			},
 		},
 		{
+			name: "owned holds are marked",
+			run: func(h *harness) []Drop {
+				if _, _, err := h.e.AcquireOwned(h.now, []string{"a"}, []byte("tok"), 0); err != nil {
+					h.t.Fatal(err)
+				}
+				if _, _, err := h.e.AcquireOwned(h.now, []string{"b"}, []byte("tok"), time.Second); err != nil {
+					h.t.Fatal(err)
+				}
+				h.now += 2 * sec
+				if _, err := h.e.ReleaseOwned(h.now, "a"); err != nil {
+					h.t.Fatal(err)
+				}
+				return h.e.Drops()
+			},
+			want: []Drop{
+				{Acquired: 1000, At: 1000 + sec, Cause: DropLeaseExpired, Owned: true},
+				{Acquired: 1000, At: 1000 + 2*sec, Cause: DropReleased, Owned: true},
+			},
+		},
+		{
 			name: "a call that drops nothing clears the list",
 			run: func(h *harness) []Drop {
 				s := h.open()

@@ -770,7 +770,8 @@ func (e *Engine) dropHold(h *hold, cause DropCause) {
 		if h.s != nil {
 			sid = h.s.id
 		}
-		e.drops = append(e.drops, Drop{Session: sid, Acquired: h.acquired, At: e.now, Cause: cause})
+		_, owned := e.ownerOf(h)
+		e.drops = append(e.drops, Drop{Session: sid, Acquired: h.acquired, At: e.now, Cause: cause, Owned: owned})
 	}
 	unlinkFromKey(h)
 	unlinkFromSession(h)

@@ -69,26 +69,22 @@ func (e *Engine) Owned(now int64, name string) OwnedState {
 	return st
 }
 
-// AcquireOwned takes every key of names at once for the owner value owner,
-// with a lease (0: none), if every key is free now: no holder, no waiter
-// and no lock-delay. Otherwise it changes nothing and returns a
-// *latch.BusyError wrapping latch.ErrWouldBlock. Owned holds never wait:
-// their clients poll.
-func (e *Engine) AcquireOwned(now int64, names []string, owner string, lease time.Duration) (Result, []Event, error) {
+// AcquireOwned takes every key of names at once for the owner value owner
+// (copied when kept), with a lease (0: none), if every key is free now: no
+// holder, no waiter and no lock-delay. Otherwise it changes nothing and
+// returns ErrOwnedBusy. Owned holds never wait: their clients poll, so a
+// busy key is their common case, and it costs no allocation.
+func (e *Engine) AcquireOwned(now int64, names []string, owner []byte, lease time.Duration) (Result, []Event, error) {
 	e.begin(now)
 	req := latch.LockRequest{Keys: names, Lease: lease}
 	if err := e.check(&req); err != nil {
 		return Result{}, e.events, err
 	}
-	var busy []string
-	for i, name := range e.reqNames {
+	for i := range e.reqNames {
 		if k := e.reqKeys[i]; k != nil && !k.admitsNew(latch.Exclusive, 0) {
-			busy = append(busy, name)
+			e.clearScratch()
+			return Result{}, e.events, ErrOwnedBusy
 		}
-	}
-	if busy != nil {
-		e.clearScratch()
-		return Result{}, e.events, &latch.BusyError{Err: latch.ErrWouldBlock, Keys: busy}
 	}
 	for i, name := range e.reqNames {
 		if e.reqKeys[i] == nil {
@@ -96,12 +92,17 @@ func (e *Engine) AcquireOwned(now int64, names []string, owner string, lease tim
 		}
 	}
 	tok, exp := e.grant(nil, e.reqKeys, latch.Exclusive, 0, lease, false)
+	o := string(owner)
 	for _, k := range e.reqKeys {
-		e.owners[k.holds] = owner
+		e.owners[k.holds] = o
 	}
 	e.clearScratch()
 	return Result{Granted: true, Token: tok, Expires: exp}, e.events, nil
 }
+
+// ErrOwnedBusy is AcquireOwned's error when a key is not free: a
+// *latch.BusyError wrapping latch.ErrWouldBlock, without the keys.
+var ErrOwnedBusy error = &latch.BusyError{Err: latch.ErrWouldBlock}
 
 // ownedHold returns the owned hold of key name, or an error wrapping
 // latch.ErrNotHeld when the key has none.

@@ -223,6 +223,10 @@ type Command struct {
 	Prefix     uint32
 	Tx         []Command
 	Watch      []Watch
+	// TxResults is not part of the command (it is not encoded): room of
+	// its proposer's for OpOwnedTx's results (Result.Tx), used when it is
+	// large enough, so that a front end that applies batches reuses one.
+	TxResults []Result
 }
 
 // Result is what applying a Command gave. Only the fields its Op sets
@@ -232,7 +236,8 @@ type Result struct {
 	Err error
 
 	Session latch.SessionID // OpOpenSession
-	// OpAcquire and OpRenew.
+	// OpAcquire and OpRenew; for OpOwned, Granted is true when the
+	// command made a new grant (a free key acquired, a GETSET takeover).
 	Granted bool
 	Token   latch.Token
 	Expires int64
@@ -243,10 +248,16 @@ type Result struct {
 	CAS   uint64     // item writes
 	Value uint64     // OpItemIncr, OpItemDecr
 
-	// OpOwned (see OwnedKind), and OpOwnedTx's results in order.
-	Found int
-	Owner string
-	Tx    []Result
+	// OpOwned (see OwnedKind), and OpOwnedTx's results in order. Foreign
+	// counts the keys the command found held by a session (memcached,
+	// dlock): locks without an owner value, which a Redis client sees as
+	// a key of another type. OwnedAcquire leaves it 0; with OwnedAll,
+	// OwnedRelease and OwnedRenew count only up to the first key they
+	// stop at.
+	Found   int
+	Foreign int
+	Owner   string
+	Tx      []Result
 }
 
 // Batch is commands applied in order, as one entry of a log. Results is

@@ -149,7 +149,9 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		r.Err = fmt.Errorf("owned %v: negative lease: %w", c.Owned, latch.ErrInvalidRequest)
 		return
 	}
-	value := string(c.Value)
+	// The owner value is made a string only where the lock table keeps it:
+	// a release or renewal by value compares it in place.
+	value := c.Value
 	key := keys[0]
 	switch c.Owned {
 	case OwnedGet:
@@ -162,7 +164,7 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		case err != nil:
 			r.Err = err
 		default:
-			r.Count, r.Token, r.Expires = 1, res.Token, res.Expires
+			r.Count, r.Granted, r.Token, r.Expires = 1, true, res.Token, res.Expires
 		}
 	case OwnedSet:
 		st := e.Owned(now, key)
@@ -170,12 +172,13 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		case !st.Held && c.OwnedFlags&OwnedXX != 0:
 		case !st.Held:
 			s.acquireOwned(now, key, value, c.Req.Lease, r)
-		case st.Owned && st.Owner == value:
+		case st.Owned && st.Owner == string(value):
 			r.Count, r.Token, r.Expires = 1, st.Token, st.Expires
 			if c.OwnedFlags&OwnedKeepTTL == 0 {
 				s.renewOwned(now, key, c.Req.Lease, r)
 			}
 		default:
+			r.Foreign = foreign(st)
 			r.Err = &latch.BusyError{Err: latch.ErrWouldBlock, Keys: []string{key}}
 		}
 	case OwnedGetSet:
@@ -184,10 +187,12 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		case !st.Held:
 			s.acquireOwned(now, key, value, 0, r)
 		case st.Owned:
-			old, tok, evs, err := e.ReplaceOwner(now, key, value, true)
+			old, tok, evs, err := e.ReplaceOwner(now, key, string(value), true)
 			s.evs = append(s.evs, evs...)
 			r.Found, r.Count, r.Owner, r.Token, r.Err = 1, 1, old, tok, err
+			r.Granted = err == nil
 		default:
+			r.Foreign = 1
 			r.Err = &latch.BusyError{Err: latch.ErrWouldBlock, Keys: []string{key}}
 		}
 	case OwnedRelease, OwnedRenew:
@@ -195,12 +200,13 @@ func (s *State) applyOwned(c *Command, r *Result) {
 	case OwnedObtain:
 		st := e.Owned(now, key)
 		p := int(c.Prefix)
+		r.Foreign = foreign(st)
 		switch {
 		case !st.Held:
 			s.acquireOwned(now, key, value, c.Req.Lease, r)
-		case st.Owned && c.OwnedFlags&OwnedMatch != 0 && st.Owner != value:
-		case st.Owned && len(st.Owner) >= p && len(value) >= p && st.Owner[:p] == value[:p]:
-			_, _, evs, err := e.ReplaceOwner(now, key, value, false)
+		case st.Owned && c.OwnedFlags&OwnedMatch != 0 && st.Owner != string(value):
+		case st.Owned && len(st.Owner) >= p && len(value) >= p && st.Owner[:p] == string(value[:p]):
+			_, _, evs, err := e.ReplaceOwner(now, key, string(value), false)
 			s.evs = append(s.evs, evs...)
 			if r.Err = err; err == nil {
 				r.Count = 1
@@ -221,11 +227,21 @@ func (s *State) OwnedGet(now int64, key string) Result {
 	if st.Owned {
 		r.Count, r.Owner = 1, st.Owner
 	}
+	r.Foreign = foreign(st)
 	return r
 }
 
+// foreign is 1 when st is a key held by a session (memcached, dlock): a
+// lock without an owner value (Result.Foreign), else 0.
+func foreign(st engine.OwnedState) int {
+	if st.Held && !st.Owned {
+		return 1
+	}
+	return 0
+}
+
 // acquireOwned takes one free key for value; Count is 1 when it did.
-func (s *State) acquireOwned(now int64, key, value string, lease time.Duration, r *Result) {
+func (s *State) acquireOwned(now int64, key string, value []byte, lease time.Duration, r *Result) {
 	s.keys[0] = key
 	res, evs, err := s.eng.AcquireOwned(now, s.keys[:], value, lease)
 	s.keys[0] = ""
@@ -234,7 +250,7 @@ func (s *State) acquireOwned(now int64, key, value string, lease time.Duration, 
 		r.Err = err
 		return
 	}
-	r.Count, r.Token, r.Expires = 1, res.Token, res.Expires
+	r.Count, r.Granted, r.Token, r.Expires = 1, true, res.Token, res.Expires
 }
 
 // renewOwned sets the lease of key's owned hold and reports its end.
@@ -247,15 +263,15 @@ func (s *State) renewOwned(now int64, key string, lease time.Duration, r *Result
 // releaseOrRenew is OwnedRelease and OwnedRenew over every key of c.
 func (s *State) releaseOrRenew(c *Command, r *Result) {
 	now, e := c.At, s.eng
-	value := string(c.Value)
 	chosen := func(st engine.OwnedState) bool {
-		return st.Owned && (c.OwnedFlags&OwnedMatch == 0 || st.Owner == value)
+		return st.Owned && (c.OwnedFlags&OwnedMatch == 0 || st.Owner == string(c.Value))
 	}
 	for _, key := range c.Req.Keys {
 		st := e.Owned(now, key)
 		if st.Held {
 			r.Found++
 		}
+		r.Foreign += foreign(st)
 		if !chosen(st) && c.OwnedFlags&OwnedAll != 0 {
 			return
 		}
@@ -306,7 +322,12 @@ func (s *State) applyOwnedTx(c *Command, r *Result) {
 			return
 		}
 	}
-	r.Tx = make([]Result, len(c.Tx))
+	if cap(c.TxResults) >= len(c.Tx) {
+		r.Tx = c.TxResults[:len(c.Tx)]
+		clear(r.Tx)
+	} else {
+		r.Tx = make([]Result, len(c.Tx))
+	}
 	for i := range c.Tx {
 		sub := &c.Tx[i]
 		if sub.Op != OpOwned {

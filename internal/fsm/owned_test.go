@@ -180,3 +180,78 @@ func TestOwnedAcrossProtocols(t *testing.T) {
 		t.Fatalf("release did not grant the waiter: %v", o.evs)
 	}
 }
+
+// TestOwnedGrantedAndForeign: an owned command reports a new grant
+// (Granted), and the keys it found held by a session (Foreign), which the
+// Redis front end answers as keys of another type.
+func TestOwnedGrantedAndForeign(t *testing.T) {
+	sec := time.Second
+	obtain := func(value string, prefix uint32, keys ...string) Command {
+		return Command{Op: OpOwned, Owned: OwnedObtain, Prefix: prefix, Value: []byte(value), Req: latch.LockRequest{Keys: keys, Lease: sec}}
+	}
+	// "s" is held by a session, "o" by the owner value "a", "f" is free.
+	tests := []struct {
+		name    string
+		c       Command
+		granted bool
+		foreign int
+	}{
+		{"acquire free", ownedCmd(OwnedAcquire, 0, "b", sec, "f"), true, 0},
+		{"acquire busy", ownedCmd(OwnedAcquire, 0, "b", sec, "f", "s"), false, 0},
+		{"set free", ownedCmd(OwnedSet, 0, "b", sec, "f"), true, 0},
+		{"set same owner", ownedCmd(OwnedSet, 0, "a", sec, "o"), false, 0},
+		{"set other owner", ownedCmd(OwnedSet, 0, "b", sec, "o"), false, 0},
+		{"set session's", ownedCmd(OwnedSet, 0, "b", sec, "s"), false, 1},
+		{"getset free", ownedCmd(OwnedGetSet, 0, "b", 0, "f"), true, 0},
+		{"getset takeover", ownedCmd(OwnedGetSet, 0, "b", 0, "o"), true, 0},
+		{"getset session's", ownedCmd(OwnedGetSet, 0, "b", 0, "s"), false, 1},
+		{"get owned", ownedCmd(OwnedGet, 0, "", 0, "o"), false, 0},
+		{"get session's", ownedCmd(OwnedGet, 0, "", 0, "s"), false, 1},
+		{"get free", ownedCmd(OwnedGet, 0, "", 0, "f"), false, 0},
+		{"release", ownedCmd(OwnedRelease, OwnedMatch, "a", 0, "o", "s", "f", "s"), false, 2},
+		{"renew all stops at the first", ownedCmd(OwnedRenew, OwnedMatch|OwnedAll, "a", sec, "f", "s"), false, 0},
+		{"renew all reaches the session's", ownedCmd(OwnedRenew, OwnedMatch|OwnedAll, "a", sec, "o", "s"), false, 1},
+		{"obtain free", obtain("b", 0, "f"), true, 0},
+		{"obtain re-obtain", obtain("a-2", 1, "o"), false, 0},
+		{"obtain session's", obtain("b", 0, "s"), false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newState(t)
+			at := int64(time.Second)
+			run := func(c Command) outcome { c.At = at; return apply(s, &c) }
+			sess := run(Command{Op: OpOpenSession}).r.Session
+			if o := run(Command{Op: OpAcquire, Session: sess, Req: latch.LockRequest{Keys: []string{"s"}}}); !o.r.Granted {
+				t.Fatalf("session acquire: %+v %s", o.r, o.err)
+			}
+			if o := run(ownedCmd(OwnedAcquire, 0, "a", 0, "o")); !o.r.Granted {
+				t.Fatalf("owned acquire: %+v %s", o.r, o.err)
+			}
+			o := run(tt.c)
+			if o.r.Granted != tt.granted || o.r.Foreign != tt.foreign {
+				t.Errorf("Granted %v Foreign %d, want %v %d (result %+v, err %s)", o.r.Granted, o.r.Foreign, tt.granted, tt.foreign, o.r, o.err)
+			}
+		})
+	}
+}
+
+// TestOwnedTxResultsRoom: OpOwnedTx puts its results in the proposer's
+// room when it is large enough, cleared, and in its own otherwise.
+func TestOwnedTxResultsRoom(t *testing.T) {
+	s := newState(t)
+	tx := []Command{ownedCmd(OwnedAcquire, 0, "a", 0, "k"), ownedCmd(OwnedGet, 0, "", 0, "k")}
+	room := make([]Result, 2, 4)
+	room[1] = Result{Owner: "stale", Count: 7}
+	o := apply(s, &Command{Op: OpOwnedTx, At: int64(time.Second), Tx: tx, TxResults: room[:0]})
+	if len(o.r.Tx) != 2 || &o.r.Tx[0] != &room[0] {
+		t.Fatalf("results %+v not in the room given", o.r.Tx)
+	}
+	if r := o.r.Tx[1]; r.Count != 1 || r.Owner != "a" {
+		t.Errorf("the get's result %+v, want owner a", r)
+	}
+	small := make([]Result, 0, 1)
+	o = apply(s, &Command{Op: OpOwnedTx, At: int64(time.Second), Tx: tx, TxResults: small})
+	if len(o.r.Tx) != 2 || o.r.Tx[0].Count != 0 || o.r.Tx[1].Owner != "a" {
+		t.Fatalf("results %+v", o.r.Tx)
+	}
+}

@@ -23,7 +23,8 @@
 // # Metrics
 //
 // Counters, labelled by protocol (the session's latch.SessionOptions.Protocol;
-// "unknown" when empty):
+// "unknown" when empty; node.OwnedProtocol, "redis", for owned locks, which
+// have no session: the node reports their events as node.OwnedProto):
 //
 //	latch_grants_total{protocol}              requests granted
 //	latch_releases_total{protocol,cause}      holds ended; cause is release, session_end,

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/node"
 )
 
@@ -278,6 +279,69 @@ func TestLeaseOutlivingSession(t *testing.T) {
 		}
 		if _, ok := lookup(t, m, "latch_grants_total", "protocol=none"); ok {
 			t.Error(`latch_grants_total{protocol="none"} reported`)
+		}
+	})
+}
+
+// TestOwnedLocks: the grants of owned locks (the Redis front end's) and
+// the ends of their holds, which no session owns, count under the
+// protocol "redis", never under "none".
+func TestOwnedLocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, n := newNode(t)
+		owned := func(kind fsm.OwnedKind, flags fsm.OwnedFlags, value string, lease time.Duration, keys ...string) fsm.Command {
+			return fsm.Command{Op: fsm.OpOwned, Owned: kind, OwnedFlags: flags, Value: []byte(value),
+				Req: latch.LockRequest{Keys: keys, Lease: lease}}
+		}
+		do := func(c fsm.Command) fsm.Result {
+			t.Helper()
+			r := n.Owned(&c)
+			if r.Err != nil {
+				t.Fatalf("%v %v: %v", c.Op, c.Owned, r.Err)
+			}
+			return r
+		}
+		do(owned(fsm.OwnedAcquire, 0, "a", time.Second, "k"))    // grant; its lease ends
+		do(owned(fsm.OwnedAcquire, 0, "b", time.Second, "k"))    // busy: no grant
+		do(owned(fsm.OwnedSet, 0, "a", 0, "j"))                  // grant
+		do(owned(fsm.OwnedRelease, fsm.OwnedMatch, "a", 0, "j")) // release
+		do(owned(fsm.OwnedGetSet, 0, "c", 0, "g"))               // grant
+		do(owned(fsm.OwnedGetSet, 0, "d", 0, "g"))               // takeover: grant
+		do(fsm.Command{Op: fsm.OpOwnedTx, Tx: []fsm.Command{
+			owned(fsm.OwnedAcquire, 0, "e", 0, "x"), // grant
+			owned(fsm.OwnedGet, 0, "", 0, "x"),
+		}})
+		if _, err := n.ForceRelease("x"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+
+		want := []struct {
+			name   string
+			labels []string
+			value  float64
+		}{
+			{"latch_grants_total", []string{"protocol=redis"}, 5},
+			{"latch_releases_total", []string{"protocol=redis", "cause=release"}, 1},
+			{"latch_releases_total", []string{"protocol=redis", "cause=lease_expiry"}, 1},
+			{"latch_releases_total", []string{"protocol=redis", "cause=forced"}, 1},
+			{"latch_sessions", []string{"protocol=redis"}, 0},
+			{"latch_wait_seconds", nil, 5},
+			{"latch_hold_seconds", nil, 3},
+			{"latch_held_locks", nil, 1}, // g
+		}
+		for _, w := range want {
+			if got := value(t, m, w.name, w.labels...); got != w.value {
+				t.Errorf("%s{%s} = %v, want %v", w.name, strings.Join(w.labels, ","), got, w.value)
+			}
+		}
+		if v, ok := lookup(t, m, "latch_releases_total", "protocol=none"); ok {
+			t.Errorf(`latch_releases_total{protocol="none"} = %v: owned holds counted as leases without a session`, v)
+		}
+		snap := m.Snapshot()
+		tot := snap.Total()
+		if tot.Grants != 5 || tot.Releases != 1 || tot.LeaseExpiries != 1 || tot.ForcedReleases != 1 {
+			t.Errorf("Total() = %+v", tot)
 		}
 	})
 }

@@ -41,6 +41,7 @@ type Observer struct {
 	index  map[string]int // protocol name to index in protos
 	names  []string       // label value of each index
 	protos []protoCounts  // index 0 (node.NoProto) is protoNone
+	owned  int            // index of node.OwnedProtocol, for node.OwnedProto; 0 until its first event
 	wait   hist
 	hold   hist
 
@@ -63,9 +64,19 @@ func (o *Observer) add(name string) int {
 	return i
 }
 
-// counts returns the counters of proto: node.NoProto and anything out of
-// range count under "none".
+// counts returns the counters of proto: node.OwnedProto's are those of
+// node.OwnedProtocol (the Redis front end's locks); node.NoProto and
+// anything else out of range count under "none".
 func (o *Observer) counts(proto int) *protoCounts {
+	if proto == node.OwnedProto {
+		if o.owned == 0 {
+			o.owned = o.index[node.OwnedProtocol]
+			if o.owned == 0 {
+				o.owned = o.add(node.OwnedProtocol)
+			}
+		}
+		proto = o.owned
+	}
 	if proto < 0 || proto >= len(o.protos) {
 		proto = 0
 	}

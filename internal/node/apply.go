@@ -211,6 +211,8 @@ func (n *Node) released(drops []engine.Drop) {
 		tag := NoProto
 		if s := n.sessions[d.Session]; s != nil {
 			tag = s.proto
+		} else if d.Owned {
+			tag = OwnedProto
 		}
 		n.drops = append(n.drops, Drop{Session: d.Session, Tag: uint32(tag), Acquired: d.Acquired, At: d.At, Cause: d.Cause})
 	}

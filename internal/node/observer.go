@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math"
 	"time"
 
 	"github.com/latchd/latch"
@@ -39,7 +40,8 @@ type Observer interface {
 	Canceled(proto int)
 	// Released: holds ended, one Drop each, in the order the lock table
 	// removed them: Tag is the proto of the holder's session (NoProto for
-	// a lease that outlived it), At-Acquired how long it was held (engine
+	// a lease that outlived it, OwnedProto for an owned hold, which has
+	// no session), At-Acquired how long it was held (engine
 	// instants are nanoseconds), Cause why it ended. One call reports all
 	// the holds one operation ended; drops is valid only during the call.
 	Released(drops []Drop)
@@ -56,11 +58,16 @@ type Observer interface {
 // outlived its session. SessionOpened never returns it.
 const NoProto = 0
 
+// OwnedProto is the proto of the events of owned locks (Node.Owned), which
+// belong to no session: their grants and the ends of their holds. Their
+// protocol is OwnedProtocol. SessionOpened never returns it.
+const OwnedProto = math.MaxInt32
+
 // Drop describes a hold that ended; see Observer.Released. It holds no
 // pointer, so that recording it costs no write barrier.
 type Drop struct {
 	Session  latch.SessionID // 0 for a lease whose session had ended
-	Tag      uint32          // the proto of the holder's session; NoProto without one
+	Tag      uint32          // the proto of the holder's session; NoProto without one, OwnedProto for an owned hold
 	Acquired int64           // when the hold was granted
 	At       int64           // when it ended
 	Cause    ReleaseCause

@@ -30,8 +30,28 @@ func (n *Node) Owned(in *fsm.Command) fsm.Result {
 	c := n.command(in.Op)
 	c.Req.Keys, c.Req.Lease, c.Value = in.Req.Keys, in.Req.Lease, in.Value
 	c.Owned, c.OwnedFlags, c.Prefix = in.Owned, in.OwnedFlags, in.Prefix
-	c.Tx, c.Watch = in.Tx, in.Watch
-	return n.propose()
+	c.Tx, c.Watch, c.TxResults = in.Tx, in.Watch, in.TxResults
+	r := n.propose()
+	if n.obs != nil {
+		n.ownedGrants(in, &r)
+	}
+	return r
+}
+
+// ownedGrants tells the Observer about the grants that the owned-lock
+// command in made, whose result is r. Called with mu held.
+func (n *Node) ownedGrants(in *fsm.Command, r *fsm.Result) {
+	if in.Op == fsm.OpOwned {
+		if r.Granted {
+			n.obs.Granted(OwnedProto, len(in.Req.Keys), 0)
+		}
+		return
+	}
+	for i := range r.Tx {
+		if r.Tx[i].Granted && i < len(in.Tx) {
+			n.obs.Granted(OwnedProto, len(in.Tx[i].Req.Keys), 0)
+		}
+	}
 }
 
 // OwnedGet reads key's holder at the node's time, as an fsm.OwnedGet

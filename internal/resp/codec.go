@@ -29,12 +29,12 @@ type Limits struct {
 // (a line of arguments separated by spaces, with Redis's quoting), as a
 // Redis server accepts them.
 type Reader struct {
-	r      *bufio.Reader
-	lim    Limits
-	args   [][]byte
-	arena  []byte
-	line   []byte
-	inline []byte
+	r     *bufio.Reader
+	lim   Limits
+	args  [][]byte
+	arena []byte
+	line  []byte
+	keep  bool // Keep: the arena is not reused
 }
 
 // NewReader returns a Reader of r, bounded by lim.
@@ -43,16 +43,20 @@ func NewReader(r *bufio.Reader, lim Limits) *Reader {
 }
 
 // Next reads the next request and returns its arguments, which stay valid
-// until the following call. An empty request (an empty inline line, an
-// array of no element) is skipped. A malformed or oversized request
-// returns a *ProtocolError; a failed read returns its error.
+// until the following call (with Keep, longer). An empty request (an empty
+// inline line, an array of no element) is skipped. A malformed or
+// oversized request returns a *ProtocolError; a failed read returns its
+// error.
 func (rd *Reader) Next() ([][]byte, error) {
 	for {
 		b, err := rd.r.Peek(1)
 		if err != nil {
 			return nil, err
 		}
-		rd.args, rd.arena = rd.args[:0], rd.arena[:0]
+		rd.args = rd.args[:0]
+		if !rd.keep {
+			rd.arena = rd.arena[:0]
+		}
 		if b[0] == '*' {
 			err = rd.array()
 		} else {
@@ -66,6 +70,17 @@ func (rd *Reader) Next() ([][]byte, error) {
 		}
 	}
 }
+
+// Keep(true) makes the arguments Next returns stay valid until the first
+// call of Next after Keep(false) (the slice of them does not: keep the
+// arguments themselves): a connection that defers the execution of a
+// pipelined request reads the next one. Held reports how many bytes the
+// kept arguments take.
+func (rd *Reader) Keep(keep bool) { rd.keep = keep }
+
+// Held returns the bytes of the arguments read since the arena was last
+// reused (see Keep).
+func (rd *Reader) Held() int { return len(rd.arena) }
 
 // readLine reads a line ending in "\n" of at most max bytes (the "\r"
 // before it, if any, is dropped). The line is valid until the next read.
@@ -171,8 +186,9 @@ func (rd *Reader) inlineLine() error {
 	if err != nil {
 		return err
 	}
-	rd.inline = append(rd.inline[:0], line...)
-	args, err := SplitArgs(rd.args[:0], rd.inline)
+	start := len(rd.arena)
+	rd.arena = append(rd.arena, line...)
+	args, err := SplitArgs(rd.args[:0], rd.arena[start:len(rd.arena):len(rd.arena)])
 	if err != nil {
 		return err
 	}

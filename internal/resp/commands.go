@@ -87,6 +87,9 @@ func (c *conn) do(args [][]byte) {
 		}
 		cmd = c.srv.cmds[string(lower[:len(name)])]
 	}
+	if c.batch > 0 && !c.plannable(cmd, len(args)) {
+		c.runBatch() // its replies come first
+	}
 	if cmd == nil {
 		c.srv.unknown.Request()
 		if c.multi {
@@ -140,15 +143,77 @@ func (c *conn) do(args [][]byte) {
 		cmd.fn(c, args)
 		return
 	}
-	c.subs, c.plans = c.subs[:0], c.plans[:0]
+	if c.batch == 0 {
+		c.subs, c.plans = c.subs[:0], c.plans[:0]
+	}
+	first, firstSub := len(c.plans), len(c.subs)
 	cmd.plan(c, args)
+	for i := first; i < len(c.plans); i++ {
+		c.plans[i].metric = cmd.metric
+	}
+	if c.deferrable(firstSub) {
+		c.batch++
+		c.rd.Keep(true)
+		return
+	}
+	c.runBatch()
+}
+
+// Pipelined lock commands are applied together: while more of a
+// connection's input is buffered, a lock command that changes locks is
+// planned and its execution deferred (the batch); the batch is applied as
+// one fsm.OpOwnedTx without watches (each command in order, at one
+// instant: one proposal, one clock reading) and answered in order before
+// anything else is answered, before a read, and before the connection
+// waits for input. The Reader keeps the deferred requests' arguments.
+const (
+	maxBatch     = 64       // requests
+	maxBatchHeld = 64 << 10 // bytes of their arguments
+)
+
+// plannable reports whether a request for cmd with n arguments would be
+// planned, not answered at once (with an error, QUEUED, or by a connection
+// command): only those may join the batch.
+func (c *conn) plannable(cmd *command, n int) bool {
+	return cmd != nil && cmd.plan != nil && !c.multi && c.authed &&
+		!((cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity) &&
+		!(cmd.write && c.token != nil && c.token.ReadOnly)
+}
+
+// deferrable reports whether the request just planned, whose commands
+// start at c.subs[firstSub], may wait for the requests buffered after it.
+func (c *conn) deferrable(firstSub int) bool {
+	if c.br.Buffered() == 0 || len(c.plans) >= maxBatch || c.rd.Held() > maxBatchHeld {
+		return false
+	}
+	for i := firstSub; i < len(c.subs); i++ {
+		if c.subs[i].Owned == fsm.OwnedGet {
+			return false // reads are read at once, without a command, unless they follow a batch
+		}
+	}
+	return true
+}
+
+// runBatch applies the planned requests and answers them in order.
+func (c *conn) runBatch() {
+	c.batch = 0
+	c.rd.Keep(false)
 	c.run(false)
 	for i := range c.plans {
 		if c.answer(&c.plans[i]) {
-			cmd.metric.Error()
+			c.plans[i].metric.Error()
 		}
 	}
+	c.clearPlan()
+}
+
+// clearPlan drops the references of the plan's commands and key lists, once
+// answered, and empties the plan.
+func (c *conn) clearPlan() {
 	clear(c.subs)
+	clear(c.names)
+	clear(c.plans)
+	c.subs, c.names, c.plans = c.subs[:0], c.names[:0], c.plans[:0]
 }
 
 // unknownCommand is Redis's answer to a command it does not know.
@@ -197,6 +262,30 @@ type plan struct {
 	msg      string
 	arg      int64
 	val      []byte
+	metric   *metrics.Command // the request's command, for its errors
+	// typed: the request reads its keys as strings, so a key held by a
+	// session (fsm.Result.Foreign) answers WRONGTYPE; for a script, the
+	// error names it (sha, lower case) and the line of its read (line).
+	typed bool
+	sha   []byte
+	line  int
+}
+
+// wrongType is Redis's error for a command on a key of another type: here
+// a key held over memcached or dlock, a lock without an owner value.
+const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+// typeOfSession is what TYPE answers for a key held over memcached or
+// dlock: not a string, since it has no value to GET. As a Redis module's
+// type, its name is 9 characters.
+const typeOfSession = "latchlock"
+
+// wrongTypeError is the error of a request whose key is held by a session.
+func (p *plan) wrongTypeError() string {
+	if p.sha == nil {
+		return wrongType
+	}
+	return fmt.Sprintf("%s script: %s, on @user_script:%d.", wrongType, p.sha, p.line)
 }
 
 // fail adds a plan answered by an error.
@@ -229,17 +318,24 @@ func (c *conn) key(k []byte) (string, bool) {
 	return string(k), true
 }
 
-// keys checks every key of ks.
+// keys checks every key of ks and returns them, in c.names.
 func (c *conn) keys(ks [][]byte) ([]string, bool) {
-	out := make([]string, len(ks))
-	for i, k := range ks {
+	start := len(c.names)
+	for _, k := range ks {
 		s, ok := c.key(k)
 		if !ok {
+			c.names = c.names[:start]
 			return nil, false
 		}
-		out[i] = s
+		c.names = append(c.names, s)
 	}
-	return out, true
+	return c.names[start:len(c.names):len(c.names)], true
+}
+
+// one returns the key list of one key, k, in c.names.
+func (c *conn) one(k string) []string {
+	c.names = append(c.names, k)
+	return c.names[len(c.names)-1 : len(c.names) : len(c.names)]
 }
 
 // value checks an owner value's size.
@@ -276,12 +372,28 @@ func (c *conn) run(tx bool) bool {
 		}
 		if len(c.subs) == 1 {
 			c.results = append(c.results, svc.Owned(&c.subs[0]))
-			c.at = svc.Now()
+			c.readClock()
 			return true
 		}
 	}
-	r := svc.Owned(&fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, Watch: c.watches})
-	c.at = svc.Now()
+	// A transaction, or a batch of pipelined requests (then without the
+	// watches, which are EXEC's).
+	if c.txResults == nil {
+		c.txResults = make([]fsm.Result, 0, maxBatch)
+	}
+	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, TxResults: c.txResults}
+	if tx {
+		in.Watch = c.watches
+	}
+	r := svc.Owned(&in)
+	c.readClock()
+	if r.Err != nil {
+		// The outcome may be unknown (a cluster that let go of the
+		// request may still apply it, into this room): never reuse it.
+		c.txResults = nil
+	} else {
+		defer clear(r.Tx) // copied into c.results below
+	}
 	if errors.Is(r.Err, fsm.ErrWatchChanged) {
 		return false
 	}
@@ -295,6 +407,19 @@ func (c *conn) run(tx bool) bool {
 	return true
 }
 
+// readClock sets c.at, the instant results are read at, for the plans
+// that answer a lease left (PTTL, TTL): a clock reading costs as much as a
+// small lock command, so only they pay for it.
+func (c *conn) readClock() {
+	for i := range c.plans {
+		switch c.plans[i].kind {
+		case rPTTL, rTTL, rPTTLIf:
+			c.at = c.srv.svc.Now()
+			return
+		}
+	}
+}
+
 // answer writes the reply of p and reports whether it was an error.
 func (c *conn) answer(p *plan) bool {
 	w := c.w
@@ -303,6 +428,14 @@ func (c *conn) answer(p *plan) bool {
 		return true
 	}
 	rs := c.results[p.first : p.first+p.n]
+	if p.typed {
+		for i := range rs {
+			if rs[i].Foreign > 0 {
+				w.Error(p.wrongTypeError())
+				return true
+			}
+		}
+	}
 	for i := range rs {
 		if rs[i].Err != nil {
 			w.Error(errorReply(rs[i].Err))
@@ -327,12 +460,9 @@ func (c *conn) answer(p *plan) bool {
 	case rCount:
 		w.Int(int64(r.Count))
 	case rGet:
-		switch {
-		case r.Count == 1:
+		if r.Count == 1 {
 			w.BulkString(r.Owner)
-		case r.Found == 1:
-			w.BulkString(foreignValue(r.Token))
-		default:
+		} else {
 			w.Null()
 		}
 	case rGetSet:
@@ -356,9 +486,12 @@ func (c *conn) answer(p *plan) bool {
 		}
 		w.Int(ms)
 	case rType:
-		if r.Found == 1 {
+		switch {
+		case r.Foreign == 1:
+			w.Simple(typeOfSession)
+		case r.Found == 1:
 			w.Simple("string")
-		} else {
+		default:
 			w.Simple("none")
 		}
 	case rToken:
@@ -405,13 +538,6 @@ func (c *conn) pttl(r *fsm.Result) int64 {
 	return (left + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 }
 
-// foreignValue is what GET answers for a key held over another protocol
-// (memcached, dlock): it has no owner value, and a client comparing with
-// its own token must never find it equal.
-func foreignValue(tok latch.Token) string {
-	return fmt.Sprintf("latch:held-by-session:token=%d", tok)
-}
-
 // errorReply is the reply to a failed command.
 func errorReply(err error) string {
 	switch {
@@ -431,8 +557,8 @@ func planGet(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, k)
-	c.add(rGet, first)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
+	c.add(rGet, first).typed = true
 }
 
 func planType(c *conn, args [][]byte) {
@@ -441,7 +567,7 @@ func planType(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rType, first)
 }
 
@@ -451,7 +577,7 @@ func planToken(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rToken, first)
 }
 
@@ -461,7 +587,7 @@ func planTTL(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, k)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if len(args[0]) == 4 { // pttl
 		c.add(rPTTL, first)
 	} else {
@@ -477,7 +603,7 @@ func planExists(c *conn, args [][]byte) {
 			c.subs = c.subs[:first]
 			return
 		}
-		c.sub(fsm.OwnedGet, 0, nil, 0, k)
+		c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	}
 	c.add(rExists, first)
 }
@@ -536,7 +662,7 @@ func planSet(c *conn, args [][]byte) {
 	}
 	first := len(c.subs)
 	if nx {
-		c.sub(fsm.OwnedAcquire, 0, args[2], d, k)
+		c.sub(fsm.OwnedAcquire, 0, args[2], d, c.one(k)...)
 		c.add(rOKOrNull, first)
 		return
 	}
@@ -547,7 +673,7 @@ func planSet(c *conn, args [][]byte) {
 	if keep {
 		flags |= fsm.OwnedKeepTTL
 	}
-	c.sub(fsm.OwnedSet, flags, args[2], d, k)
+	c.sub(fsm.OwnedSet, flags, args[2], d, c.one(k)...)
 	c.add(rOKOrNull, first)
 }
 
@@ -562,15 +688,15 @@ func upperOption(b []byte) string {
 	return strings.ToUpper(string(b))
 }
 
-// lowerSHA returns a script SHA1 in lower case, without allocating when it
-// is (as clients send it).
-func lowerSHA(b []byte) string {
-	for _, c := range b {
-		if 'A' <= c && c <= 'F' {
-			return strings.ToLower(string(b))
+// lowerInPlace turns b to lower case where it is, and returns it: a
+// script SHA1 as EVALSHA names it, without allocating.
+func lowerInPlace(b []byte) []byte {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
 		}
 	}
-	return string(b)
+	return b
 }
 
 func planSetNX(c *conn, args [][]byte) {
@@ -579,7 +705,7 @@ func planSetNX(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedAcquire, 0, args[2], 0, k)
+	c.sub(fsm.OwnedAcquire, 0, args[2], 0, c.one(k)...)
 	c.add(rCount, first)
 }
 
@@ -589,8 +715,8 @@ func planGetSet(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedGetSet, 0, args[2], 0, k)
-	c.add(rGetSet, first)
+	c.sub(fsm.OwnedGetSet, 0, args[2], 0, c.one(k)...)
+	c.add(rGetSet, first).typed = true
 }
 
 func planDel(c *conn, args [][]byte) {
@@ -628,7 +754,7 @@ func planExpire(c *conn, args [][]byte) {
 		return
 	}
 	first := len(c.subs)
-	c.sub(fsm.OwnedRenew, 0, nil, d, k)
+	c.sub(fsm.OwnedRenew, 0, nil, d, c.one(k)...)
 	c.add(rCount, first)
 }
 
@@ -656,17 +782,21 @@ func unsupportedScript(sha string) string {
 
 func planEval(c *conn, args [][]byte) {
 	var t template
+	var sha []byte
+	var line int
 	if len(args[0]) == 4 { // eval
 		t = recognise(args[1])
-		sha := scriptSHA(args[1])
+		s := scriptSHA(args[1])
 		if t == tmplNone {
-			c.fail(unsupportedScript(sha))
+			c.fail(unsupportedScript(s))
 			return
 		}
-		c.srv.load(sha, t)
+		line = c.srv.load(s, t, args[1])
+		sha = []byte(s)
 	} else {
 		var ok bool
-		if t, ok = c.srv.script(lowerSHA(args[1])); !ok {
+		sha = lowerInPlace(args[1])
+		if t, line, ok = c.srv.script(sha); !ok {
 			c.fail("NOSCRIPT No matching script. Please use EVAL.")
 			return
 		}
@@ -688,7 +818,12 @@ func planEval(c *conn, args [][]byte) {
 		return
 	}
 	argv := args[3+nk:]
+	n := len(c.plans)
 	c.runTemplate(t, keys, argv)
+	if len(c.plans) > n && t != tmplAcquireAll { // every other script GETs its keys
+		p := &c.plans[len(c.plans)-1]
+		p.typed, p.sha, p.line = true, sha, line
+	}
 }
 
 // templateArgs are the KEYS (1: one, 0: one or more) and the fewest ARGV

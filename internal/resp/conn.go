@@ -44,9 +44,14 @@ type conn struct {
 	// The plan of the current request or transaction: commands for the
 	// service (subs) and how to answer from their results (plans).
 	subs    []fsm.Command
+	names   []string // the key lists of subs
 	plans   []plan
+	batch   int // requests planned and not yet run (runBatch)
 	results []fsm.Result
-	at      int64 // when the results were read (PTTL)
+	// txResults is room for the results of a batch or transaction
+	// (fsm.Command.TxResults), reused.
+	txResults []fsm.Result
+	at        int64 // when the results were read (PTTL)
 
 	// Read deadlines: between is set while waiting for the first byte of a
 	// request; reqDeadline is when the current request must have arrived.
@@ -73,6 +78,9 @@ type flushingReader struct{ c *conn }
 
 func (f flushingReader) Read(p []byte) (int, error) {
 	c := f.c
+	if c.batch > 0 {
+		c.runBatch()
+	}
 	if err := c.bw.Flush(); err != nil {
 		return 0, err
 	}
@@ -122,6 +130,9 @@ func (c *conn) serve() {
 		if err != nil {
 			var pe *ProtocolError
 			if errors.As(err, &pe) {
+				if c.batch > 0 {
+					c.runBatch()
+				}
 				c.w.Error("ERR " + pe.Error())
 				c.bw.Flush()
 			}

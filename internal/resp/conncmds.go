@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"fmt"
 	"os"
@@ -61,6 +62,7 @@ func cmdExec(c *conn, _ [][]byte) {
 		}
 	}
 	if (len(c.subs) > 0 || len(c.watches) > 0) && !c.run(true) {
+		c.clearPlan()
 		c.w.NullArray()
 		return
 	}
@@ -68,7 +70,7 @@ func cmdExec(c *conn, _ [][]byte) {
 	for i := range c.plans {
 		c.answer(&c.plans[i])
 	}
-	clear(c.subs)
+	c.clearPlan()
 }
 
 func cmdWatch(c *conn, args [][]byte) {
@@ -370,7 +372,7 @@ func cmdScript(c *conn, args [][]byte) {
 			c.w.Error(unsupportedScript(sha))
 			return
 		}
-		c.srv.load(sha, t)
+		c.srv.load(sha, t, args[2])
 		c.w.BulkString(sha)
 	case "EXISTS":
 		if len(args) < 3 {
@@ -379,7 +381,7 @@ func cmdScript(c *conn, args [][]byte) {
 		}
 		c.w.Array(len(args) - 2)
 		for _, a := range args[2:] {
-			if _, ok := c.srv.script(strings.ToLower(string(a))); ok {
+			if _, _, ok := c.srv.script(bytes.ToLower(a)); ok {
 				c.w.Int(1)
 			} else {
 				c.w.Int(0)

@@ -37,7 +37,8 @@ func memcacheDo(t *testing.T, addr, req string, n int) []string {
 
 // TestCrossProtocol: a key locked with SET NX is LOCKED to memcached's lock
 // and makes a dlock client wait until it is released; a key held over dlock
-// makes SET NX answer nil, and DEL does not release it.
+// makes SET NX answer nil, DEL does not release it, and it is a key of
+// another type to the commands that read a string.
 func TestCrossProtocol(t *testing.T) {
 	lt := startLatch(t)
 	r := dial(t, lt.redis)
@@ -97,8 +98,15 @@ func TestCrossProtocol(t *testing.T) {
 	if got := r.do("EXISTS", key); got != ":1\r\n" {
 		t.Fatalf("EXISTS of a key held over dlock: %q", got)
 	}
-	if got := r.do("GET", key); !strings.Contains(got, "latch:held-by-session") {
-		t.Fatalf("GET of a key held over dlock: %q", got)
+	wrongType := "-WRONGTYPE Operation against a key holding the wrong kind of value"
+	if got := r.do("GET", key); got != wrongType+"\r\n" {
+		t.Fatalf("GET of a key held over dlock: %q, want WRONGTYPE", got)
+	}
+	if got := r.do("TYPE", key); got != "+latchlock\r\n" {
+		t.Fatalf("TYPE of a key held over dlock: %q", got)
+	}
+	if got := r.do("EVAL", compareDoc, "1", key, "tok"); !strings.HasPrefix(got, wrongType+" script: ") {
+		t.Fatalf("compare-and-delete of a key held over dlock: %q, want WRONGTYPE", got)
 	}
 	if got := r.do("LATCH.TOKEN", key); !strings.HasPrefix(got, ":") {
 		t.Fatalf("LATCH.TOKEN: %q", got)

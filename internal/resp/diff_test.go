@@ -1,10 +1,14 @@
 package resp_test
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/internal/resp"
 )
 
 // compareDoc is the compare-and-delete script of the Redis documentation's
@@ -158,5 +162,116 @@ func TestInline(t *testing.T) {
 		if strings.Join(got[:4], "") != strings.Join(want, "") {
 			t.Errorf("%s: %q, want %q", addr, got, want)
 		}
+	}
+}
+
+// memcacheLock locks key over memcached on a connection kept open until the
+// test ends (a memcached lock ends with its connection).
+func memcacheLock(t *testing.T, addr, key string) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(nc, "set %s 0 0 1\r\nv\r\nlock %s\r\n", key, key); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(nc)
+	for _, want := range []string{"STORED", "OK"} {
+		l, err := br.ReadString('\n')
+		if err != nil || strings.TrimSpace(l) != want {
+			t.Fatalf("memcached lock %s: %q, %v; want %s", key, l, err, want)
+		}
+	}
+}
+
+// TestDifferentialWrongType: a key held over memcached (a lock without an
+// owner value) is to latch's Redis clients what a list is to Redis's: a key
+// of another type. Every command that reads it as a string answers Redis's
+// WRONGTYPE, scripts with their SHA1 and line, and the others (SET NX,
+// SETNX, EXISTS, PTTL, redlock's acquire) see a key that exists.
+func TestDifferentialWrongType(t *testing.T) {
+	lt := startLatch(t)
+	rd := startRedis(t)
+	scripts := resp.ClientScripts(t)
+	for _, proto := range []string{"2", "3"} {
+		t.Run("resp"+proto, func(t *testing.T) {
+			key := fmt.Sprintf("wrongtype:%s:%d", proto, time.Now().UnixNano())
+			l, r := dial(t, lt.redis), dial(t, rd)
+			if proto == "3" {
+				l.do("HELLO", "3")
+				r.do("HELLO", "3")
+			}
+			memcacheLock(t, lt.memcache, key)
+			if got := r.do("RPUSH", key, "x"); got != ":1\r\n" {
+				t.Fatalf("RPUSH: %q", got)
+			}
+			cmds := [][]string{
+				{"GET", key},
+				{"GETSET", key, "v"},
+				{"SET", key, "v", "NX", "PX", "1000"},
+				{"SETNX", key, "v"},
+				{"EXISTS", key},
+				{"PTTL", key},
+				{"EVAL", compareDoc, "1", key, "tok"},
+				{"EVALSHA", "B70C2384248F88E6B75B9F89241A180F856AD852", "1", key, "tok"},
+				{"MULTI"},
+				{"GET", key},
+				{"SET", key + ":other", "v", "NX"},
+				{"EXEC"},
+				{"DEL", key + ":other"},
+			}
+			for _, s := range scripts {
+				cmds = append(cmds, append([]string{"EVAL", s.Body, "1", key}, s.Argv...))
+			}
+			for _, cmd := range cmds {
+				lr, rr := l.do(cmd...), r.do(cmd...)
+				if lr != rr {
+					t.Errorf("%.80q:\nlatch %q\nredis %q", cmd, lr, rr)
+				}
+			}
+			if got := l.do("TYPE", key); got != "+latchlock\r\n" {
+				t.Errorf("TYPE of a key held over memcached: %q, want +latchlock", got)
+			}
+		})
+	}
+}
+
+// TestDifferentialPipelined: each scenario of TestDifferential sent in one
+// write, so that latch applies its lock commands in batches, answers as
+// redis-server does.
+func TestDifferentialPipelined(t *testing.T) {
+	lt := startLatch(t)
+	rd := startRedis(t)
+	for i, sc := range diffScenarios {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			prefix := fmt.Sprintf("pipe:%d:%d:", i, time.Now().UnixNano())
+			var batch []byte
+			for _, cmd := range sc {
+				args := make([]string, len(cmd))
+				for j, a := range cmd {
+					if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
+						a = prefix + a[1:]
+					}
+					args[j] = a
+				}
+				batch = append(batch, encode(args...)...)
+			}
+			var replies [2]string
+			for j, addr := range []string{lt.redis, rd} {
+				c := dial(t, addr)
+				if _, err := c.nc.Write(batch); err != nil {
+					t.Fatal(err)
+				}
+				for range sc {
+					replies[j] += c.read()
+				}
+			}
+			if replies[0] != replies[1] {
+				t.Errorf("latch:\n%q\nredis:\n%q", replies[0], replies[1])
+			}
+		})
 	}
 }

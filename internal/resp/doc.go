@@ -12,6 +12,17 @@
 // and dlock clients take: a key held over either protocol is busy to SET NX,
 // and the other way round.
 //
+// A key held over memcached or dlock is a lock without an owner value: to
+// a Redis client, a key of another type (TYPE answers "latchlock", as a
+// module's type). It exists (EXISTS, SET NX, SETNX, PTTL see it), and what
+// reads it as a string answers Redis's own error, "WRONGTYPE Operation
+// against a key holding the wrong kind of value": GET, GETSET, and every
+// known script that GETs its key, with the suffix Redis 7 adds (" script:
+// <sha1>, on @user_script:<line>.", the line of the script's first read).
+// A stand-in value would be a value nobody set; WRONGTYPE is what the same
+// client meets on a Redis whose key holds a list. The items of
+// memcached's store are not Redis keys: GET of one is nil.
+//
 // No Lua runs here. The scripts that redsync, bsm/redislock, redis-py's Lock
 // and node-redlock send are recognised by the SHA1 of their text or of
 // their canonical form (Canonical) and each runs as one native lock
@@ -26,5 +37,9 @@
 // One goroutine serves each connection: it reads a request (Reader),
 // executes it and buffers the reply (Writer), and flushes only when it must
 // wait for more input, so a pipelined batch is answered in order in one
-// write.
+// write. While more input is buffered, the lock commands that change locks
+// are planned and held back, then applied together as one OpOwnedTx
+// without watches (in order, at one instant, in one command of the
+// Service) and answered in order, before any other reply, before a read,
+// and before the connection waits for input.
 package resp

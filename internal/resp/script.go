@@ -102,6 +102,32 @@ var knownScripts = map[string]template{
 	"aed6f382e410db8ba7926d4e5e9aab410bf2a78a": tmplExtendAll,
 }
 
+// knownLines gives, for each script of knownScripts that reads its key as
+// a string, the line of its first such read (redis.call of GET or
+// GETRANGE): the line a Redis 7 names when that read fails with WRONGTYPE
+// ("script: <sha1>, on @user_script:<line>."). A script text loaded by
+// EVAL or SCRIPT LOAD has its line computed (readLine); the tests check
+// these against the installed clients' texts.
+var knownLines = map[string]int{
+	"e950836ed1e694540c503ef9972b8de518044d3b": 2,
+	"d75bb8b5bd13532ddedd17762e772346e39b321e": 2,
+	"b6b55c439e02c6f52ffb8be7ec8c0d0ac816ea79": 2,
+	"00583931c4e4d483f6233879c133c71ed5393f9d": 2,
+	"53692746b44cae854b8dfa32b177218bbe40baee": 2,
+	"80a1b5f2cfccec3b7119ba7721d2127682b691a7": 5,
+	"a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf": 1,
+	"cf0e94b2e9ffc7e04395cf88f7583fc309985910": 1,
+	"6484da7d58920897fdc22b7f9afd1a3d47524ea8": 1,
+	"c3f8721cbb97f72bc19e972846bd7aaf91901658": 2,
+	"a4e8783852e6b949f9ef3a97212805108459a890": 2,
+	"4a484ac024e9b025224cd9f8e1d59dbf3c15d00d": 2,
+	"1cac51482acf5858da00f6d685d68f886cd6b6b2": 2,
+	"0f0f23b9048b36752b5be114f357ba083449f908": 5,
+	"ce46f80993d5dac20dd066eb301a4e37994bdbed": 4,
+	"e4612211c9f8f51c257e26e056b0a654b3187242": 5,
+	"aed6f382e410db8ba7926d4e5e9aab410bf2a78a": 4,
+}
+
 // canonicalScripts maps the SHA1 of a canonical form (Canonical) to its
 // template: the same scripts written with other spacing, comments, quotes
 // or command-name case are recognised too.
@@ -154,12 +180,47 @@ func Canonical(src []byte) string {
 	return strings.Join(toks, " ")
 }
 
+// readLine returns the line of a script's first read of a key as a string
+// (redis.call of GET or GETRANGE), where Redis reports a WRONGTYPE error
+// of the script; 0 when it has none.
+func readLine(src []byte) int {
+	toks, lines := luaTokenLines(string(src))
+	for i := 0; i+4 < len(toks); i++ {
+		if toks[i] == "redis" && toks[i+1] == "." && toks[i+2] == "call" && toks[i+3] == "(" {
+			if c := strings.ToLower(toks[i+4]); c == `"get"` || c == `"getrange"` {
+				return lines[i]
+			}
+		}
+	}
+	return 0
+}
+
 // luaTokens splits Lua source into tokens, dropping spaces and comments.
 // Strings become one token each, in double quotes.
 func luaTokens(s string) []string {
-	var toks []string
-	i := 0
+	toks, _ := luaTokenLines(s)
+	return toks
+}
+
+// luaTokenLines is luaTokens, with the line (from 1) each token starts on.
+func luaTokenLines(s string) (toks []string, lines []int) {
+	line, seen := 1, 0
+	at := func(i int) int {
+		line += strings.Count(s[seen:i], "\n")
+		seen = i
+		return line
+	}
+	i, start := 0, 0 // start: where the last token began
+	defer func() {
+		for len(lines) < len(toks) {
+			lines = append(lines, at(start))
+		}
+	}()
 	for i < len(s) {
+		for len(lines) < len(toks) {
+			lines = append(lines, at(start))
+		}
+		start = i
 		c := s[i]
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
@@ -169,7 +230,7 @@ func luaTokens(s string) []string {
 			if lvl, ok := longBracket(s[i:]); ok {
 				end := strings.Index(s[i:], "]"+strings.Repeat("=", lvl)+"]")
 				if end < 0 {
-					return toks
+					return toks, lines
 				}
 				i += end + lvl + 2
 				continue
@@ -193,7 +254,8 @@ func luaTokens(s string) []string {
 				open := lvl + 2
 				end := strings.Index(s[i+open:], "]"+strings.Repeat("=", lvl)+"]")
 				if end < 0 {
-					return append(toks, `"`+s[i+open:]+`"`)
+					toks = append(toks, `"`+s[i+open:]+`"`)
+					return toks, lines
 				}
 				toks = append(toks, `"`+s[i+open:i+open+end]+`"`)
 				i += open + end + lvl + 2
@@ -220,7 +282,7 @@ func luaTokens(s string) []string {
 			i += n
 		}
 	}
-	return toks
+	return toks, lines
 }
 
 // longBracket reports whether s starts with a long bracket "[==[" and its

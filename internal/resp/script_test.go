@@ -104,6 +104,43 @@ func TestInstalledScripts(t *testing.T) {
 		if _, ok := knownScripts[sha]; !ok {
 			t.Errorf("%s script %s: its SHA1 is not in knownScripts", s.client, sha)
 		}
+		if got, want := knownLines[sha], readLine([]byte(s.body)); got != want {
+			t.Errorf("%s script %s: knownLines has line %d, its text reads its key on line %d", s.client, sha, got, want)
+		}
+	}
+	// Every known script but redlock's acquire (EXISTS, then SET) reads its
+	// key as a string, so that a key held by a session is WRONGTYPE to it.
+	for sha, tmpl := range knownScripts {
+		if _, ok := knownLines[sha]; ok == (tmpl == tmplAcquireAll) {
+			t.Errorf("script %s (%v): in knownLines: %v", sha, tmpl, ok)
+		}
+	}
+	for sha := range knownLines {
+		if _, ok := knownScripts[sha]; !ok {
+			t.Errorf("knownLines has %s, which knownScripts lacks", sha)
+		}
+	}
+}
+
+// TestReadLine: the line of a script's first read of a key as a string,
+// where Redis reports its WRONGTYPE error.
+func TestReadLine(t *testing.T) {
+	tests := []struct {
+		src  string
+		want int
+	}{
+		{`return redis.call("get", KEYS[1])`, 1},
+		{"\n\tif redis.call('GET', KEYS[1]) == ARGV[1] then\n\t\treturn 1\n\tend", 2},
+		{"-- get it\n--[[ redis.call('get', KEYS[1])\n]]\nlocal v = redis.call(\"GetRange\", KEYS[1], 0, 3)", 4},
+		{"local s = [[\nline]] return redis.call('get', KEYS[1])", 2},
+		{"redis.call('set', KEYS[1], 'x')\nredis.pcall('get', KEYS[1])\nreturn redis.call('get', KEYS[1])", 3},
+		{`return redis.call("exists", KEYS[1])`, 0},
+		{"", 0},
+	}
+	for _, tt := range tests {
+		if got := readLine([]byte(tt.src)); got != tt.want {
+			t.Errorf("readLine(%q) = %d, want %d", tt.src, got, tt.want)
+		}
 	}
 }
 

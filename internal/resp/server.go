@@ -29,7 +29,7 @@ type Server struct {
 	// loaded holds the scripts SCRIPT LOAD or EVAL recognised, by the SHA1
 	// of their text (knownScripts need no loading).
 	scriptsMu sync.RWMutex
-	loaded    map[string]template
+	loaded    map[string]loadedScript
 
 	lastID atomic.Int64 // CLIENT ID
 
@@ -59,7 +59,7 @@ func New(svc Service, cfg Config) (*Server, error) {
 		svc:     svc,
 		log:     cfg.Logger,
 		started: time.Now(),
-		loaded:  make(map[string]template),
+		loaded:  make(map[string]loadedScript),
 		conns:   make(map[*conn]struct{}),
 		quit:    make(chan struct{}),
 	}
@@ -209,27 +209,38 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// script returns the template of the script named sha, known or loaded.
-func (s *Server) script(sha string) (template, bool) {
-	if t, ok := knownScripts[sha]; ok {
-		return t, true
+// loadedScript is a recognised script loaded by its text: its template,
+// and the line of its first read of a key as a string (readLine).
+type loadedScript struct {
+	t    template
+	line int
+}
+
+// script returns the template of the script named sha (lower case), known
+// or loaded, and the line of its first string read.
+func (s *Server) script(sha []byte) (template, int, bool) {
+	if t, ok := knownScripts[string(sha)]; ok {
+		return t, knownLines[string(sha)], true
 	}
 	s.scriptsMu.RLock()
 	defer s.scriptsMu.RUnlock()
-	t, ok := s.loaded[sha]
-	return t, ok
+	l, ok := s.loaded[string(sha)]
+	return l.t, l.line, ok
 }
 
-// load records a recognised script under the SHA1 of its text.
-func (s *Server) load(sha string, t template) {
+// load records a recognised script, body, under the SHA1 of its text and
+// returns the line of its first string read.
+func (s *Server) load(sha string, t template, body []byte) int {
 	if _, ok := knownScripts[sha]; ok {
-		return
+		return knownLines[sha]
 	}
+	line := readLine(body)
 	s.scriptsMu.Lock()
 	defer s.scriptsMu.Unlock()
 	if len(s.loaded) < maxLoaded {
-		s.loaded[sha] = t
+		s.loaded[sha] = loadedScript{t, line}
 	}
+	return line
 }
 
 // maxLoaded bounds the recognised scripts remembered by their text's SHA1

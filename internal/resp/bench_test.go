@@ -1,0 +1,102 @@
+package resp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/internal/node"
+)
+
+// benchConn is a net.Conn that serves a request stream, the same bytes over
+// and over until the benchmark's count of them, and counts what is written.
+type benchConn struct {
+	net.Conn // nil: the methods below are the ones used
+	req      []byte
+	off      int
+	left     int // streams still to serve
+	chunk    int // bytes per Read at most: a client's batch
+	written  int
+}
+
+func (b *benchConn) Read(p []byte) (int, error) {
+	if b.off == len(b.req) {
+		if b.left == 0 {
+			return 0, io.EOF
+		}
+		b.left--
+		b.off = 0
+	}
+	n := copy(p[:min(len(p), b.chunk)], b.req[b.off:])
+	b.off += n
+	return n, nil
+}
+
+func (b *benchConn) Write(p []byte) (int, error) { b.written += len(p); return len(p), nil }
+func (b *benchConn) Close() error                { return nil }
+func (b *benchConn) SetReadDeadline(time.Time) error {
+	return nil
+}
+func (b *benchConn) SetWriteDeadline(time.Time) error { return nil }
+func (b *benchConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+
+// benchCycles returns a request stream of SET NX PX and compare-and-delete
+// (EVALSHA) cycles over keys keys, as redis-benchmark sends them.
+func benchCycles(keys int) []byte {
+	var buf bytes.Buffer
+	const value = "owner-value-0123456789"
+	for i := range keys {
+		key := fmt.Sprintf("lock:%012d", i)
+		for _, args := range [][]string{
+			{"SET", key, value, "NX", "PX", "10000"},
+			{"EVALSHA", "b70c2384248f88e6b75b9f89241a180f856ad852", "1", key, value},
+		} {
+			fmt.Fprintf(&buf, "*%d\r\n", len(args))
+			for _, a := range args {
+				fmt.Fprintf(&buf, "$%d\r\n%s\r\n", len(a), a)
+			}
+		}
+	}
+	return buf.Bytes()
+}
+
+// BenchmarkCycle: one connection's SET NX PX + compare-and-delete cycles
+// through the whole Redis path but the socket (parsing, the node's lock
+// table, replies), unpipelined (one request per read) and 16 in flight.
+// One op is one cycle: two requests.
+func BenchmarkCycle(b *testing.B) {
+	for _, pipe := range []int{1, 16} {
+		b.Run(fmt.Sprintf("p%d", pipe), func(b *testing.B) {
+			n, err := node.New(node.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer n.Shutdown(context.Background())
+			s, err := New(n, DefaultConfig())
+			if err != nil {
+				b.Fatal(err)
+			}
+			// As scripts/bench-redis.sh, SCRIPT LOAD the documentation's
+			// compare-and-delete (known by its canonical form only).
+			doc := []byte(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
+			s.load(scriptSHA(doc), recognise(doc), doc)
+			const keys = 1000
+			req := benchCycles(keys)
+			// One read per request (p1), or 16 requests per read.
+			chunk := len(req) / (2 * keys) * pipe
+			nc := &benchConn{req: req, chunk: chunk, left: b.N / keys}
+			c := newConn(s, nc)
+			b.ReportAllocs()
+			b.ResetTimer()
+			c.serve()
+			b.StopTimer()
+			if want := (b.N/keys + 1) * keys * len("+OK\r\n:1\r\n"); nc.written != want {
+				b.Fatalf("wrote %d bytes, want %d", nc.written, want)
+			}
+		})
+	}
+}

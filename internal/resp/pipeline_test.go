@@ -1,0 +1,130 @@
+package resp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/node"
+)
+
+// countingService counts the commands a Service is asked to apply.
+type countingService struct {
+	Service
+	owned atomic.Int64
+}
+
+func (s *countingService) Owned(c *fsm.Command) fsm.Result {
+	s.owned.Add(1)
+	return s.Service.Owned(c)
+}
+
+// chunkConn serves its input in the chunks given, one per Read.
+type chunkConn struct {
+	benchConn
+	chunks [][]byte
+	out    bytes.Buffer
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	if c.chunks[0] = c.chunks[0][n:]; len(c.chunks[0]) == 0 {
+		c.chunks = c.chunks[1:]
+	}
+	return n, nil
+}
+
+func (c *chunkConn) Write(p []byte) (int, error) { return c.out.Write(p) }
+
+// TestPipelinedBatches: pipelined requests answer exactly as the same
+// requests sent one at a time, however their bytes arrive, and the lock
+// commands among them are applied in fewer commands of the service.
+func TestPipelinedBatches(t *testing.T) {
+	doc := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	reqs := [][]string{
+		{"SET", "a", "x", "NX", "PX", "10000"},
+		{"SET", "a", "y", "NX", "PX", "10000"},
+		{"SET", "b", "y", "NX"},
+		{"SETNX", "c", "z"},
+		{"PEXPIRE", "c", "5000"},
+		{"GET", "a"},
+		{"PTTL", "b"},
+		{"EVAL", doc, "1", "a", "y"},
+		{"EVAL", doc, "1", "a", "x"},
+		{"EVALSHA", scriptSHA([]byte(doc)), "1", "b", "y"},
+		{"SET", "d", strings.Repeat("v", 5000), "NX"},
+		{"SET", "bad key", "v", "NX"},
+		{"NOSUCH", "x"},
+		{"SET", "e", "v", "NX"},
+		{"GETSET", "e", "w"},
+		{"PING"},
+		{"SET", "f", "v", "NX", "PX", "x"},
+		{"DEL", "c", "d", "e"},
+		{"SET", "g", "v", "NX"},
+		{"MULTI"},
+		{"SET", "g", "w"},
+		{"EXEC"},
+		{"ECHO", "end"},
+		{"EXISTS", "a", "b", "c", "g"},
+	}
+	var enc [][]byte
+	for _, r := range reqs {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "*%d\r\n", len(r))
+		for _, a := range r {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		enc = append(enc, b.Bytes())
+	}
+	// The inline form of one request, amid the others.
+	enc[15] = []byte("PING\r\n")
+	all := bytes.Join(enc, nil)
+
+	serve := func(chunks [][]byte) (string, int64) {
+		n, err := node.New(node.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Shutdown(context.Background())
+		svc := &countingService{Service: n}
+		cfg := DefaultConfig()
+		cfg.MaxValue = 4096
+		s, err := New(svc, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc := &chunkConn{chunks: chunks}
+		newConn(s, nc).serve()
+		return nc.out.String(), svc.owned.Load()
+	}
+	// One request per read: nothing is ever buffered behind a request.
+	want, one := serve(enc)
+	for _, size := range []int{1, 7, 100, 4096, len(all)} {
+		var chunks [][]byte
+		for rest := all; len(rest) > 0; {
+			n := min(size, len(rest))
+			chunks = append(chunks, rest[:n])
+			rest = rest[n:]
+		}
+		got, owned := serve(chunks)
+		if got != want {
+			t.Errorf("in chunks of %d bytes:\n%q\nwant (one request per read)\n%q", size, got, want)
+		}
+		if size == len(all) && owned >= one {
+			t.Errorf("the whole pipeline at once took %d lock commands, one request per read %d: no batch", owned, one)
+		}
+	}
+	for _, w := range []string{"+OK\r\n$-1\r\n+OK\r\n:1\r\n:1\r\n$1\r\nx\r\n", "-ERR latch: value of 5000 bytes", "-ERR unknown command 'NOSUCH'", "$3\r\nend\r\n:1\r\n"} {
+		if !strings.Contains(want, w) {
+			t.Errorf("replies lack %q:\n%q", w, want)
+		}
+	}
+}
