@@ -17,8 +17,8 @@
 // CommitTimeout (1 to 2 ms, at random) after the last one: CommitTimeout
 // is 1 ms, the least Raft accepts. That costs an idle 3-node cluster
 // about a quarter of one core of this repository's 2-core test machine
-// (two thirds of it the leader's), and halves the latency of a request
-// through a follower (2 ms: 5 ms per lock+unlock cycle at 1 connection).
+// (half that at 2 ms), and shortens the wait of every request through a
+// follower (docs/benchmarks.md).
 //
 // # Time
 //
