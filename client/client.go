@@ -159,7 +159,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		dial:     dial,
 		addr:     addr,
 		conn:     conn,
-		log:      o.logger.With("server", addr),
+		log:      o.logger,
 		clk:      o.clock,
 		token:    o.token,
 		ttl:      o.sessionTTL,
@@ -176,7 +176,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		c.Close()
 		return nil, fmt.Errorf("client: %s: open session: %w", addr, err)
 	}
-	c.log.Debug("client: session open", "session", c.sessionID, "ttl", c.ttl, "keepalive", c.interval)
+	c.log.Debug("client: session open", "server", addr, "session", c.sessionID, "ttl", c.ttl, "keepalive", c.interval)
 	return c, nil
 }
 
@@ -279,12 +279,13 @@ func (c *Client) stop(err error, closeAt time.Time) {
 	if wait > 0 {
 		c.closer = c.clk.AfterFunc(wait, c.closeConn)
 	}
+	server := c.addr
 	c.mu.Unlock()
 	if wait <= 0 {
 		c.closeConn()
 	}
 	if err != ErrClosed {
-		c.log.Warn("client: session given up", "session", c.sessionID, "err", err)
+		c.log.Warn("client: session given up", "server", server, "session", c.sessionID, "err", err)
 	}
 }
 
@@ -467,6 +468,7 @@ func (c *Client) connLost(conn net.Conn, err error) {
 	}
 	start := !c.reconnecting
 	c.reconnecting = true
+	server := c.addr
 	c.mu.Unlock()
 	conn.Close()
 	for _, cl := range pending {
@@ -474,7 +476,7 @@ func (c *Client) connLost(conn net.Conn, err error) {
 			cl.ch <- nil
 		}
 	}
-	c.log.Warn("client: connection lost; resuming the session", "session", c.sessionID, "err", err)
+	c.log.Warn("client: connection lost; resuming the session", "server", server, "session", c.sessionID, "err", err)
 	if start {
 		c.bg.Add(1)
 		go c.resume()
@@ -574,7 +576,6 @@ func (c *Client) resumeOn(addr string) error {
 	}
 	cleanup := c.cleanup
 	c.cleanup = nil
-	c.log = c.log.With("server", addr)
 	c.mu.Unlock()
 	c.log.Info("client: session resumed", "session", c.sessionID, "server", addr)
 	for _, keys := range cleanup {

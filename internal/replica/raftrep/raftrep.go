@@ -175,7 +175,10 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
 	rc.CommitTimeout = time.Millisecond
 	rc.MaxAppendEntries = 512
-	rc.BatchApplyCh = true
+	// BatchApplyCh stays off: the sender has at most two entries in
+	// flight, so Raft's buffered apply channel would batch nothing, and an
+	// entry left in that buffer when Raft shuts down is never answered
+	// (its future waits forever).
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = 10240
 	if cfg.TrailingLogs > 0 {
