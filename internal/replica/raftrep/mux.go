@@ -18,6 +18,11 @@ import (
 type Mux struct {
 	ln        net.Listener
 	advertise net.Addr
+	// local is the IP connections to the other nodes leave from: the
+	// listening IP when it is a specific one, so that a node's traffic
+	// comes from the address it is known by (a firewall rule between two
+	// nodes' addresses then cuts both directions); nil for the default.
+	local     net.IP
 	raftConns *sub
 	fwdConns  *sub
 	wg        sync.WaitGroup
@@ -44,6 +49,9 @@ func Listen(addr, advertise string) (*Mux, error) {
 		}
 	}
 	m := &Mux{ln: ln, advertise: adv}
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
+		m.local = ta.IP
+	}
 	m.raftConns = newSub(m)
 	m.fwdConns = newSub(m)
 	m.wg.Add(1)
@@ -105,6 +113,9 @@ func (m *Mux) Addr() net.Addr { return m.advertise }
 
 func (m *Mux) dial(ctx context.Context, addr string, kind byte) (net.Conn, error) {
 	var d net.Dialer
+	if m.local != nil && dialFrom(m.local, addr) {
+		d.LocalAddr = &net.TCPAddr{IP: m.local}
+	}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -114,6 +125,21 @@ func (m *Mux) dial(ctx context.Context, addr string, kind byte) (net.Conn, error
 		return nil, err
 	}
 	return c, nil
+}
+
+// dialFrom says whether a connection to addr may leave from local: always,
+// except from a loopback IP to a destination that is not a loopback IP
+// (such a connection could not be made from it).
+func dialFrom(local net.IP, addr string) bool {
+	if !local.IsLoopback() {
+		return true
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback() || host == "localhost"
 }
 
 // DialForward implements Network.
