@@ -59,15 +59,31 @@ func Listen(addr, advertise string) (*Mux, error) {
 	return m, nil
 }
 
-// Transport returns Raft's transport over the Mux.
+// Transport returns Raft's transport over the Mux, without the heartbeat
+// fast path (serialHeartbeats).
 func (m *Mux) Transport(logger *slog.Logger) raft.Transport {
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return serialHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  (*muxStream)(m),
 		MaxPool: 4,
 		Timeout: 5 * time.Second,
 		Logger:  newHCLogger(logger.With("component", "raft-net")),
-	})
+	})}
 }
+
+// serialHeartbeats is Raft's network transport with its heartbeat fast
+// path turned off, so that heartbeats reach Raft's main loop like every
+// other RPC. On the fast path, a heartbeat from a newer leader raises the
+// term on the transport's goroutine while a deposed leader's main loop may
+// be writing a client's entry: the entry gets the new term, at an index
+// where the new leader wrote another entry of that term, and the logs
+// diverge while claiming to match (hashicorp/raft issue 695, still open in
+// v1.7.3). The Jepsen-style test caught a paused leader doing this: the
+// replicas' lock tables diverged and two of them granted one lock. The
+// cost: a heartbeat may wait behind the main loop's disk writes.
+type serialHeartbeats struct{ *raft.NetworkTransport }
+
+// SetHeartbeatHandler does not install the fast path.
+func (serialHeartbeats) SetHeartbeatHandler(func(raft.RPC)) {}
 
 func (m *Mux) serve() {
 	defer m.wg.Done()

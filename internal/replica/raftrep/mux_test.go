@@ -2,6 +2,7 @@ package raftrep
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -80,5 +81,57 @@ func TestDialFrom(t *testing.T) {
 		if got := dialFrom(net.ParseIP(tt.local), tt.addr); got != tt.want {
 			t.Errorf("dialFrom(%s, %s) = %v, want %v", tt.local, tt.addr, got, tt.want)
 		}
+	}
+}
+
+// TestNoHeartbeatFastPath: the Mux's transport hands heartbeats to Raft's
+// main loop (Consumer) even when Raft installs its fast-path handler,
+// which would run them on the transport's goroutine, racing the leader
+// loop (see serialHeartbeats). It keeps the optional interfaces Raft
+// looks for.
+func TestNoHeartbeatFastPath(t *testing.T) {
+	a, err := Listen("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Listen("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	logger := slog.New(slog.DiscardHandler)
+	ta, tb := a.Transport(logger), b.Transport(logger)
+	for _, tr := range []raft.Transport{ta, tb} {
+		if _, ok := tr.(raft.WithPreVote); !ok {
+			t.Error("the transport lost pre-vote")
+		}
+		if c, ok := tr.(raft.WithClose); !ok {
+			t.Error("the transport lost Close")
+		} else {
+			defer c.Close()
+		}
+	}
+	fast := make(chan raft.RPC, 1)
+	tb.SetHeartbeatHandler(func(rpc raft.RPC) { fast <- rpc })
+	go func() {
+		select {
+		case rpc := <-tb.Consumer():
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 7, Success: true}, nil)
+		case rpc := <-fast:
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 7, Success: false}, nil)
+		case <-time.After(5 * time.Second):
+		}
+	}()
+	heartbeat := &raft.AppendEntriesRequest{
+		RPCHeader: raft.RPCHeader{ID: []byte("a"), Addr: []byte(a.Addr().String())},
+		Term:      7,
+	}
+	var resp raft.AppendEntriesResponse
+	if err := ta.AppendEntries("b", raft.ServerAddress(b.Addr().String()), heartbeat, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Success {
+		t.Error("the heartbeat took the fast path, beside Raft's main loop")
 	}
 }
