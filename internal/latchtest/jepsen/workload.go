@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/internal/admin"
 	"github.com/latchd/latch/internal/latchtest/jepsen/check"
 	"github.com/latchd/latch/internal/latchtest/jepsen/fenced"
 )
@@ -21,6 +22,7 @@ import (
 type Target struct {
 	ID              string
 	DLock, Memcache string
+	Admin           string // its admin API, asked what a stuck request's keys look like
 }
 
 // Times the workloads use.
@@ -119,6 +121,29 @@ func (w *workers) sleep(d time.Duration) {
 // try-once requests do not spin.
 func (w *workers) backOff(rng *rand.Rand) {
 	w.sleep(time.Duration(10+rng.IntN(40)) * time.Millisecond)
+}
+
+// lockViews describes keys as every target's admin API shows them, for
+// the report of a stuck request.
+func (w *workers) lockViews(keys []string) string {
+	var b strings.Builder
+	for _, t := range w.targets {
+		if t.Admin == "" {
+			continue
+		}
+		for _, k := range keys {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			l, err := admin.NewClient(t.Admin).Lock(ctx, k)
+			cancel()
+			fmt.Fprintf(&b, "%s says %s: ", t.ID, k)
+			if err != nil {
+				fmt.Fprintf(&b, "%v; ", err)
+				continue
+			}
+			fmt.Fprintf(&b, "%s holders %+v waiters %+v; ", l.Mode, l.Holders, l.Waiters)
+		}
+	}
+	return b.String()
 }
 
 // spec is one kind of v3 lock request of a workload.
@@ -223,7 +248,9 @@ func (v *v3) acquire(s spec) *client.Lock {
 		op.Outcome = check.Busy
 	default:
 		op.Outcome, op.Err = check.Unknown, err.Error()
-		op.Stuck = ctx.Err() != nil
+		if op.Stuck = ctx.Err() != nil; op.Stuck {
+			op.Err += "; " + v.w.lockViews(s.keys)
+		}
 	}
 	v.w.h.Add(op)
 	if op.Outcome == check.Unknown {
@@ -431,14 +458,18 @@ func (w *workers) runConn(id int, proto string, keys int) {
 	}()
 	for !w.stopped() {
 		key := w.key("m", rng.IntN(keys))
-		wait := time.Duration(rng.IntN(3)) * 300 * time.Millisecond
+		// dlock v2 has no try-once (a wait of 0 waits forever); memcached's
+		// lock never waits.
+		wait := time.Duration(1+rng.IntN(3)) * 200 * time.Millisecond
 		op := check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: check.Acquire, Keys: []string{key}, Mode: check.Exclusive, Strict: true}
 		op.Call = w.h.Now()
 		out, err := conn.lock(key, wait)
 		op.Return, op.Outcome = w.h.Now(), out
 		if err != nil {
 			op.Err = err.Error()
-			op.Stuck = out == check.Unknown && time.Duration(op.Return-op.Call) >= wait+callSlack
+			if op.Stuck = out == check.Unknown && time.Duration(op.Return-op.Call) >= wait+callSlack; op.Stuck {
+				op.Err += fmt.Sprintf(" (wait %v); %s", wait, w.lockViews(op.Keys))
+			}
 		}
 		w.h.Add(op)
 		if out == check.Unknown {
@@ -446,8 +477,12 @@ func (w *workers) runConn(id int, proto string, keys int) {
 			w.h.Add(lost)
 		}
 		if out != check.OK {
-			if out != check.Busy && !connect() {
-				return
+			if out != check.Busy {
+				// The node may be down or without a leader: do not spin.
+				w.sleep(100 * time.Millisecond)
+				if !connect() {
+					return
+				}
 			}
 			w.backOff(rng)
 			continue
