@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,7 @@ const (
 	seedEnv    = "JEPSEN_SEED"    // the nemesis's and workloads' seed (random)
 	controlEnv = "JEPSEN_CONTROL" // 1: the control, fencing off
 	nodesEnv   = "JEPSEN_NODES"   // 3 or 5 (3)
+	faultsEnv  = "JEPSEN_FAULTS"  // the kinds of faults, separated by commas (all)
 	keepEnv    = "JEPSEN_OUT"     // keep the histories in this directory, whatever the outcome
 	nsEnv      = "JEPSEN_NETNS"   // set inside the namespace: its name
 	latchEnv   = "JEPSEN_LATCH"   // inside: the latch binary
@@ -174,6 +176,15 @@ func inNamespace(t *testing.T) {
 		}
 	}
 	control := os.Getenv(controlEnv) == "1"
+	kinds := faultKinds
+	if s := os.Getenv(faultsEnv); s != "" {
+		kinds = strings.Split(s, ",")
+		for _, k := range kinds {
+			if !slices.Contains(faultKinds, k) {
+				t.Fatalf("jepsen: %s: unknown fault %q; the kinds are %v", faultsEnv, k, faultKinds)
+			}
+		}
+	}
 	out := os.Getenv(outEnv)
 	logf := func(format string, args ...any) {
 		fmt.Printf("%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
@@ -202,7 +213,7 @@ func inNamespace(t *testing.T) {
 	res, err := run(config{
 		duration: d, seed: seed, fencing: !control, fencedKeys: 2, targets: targets, out: out, logf: logf,
 		nemesis: func(ctx context.Context, w *workers) (map[string]int, error) {
-			n := &nemesis{c: c, fw: fw, w: w, rng: rand.New(rand.NewPCG(seed, 0)), logf: logf, counts: map[string]int{}}
+			n := &nemesis{kinds: kinds, c: c, fw: fw, w: w, rng: rand.New(rand.NewPCG(seed, 0)), logf: logf, counts: map[string]int{}}
 			err := n.run(ctx)
 			return n.counts, err
 		},

@@ -28,6 +28,7 @@ var faultKinds = []string{faultKill, faultKillLeader, faultPauseLeader, faultPau
 // nemesis injects faults into the cluster on a schedule drawn from a seed:
 // a healthy spell, one fault for a while, its end, and so on.
 type nemesis struct {
+	kinds  []string // the kinds of faults to draw from
 	c      *cluster.Cluster
 	fw     *cluster.Firewall
 	w      *workers
@@ -51,7 +52,7 @@ func (n *nemesis) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		kind := faultKinds[n.rng.IntN(len(faultKinds))]
+		kind := n.kinds[n.rng.IntN(len(n.kinds))]
 		d := time.Duration(1000+n.rng.IntN(5000)) * time.Millisecond
 		did, err := n.inject(ctx, kind, d)
 		if err != nil {
