@@ -226,11 +226,25 @@ func inNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The nodes stopped, their Raft logs must agree wherever their terms do.
+	c.Close()
+	dirs := map[string]string{}
+	for _, n := range c.Nodes {
+		dirs[n.ID] = n.DataDir()
+	}
+	logs, err := compareRaftLogs(dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, l := range res.details() {
 		fmt.Println(l)
 	}
+	fmt.Printf("raft: entries_compared=%d diverged=%d\n", logs.entries, logs.diverged)
+	for _, p := range logs.problems {
+		fmt.Println("problem: " + p)
+	}
 	summaryLine = res.summary()
-	if !res.safe() {
+	if !res.safe() || logs.diverged > 0 {
 		t.Errorf("jepsen: the history is not safe (seed %d): %s", seed, summaryLine)
 	}
 }

@@ -172,6 +172,9 @@ func tail(path string) string {
 	return string(b)
 }
 
+// DataDir is n's data dir.
+func (n *Node) DataDir() string { return n.dataDir }
+
 // State returns n's process state.
 func (n *Node) State() State {
 	n.mu.Lock()
