@@ -12,6 +12,7 @@
 package check
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -131,11 +132,11 @@ func (h *History) Ops() []Op {
 	h.mu.Lock()
 	ops := slices.Clone(h.ops)
 	h.mu.Unlock()
-	slices.SortStableFunc(ops, func(a, b Op) int { return int(min(max(a.Call-b.Call, -1), 1)) })
+	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
 	return ops
 }
 
-// WriteJSON writes ops as a JSON array to path.
+// WriteJSON writes v as indented JSON to path.
 func WriteJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", " ")
 	if err != nil {
