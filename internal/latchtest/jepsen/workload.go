@@ -164,6 +164,7 @@ type v3 struct {
 	c      *client.Client
 	owner  string
 	target string // the first address it dialed
+	asked  int64  // when the last Lock request was sent (history clock)
 }
 
 func (w *workers) newV3(id int) *v3 {
@@ -225,6 +226,7 @@ func (v *v3) acquire(s spec) *client.Lock {
 	ctx, cancel := context.WithTimeout(context.Background(), s.wait+callSlack)
 	defer cancel()
 	op.Call = v.w.h.Now()
+	v.asked = op.Call
 	var l *client.Lock
 	var err error
 	switch {
@@ -264,8 +266,15 @@ func (v *v3) acquire(s spec) *client.Lock {
 
 // release gives l back and records it, or records that it was lost at
 // lostAt (when l's Done closed, as watched by watchDone) if it was.
+//
+// A leased lock is confirmed at most until its request was sent plus the
+// lease: the server cannot end it sooner, and a client starved of CPU may
+// see Done close later than that (which is what fencing is for).
 func (v *v3) release(l *client.Lock, s spec, lostAt func() int64) {
 	if at := lostAt(); at >= 0 {
+		if s.lease > 0 {
+			at = min(at, v.asked+int64(s.lease))
+		}
 		op := v.op(check.Lost, s)
 		op.Call, op.Outcome, op.Err = at, check.Unknown, fmt.Sprint(l.Err())
 		v.w.h.Add(op)
