@@ -8,8 +8,9 @@ FUZZTIME ?= 10s
 # admin status page in internal/admin's browser test; python3-pymemcache is a
 # Python client, seen by /usr/bin/python3; redis-server is the Redis front
 # end's reference, redis-tools (redis-cli, redis-benchmark) and python3-redis
-# its clients). "make deps" installs the missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis
+# its clients; nftables (nft) cuts the Jepsen test's nodes apart, inside a
+# network namespace the test creates). "make deps" installs the missing ones.
+DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
@@ -23,9 +24,9 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet staticcheck unit fuzz proto
+.PHONY: test deps fmt vet staticcheck unit fuzz proto jepsen
 
-test: deps fmt vet staticcheck unit fuzz
+test: deps fmt vet staticcheck unit fuzz jepsen
 
 # npm clients of the memcached and Redis front ends' tests, pinned by the
 # lock files in NPM_DIR and REDIS_NPM_DIR; installed with the machine's node
@@ -69,6 +70,17 @@ staticcheck: $(STATICCHECK)
 
 unit:
 	$(GO) test -race ./...
+
+# The Jepsen-style test (docs/jepsen.md): a real 3-node cluster in a network
+# namespace under kills, pauses and partitions, for JEPSEN_TIME (a Go
+# duration, 60s by default), its history checked. Needs root and nft. The
+# last line is the summary; the exit status is non-zero when the history is
+# not safe. JEPSEN_CONTROL=1 runs the control (fencing off), which must be
+# caught; JEPSEN_SEED replays a schedule; JEPSEN_OUT keeps the files there.
+JEPSEN_TEST := $(TOOLS)/jepsen.test
+jepsen: deps
+	$(GO) test -c -o $(JEPSEN_TEST) ./internal/latchtest/jepsen
+	cd internal/latchtest/jepsen && JEPSEN=1 $(JEPSEN_TEST) -test.run '^TestJepsen$$' -test.timeout 0
 
 # Run every fuzz target of the module for FUZZTIME each. A package is
 # searched when one of its test files defines a Fuzz function; go test -list

@@ -1,0 +1,77 @@
+package jepsen
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/internal/latchtest"
+)
+
+// summaryLine is printed after every test has run, so that it is the last
+// line of "make jepsen".
+var summaryLine string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if summaryLine != "" {
+		fmt.Println(summaryLine)
+	}
+	os.Exit(code)
+}
+
+// inProcess runs the workloads for d against one in-process latch server,
+// without faults.
+func inProcess(t *testing.T, d time.Duration, fencing bool) result {
+	t.Helper()
+	s := latchtest.Start(t)
+	res, err := run(config{
+		duration: d, seed: 1, fencing: fencing, fencedKeys: 1,
+		targets: []Target{{ID: "latch", DLock: s.DLock, Memcache: s.Memcache}},
+		out:     t.TempDir(), logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res.summary())
+	for _, d := range res.details() {
+		t.Log(d)
+	}
+	return res
+}
+
+// TestWorkloads: every workload runs against a healthy server, whose
+// history is safe, and each kind of client took locks.
+func TestWorkloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for seconds")
+	}
+	res := inProcess(t, 4*time.Second, true)
+	if !res.safe() {
+		t.Errorf("a healthy server's history is not safe: %s", res.summary())
+	}
+	if res.locks.Grants < 50 || res.reg.Acked < 5 || res.unknown > 0 {
+		t.Errorf("grants %d, acknowledged writes %d, unknown outcomes %d: the workloads did not run", res.locks.Grants, res.reg.Acked, res.unknown)
+	}
+	if res.reg.Rejected == 0 || res.pauses == 0 {
+		t.Errorf("fenced writes refused %d, client pauses %d: the pauses did not outlast a lease", res.reg.Rejected, res.pauses)
+	}
+}
+
+// TestControl: the fenced workload with a register that trusts every
+// token, whose holders pause past their leases, loses writes, and the
+// checker says so. A checker that passes this proves nothing.
+func TestControl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for seconds")
+	}
+	res := inProcess(t, 5*time.Second, false)
+	if res.reg.LostWrites == 0 || res.reg.TokenViolations == 0 {
+		t.Errorf("the control was not caught: %s, token violations %d", res.summary(), res.reg.TokenViolations)
+	}
+	if !res.locks.Safe() {
+		t.Errorf("the lock history of the control is not safe, yet the server is: %s", strings.Join(res.locks.Problems, "\n"))
+	}
+}

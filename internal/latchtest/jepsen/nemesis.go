@@ -1,0 +1,179 @@
+//go:build linux
+
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/latchd/latch/internal/latchtest/jepsen/cluster"
+)
+
+// Fault kinds, as counted in the report.
+const (
+	faultKill          = "kill"           // SIGKILL a random node, restart it
+	faultKillLeader    = "kill-leader"    // SIGKILL the leader, restart it
+	faultPauseLeader   = "pause-leader"   // SIGSTOP the leader, SIGCONT
+	faultPauseHolder   = "pause-holder"   // SIGSTOP the node a lock holder is connected to
+	faultPartition     = "partition"      // a random majority from the minority
+	faultIsolateLeader = "isolate-leader" // the leader from everyone
+	faultBridge        = "bridge"         // two halves that only one node hears both of
+)
+
+var faultKinds = []string{faultKill, faultKillLeader, faultPauseLeader, faultPauseHolder, faultPartition, faultIsolateLeader, faultBridge}
+
+// nemesis injects faults into the cluster on a schedule drawn from a seed:
+// a healthy spell, one fault for a while, its end, and so on.
+type nemesis struct {
+	kinds  []string // the kinds of faults to draw from
+	c      *cluster.Cluster
+	fw     *cluster.Firewall
+	w      *workers
+	rng    *rand.Rand
+	logf   func(format string, args ...any)
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (n *nemesis) count(kind string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.counts[kind]++
+}
+
+// run injects faults until ctx ends, then heals everything: every node
+// runs, none is paused, no cut remains, and a leader is agreed on.
+func (n *nemesis) run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		sleep(ctx, time.Duration(2000+n.rng.IntN(3000))*time.Millisecond)
+		if ctx.Err() != nil {
+			break
+		}
+		kind := n.kinds[n.rng.IntN(len(n.kinds))]
+		d := time.Duration(1000+n.rng.IntN(5000)) * time.Millisecond
+		did, err := n.inject(ctx, kind, d)
+		if err != nil {
+			return err
+		}
+		if did {
+			n.count(kind)
+		}
+	}
+	return n.heal()
+}
+
+// inject injects one fault of kind for d; false when it could not (no
+// leader, no holder).
+func (n *nemesis) inject(ctx context.Context, kind string, d time.Duration) (bool, error) {
+	leader := n.c.Leader(ctx)
+	var victim *cluster.Node
+	switch kind {
+	case faultKill:
+		victim = n.c.Nodes[n.rng.IntN(len(n.c.Nodes))]
+	case faultKillLeader, faultPauseLeader, faultIsolateLeader:
+		victim = leader
+	case faultPauseHolder:
+		id := n.w.holderTarget(n.rng)
+		for _, x := range n.c.Nodes {
+			if x.ID == id {
+				victim = x
+			}
+		}
+	}
+	if victim == nil && kind != faultPartition && kind != faultBridge {
+		return false, nil
+	}
+	switch kind {
+	case faultKill, faultKillLeader:
+		n.logf("nemesis: SIGKILL %s for %v (%s)", victim.ID, d, kind)
+		if err := n.c.Kill(victim); err != nil {
+			return false, err
+		}
+		sleep(ctx, d)
+		rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return true, n.c.Restart(rctx, victim)
+	case faultPauseLeader, faultPauseHolder:
+		n.logf("nemesis: SIGSTOP %s for %v (%s)", victim.ID, d, kind)
+		if err := n.c.Pause(victim); err != nil {
+			return false, err
+		}
+		sleep(ctx, d)
+		return true, n.c.Resume(victim)
+	}
+	var sides [][]*cluster.Node
+	nodes := append([]*cluster.Node(nil), n.c.Nodes...)
+	n.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	switch kind {
+	case faultPartition:
+		minority := len(nodes) / 2
+		sides = [][]*cluster.Node{nodes[:minority], nodes[minority:]}
+	case faultIsolateLeader:
+		var rest []*cluster.Node
+		for _, x := range nodes {
+			if x != victim {
+				rest = append(rest, x)
+			}
+		}
+		sides = [][]*cluster.Node{{victim}, rest}
+	case faultBridge:
+		// nodes[0] hears both halves; the halves do not hear each other.
+		half := (len(nodes) - 1) / 2
+		sides = [][]*cluster.Node{nodes[1 : 1+half], nodes[1+half:]}
+	}
+	n.logf("nemesis: %s %v for %v", kind, names(sides), d)
+	if err := n.fw.Partition(sides...); err != nil {
+		return false, err
+	}
+	sleep(ctx, d)
+	return true, n.fw.Heal()
+}
+
+// heal ends every fault and waits for a leader.
+func (n *nemesis) heal() error {
+	if err := n.fw.Heal(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, x := range n.c.Nodes {
+		switch x.State() {
+		case cluster.Paused:
+			if err := n.c.Resume(x); err != nil {
+				return err
+			}
+		case cluster.Killed:
+			if err := n.c.Restart(ctx, x); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := n.c.WaitLeader(ctx)
+	return err
+}
+
+func names(sides [][]*cluster.Node) string {
+	s := ""
+	for i, side := range sides {
+		if i > 0 {
+			s += " | "
+		}
+		for j, x := range side {
+			if j > 0 {
+				s += ","
+			}
+			s += x.ID
+		}
+	}
+	return fmt.Sprintf("[%s]", s)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,146 @@
+// Package jepsen is latch's Jepsen-style test: workloads of lock clients
+// over the Go client (dlock v3), dlock v2 and memcached run against a
+// latch cluster while a nemesis kills, pauses and partitions its nodes;
+// every operation is recorded with its outcome (unknown when no answer
+// said what happened), and the history is checked at the end
+// (internal/latchtest/jepsen/check): linearizable against a lock model,
+// no double grant, no acknowledged write of the fenced register lost.
+//
+// TestJepsen runs it on real "latch serve" processes in a network
+// namespace of its own; "make jepsen" runs it (docs/jepsen.md). The
+// package's other tests run the same workloads against an in-process
+// server, and the control, which must be caught.
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/latchd/latch/internal/latchtest/jepsen/check"
+	"github.com/latchd/latch/internal/latchtest/jepsen/fenced"
+)
+
+// config is one run.
+type config struct {
+	duration time.Duration
+	seed     uint64
+	fencing  bool // false: the control, whose register trusts every token
+	// fencedKeys is how many keys the fenced workload's holders share at
+	// a time: with one, a holder's pause past its lease almost always
+	// lets another take the lock.
+	fencedKeys int
+	targets    []Target
+	// nemesis injects faults until its context ends, then heals them and
+	// returns how many of each kind it injected; nil: none.
+	nemesis func(ctx context.Context, w *workers) (map[string]int, error)
+	out     string // where the history and visualisations go
+	logf    func(format string, args ...any)
+}
+
+// result is what a run did and what the checkers found.
+type result struct {
+	ops     int
+	faults  map[string]int
+	unknown int
+	pauses  int
+	locks   check.LockReport
+	reg     check.RegisterReport
+}
+
+// safe says whether the history is safe.
+func (r result) safe() bool { return r.locks.Safe() && r.reg.Safe() }
+
+// summary is the run's one-line summary.
+func (r result) summary() string {
+	n := 0
+	for _, c := range r.faults {
+		n += c
+	}
+	return fmt.Sprintf("jepsen: ops=%d faults=%d double_grants=%d lost_writes=%d linearizable=%t",
+		r.ops, n, r.locks.DoubleGrants, r.reg.LostWrites, r.locks.Linearizable)
+}
+
+// details are the figures behind the summary, one per line.
+func (r result) details() []string {
+	var faults []string
+	for _, k := range slices.Sorted(maps.Keys(r.faults)) {
+		faults = append(faults, fmt.Sprintf("%s=%d", k, r.faults[k]))
+	}
+	d := []string{
+		fmt.Sprintf("faults: %s", strings.Join(faults, " ")),
+		fmt.Sprintf("locks: keys=%d grants=%d unknown_outcomes=%d token_regressions=%d partial_grants=%d stuck=%d",
+			r.locks.Keys, r.locks.Grants, r.unknown, r.locks.TokenRegressions, r.locks.PartialGrants, r.locks.Stuck),
+		fmt.Sprintf("register: writes=%d acked=%d refused_stale=%d client_pauses=%d lost_writes=%d token_violations=%d",
+			r.reg.Writes, r.reg.Acked, r.reg.Rejected, r.pauses, r.reg.LostWrites, r.reg.TokenViolations),
+	}
+	for _, p := range append(r.locks.Problems, r.reg.Problems...) {
+		d = append(d, "problem: "+p)
+	}
+	return d
+}
+
+// run runs the workloads against cfg.targets for cfg.duration under
+// cfg.nemesis, lets every client finish, checks the history and writes it
+// to cfg.out.
+func run(cfg config) (result, error) {
+	h := check.NewHistory()
+	reg := fenced.New(cfg.fencing)
+	w := newWorkers(h, cfg.targets, reg, cfg.seed, cfg.fencedKeys)
+	w.start()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
+	defer cancel()
+	res := result{faults: map[string]int{}}
+	var nemErr error
+	if cfg.nemesis != nil {
+		res.faults, nemErr = cfg.nemesis(ctx, w)
+	}
+	<-ctx.Done()
+	close(w.stop)
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(callSlack + 2*sessionTTL + 10*time.Second):
+		// Every request is bounded by callSlack: a worker still busy is
+		// stuck outside any request, a bug of the harness.
+		return res, fmt.Errorf("jepsen: workers did not end")
+	}
+	if nemErr != nil {
+		return res, fmt.Errorf("jepsen: nemesis: %w", nemErr)
+	}
+
+	ops := h.Ops()
+	for _, op := range ops {
+		if op.Kind != check.Lost {
+			res.ops++
+		}
+		if op.Outcome == check.Unknown && op.Kind != check.Lost {
+			res.unknown++
+		}
+	}
+	res.pauses = w.pauses
+	var err error
+	cfg.logf("checking %d operations", len(ops))
+	start := time.Now()
+	if res.locks, err = check.Locks(ops, 5*time.Minute, cfg.out); err != nil {
+		return res, err
+	}
+	cfg.logf("locks checked in %v", time.Since(start).Round(time.Millisecond))
+	final, accepted := reg.State()
+	res.reg = check.Register(ops, final, accepted)
+	err = check.WriteJSON(filepath.Join(cfg.out, "history.json"), struct {
+		Seed     uint64                      `json:"seed"`
+		Fencing  bool                        `json:"fencing"`
+		Summary  string                      `json:"summary"`
+		Details  []string                    `json:"details"`
+		Ops      []check.Op                  `json:"ops"`
+		Register map[string][]int            `json:"register"`
+		Accepted map[string][]check.Accepted `json:"accepted"`
+	}{cfg.seed, cfg.fencing, res.summary(), res.details(), ops, final, accepted})
+	return res, err
+}
