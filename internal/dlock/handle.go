@@ -255,7 +255,7 @@ func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
 		}
 		err = c.sessionErr(err)
 	case pb.RequestType_Unlock:
-		err = c.unlock(req)
+		_, err = c.unlock(req, nil)
 	default:
 		err = fmt.Errorf("%w %d for version 2 (Ping 1, Lock 2, Unlock 3)", errInvalidType, req.GetType())
 	}
@@ -265,17 +265,24 @@ func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
 	return false
 }
 
-// unlock releases the keys of an Unlock request.
-func (c *conn) unlock(req *pb.Request) error {
+// unlock releases the keys of an Unlock request. A version 3 request
+// (v3At, when it was read, not nil) of a session whose calls are answered
+// once replicated is answered later (laterAnswer): unlock then reports
+// later = true.
+func (c *conn) unlock(req *pb.Request, v3At *time.Time) (later bool, err error) {
 	keys, err := c.keysOf("unlock", req)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sess, _ := c.openSession()
 	if sess == nil {
-		return fmt.Errorf("unlock %q: %w", keys[0], latch.ErrNotHeld)
+		return false, fmt.Errorf("unlock %q: %w", keys[0], latch.ErrNotHeld)
 	}
-	return c.sessionErr(sess.Release(keys...))
+	if as := asyncOf(sess); as != nil && v3At != nil {
+		as.ReleaseFunc(keys, c.later(req, *v3At).answer)
+		return true, nil
+	}
+	return false, c.sessionErr(sess.Release(keys...))
 }
 
 // handleV3 handles a version 3 request: at once, except for a Lock that
@@ -304,15 +311,15 @@ func (c *conn) handleV3(req *pb.Request, at time.Time) {
 			return // answered later
 		}
 	case pb.RequestType_Unlock:
-		if c.unlockLater(req, at) {
+		var later bool
+		if later, err = c.unlock(req, &at); later {
 			return
 		}
-		err = c.unlock(req)
 	case pb.RequestType_Renew:
-		if c.renewLater(req, at) {
+		var later bool
+		if later, err = c.renew(req, at, resp); later {
 			return
 		}
-		err = c.renew(req, resp)
 	case pb.RequestType_Cancel:
 		err = c.cancel(req)
 	case pb.RequestType_Session:
@@ -463,25 +470,34 @@ func (w *waitingLock) forget() {
 	c.wmu.Unlock()
 }
 
-// renew handles a version 3 Renew.
-func (c *conn) renew(req *pb.Request, resp *pb.Response) error {
+// renew handles a version 3 Renew read at at, answering it in resp, or
+// later (later = true) for a session whose calls are answered once
+// replicated.
+func (c *conn) renew(req *pb.Request, at time.Time, resp *pb.Response) (later bool, err error) {
 	keys, err := c.keysOf("renew", req)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sess, _ := c.openSession()
 	if sess == nil {
-		return fmt.Errorf("renew %q: %w", keys[0], latch.ErrNotHeld)
+		return false, fmt.Errorf("renew %q: %w", keys[0], latch.ErrNotHeld)
 	}
-	g, err := sess.Renew(micros(req.GetLock().GetReleaseMicro()), keys...)
+	lease := micros(req.GetLock().GetReleaseMicro())
+	if as := asyncOf(sess); as != nil {
+		a := c.later(req, at)
+		a.keys = slices.Clone(keys)
+		as.RenewFunc(lease, keys, a.renewed)
+		return true, nil
+	}
+	g, err := sess.Renew(lease, keys...)
 	if err != nil {
-		return c.sessionErr(err)
+		return false, c.sessionErr(err)
 	}
 	resp.Keys = keys
 	if !g.Expires.IsZero() {
 		resp.LeaseExpires = g.Expires.UnixNano()
 	}
-	return nil
+	return false, nil
 }
 
 // cancel handles a version 3 Cancel.
@@ -556,38 +572,4 @@ func (a *laterAnswer) renewed(g latch.Grant, err error) {
 		}
 	}
 	a.answer(err)
-}
-
-// unlockLater starts a version 3 Unlock read at at whose session answers
-// once replicated, and reports true; it reports false, doing nothing, for
-// one to answer at once (unlock).
-func (c *conn) unlockLater(req *pb.Request, at time.Time) bool {
-	sess, _ := c.openSession()
-	as := asyncOf(sess)
-	if as == nil {
-		return false
-	}
-	keys, err := c.keysOf("unlock", req)
-	if err != nil {
-		return false // unlock answers it
-	}
-	as.ReleaseFunc(keys, c.later(req, at).answer)
-	return true
-}
-
-// renewLater is unlockLater for a version 3 Renew.
-func (c *conn) renewLater(req *pb.Request, at time.Time) bool {
-	sess, _ := c.openSession()
-	as := asyncOf(sess)
-	if as == nil {
-		return false
-	}
-	keys, err := c.keysOf("renew", req)
-	if err != nil {
-		return false // renew answers it
-	}
-	a := c.later(req, at)
-	a.keys = slices.Clone(keys)
-	as.RenewFunc(micros(req.GetLock().GetReleaseMicro()), keys, a.renewed)
-	return true
 }

@@ -93,14 +93,9 @@ func (w *writer) send(resp *pb.Response) {
 func (w *writer) post(resp *pb.Response) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.failed || w.closing {
+	if !w.queue(resp) {
 		return
 	}
-	w.encode(resp)
-	if w.writing || (w.held && len(w.buf) < holdLimit) {
-		return
-	}
-	w.writing = true
 	if w.out.CanTry() && w.drain(false) {
 		w.writing = false
 		w.room.Broadcast()
@@ -120,19 +115,29 @@ func (w *writer) post(resp *pb.Response) {
 func (w *writer) postLater(resp *pb.Response) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.failed || w.closing {
+	if !w.queue(resp) {
 		return
 	}
-	w.encode(resp)
-	if w.writing || (w.held && len(w.buf) < holdLimit) {
-		return
-	}
-	w.writing = true
 	go func() {
 		w.mu.Lock()
 		w.writeOn()
 		w.mu.Unlock()
 	}()
+}
+
+// queue encodes resp for post and postLater and reports whether the
+// caller is to write it: no write is in progress and the writer is not
+// held (below holdLimit). It then sets writing. Called with mu held.
+func (w *writer) queue(resp *pb.Response) bool {
+	if w.failed || w.closing {
+		return false
+	}
+	w.encode(resp)
+	if w.writing || (w.held && len(w.buf) < holdLimit) {
+		return false
+	}
+	w.writing = true
+	return true
 }
 
 // drain writes buf until it stays empty or a write fails, and reports
