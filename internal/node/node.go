@@ -178,10 +178,17 @@ type ended struct {
 // report calls the function that waits for e. Called without mu.
 func (n *Node) report(e ended) {
 	if cl := e.p; cl != nil {
-		fn, r := cl.fn, cl.r
-		cl.fn, cl.r = nil, fsm.Result{}
+		done, grant, r := cl.done, cl.grant, cl.r
+		cl.done, cl.grant, cl.r = nil, nil, fsm.Result{}
 		n.callPool.Put(cl)
-		fn(r)
+		switch {
+		case grant == nil:
+			done(r.Err)
+		case r.Err != nil:
+			grant(latch.Grant{}, r.Err)
+		default:
+			grant(latch.Grant{Token: r.Token, Expires: toTime(r.Expires)}, nil)
+		}
 		return
 	}
 	done := e.w.done

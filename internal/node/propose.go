@@ -29,11 +29,13 @@ import (
 // requests of one connection in flight while they commit.
 
 // proposal is a caller waiting for the result of its command: on ch, or,
-// when fn is set, by a call of fn once mu is released.
+// when done or grant is set (proposeFunc), by a call of it once mu is
+// released (report).
 type proposal struct {
-	r  fsm.Result
-	ch chan struct{} // capacity 1: receives once, when r is set
-	fn func(fsm.Result)
+	r     fsm.Result
+	ch    chan struct{} // capacity 1: receives once, when r is set
+	done  func(error)
+	grant func(latch.Grant, error)
 }
 
 func (n *Node) getProposal() *proposal {
@@ -87,17 +89,16 @@ func (n *Node) proposeCtx(ctx context.Context) fsm.Result {
 // await waits until this node's command seq is applied, and returns its
 // result (see proposeCtx). Called with mu held; returns with it held.
 func (n *Node) await(ctx context.Context, seq uint64) fsm.Result {
-	last := seq
 	cl := n.getProposal()
-	n.calls[last] = cl
+	n.calls[seq] = cl
 	n.unlock()
 	select {
 	case <-cl.ch:
 		n.mu.Lock()
 	case <-ctx.Done():
 		n.mu.Lock()
-		if n.calls[last] == cl {
-			delete(n.calls, last)
+		if n.calls[seq] == cl {
+			delete(n.calls, seq)
 			// The batch may still be applied; the caller learns nothing.
 			return fsm.Result{Err: fmt.Errorf("%w: %w", latch.ErrUnavailable, ctx.Err())}
 		}
@@ -109,18 +110,20 @@ func (n *Node) await(ctx context.Context, seq uint64) fsm.Result {
 	return r
 }
 
-// proposeFunc has the batch applied and calls fn with the result of its
-// last command, once mu is released: with replica.Local, when the caller
-// lets go of mu (before the public method that proposed returns); in a
-// cluster, from the node's reporter goroutine once the batch is applied,
-// or with latch.ErrUnavailable when the node lets go of its clients. fn
+// proposeFunc has the batch applied and reports the result of its last
+// command once mu is released: its error to done, or, when grant is set
+// instead, the grant it made (token and lease end) or its error to grant.
+// It reports with replica.Local when the caller lets go of mu (before the
+// public method that proposed returns); in a cluster, from the node's
+// reporter goroutine once the batch is applied, or with
+// latch.ErrUnavailable when the node lets go of its clients. The function
 // must not block. Called with mu held.
-func (n *Node) proposeFunc(fn func(fsm.Result)) {
+func (n *Node) proposeFunc(done func(error), grant func(latch.Grant, error)) {
 	b := &n.batch
 	last := b.Cmds[len(b.Cmds)-1].Seq
 	b.Results = b.Results[:0]
 	cl := n.getProposal()
-	cl.fn = fn
+	cl.done, cl.grant = done, grant
 	if err := n.rep.Propose(b); err != nil {
 		n.unpark(b.Cmds[0].Seq, err)
 		cl.r = fsm.Result{Err: err}
@@ -159,7 +162,7 @@ func (n *Node) answer(seq uint64, r *fsm.Result) {
 // unlock, which calls its function once mu is released. Called with mu
 // held.
 func (n *Node) notify(cl *proposal) {
-	if cl.fn != nil {
+	if cl.done != nil || cl.grant != nil {
 		n.ready = append(n.ready, ended{p: cl})
 		return
 	}

@@ -308,7 +308,7 @@ func (s *session) ReleaseFunc(keys []string, done func(error)) {
 	}
 	c := n.command(fsm.OpRelease)
 	c.Session, c.Req.Keys = s.id, keys
-	n.proposeFunc(func(r fsm.Result) { done(r.Err) })
+	n.proposeFunc(done, nil)
 	n.unlock()
 }
 
@@ -324,13 +324,7 @@ func (s *session) RenewFunc(lease time.Duration, keys []string, done func(latch.
 	}
 	c := n.command(fsm.OpRenew)
 	c.Session, c.Req.Keys, c.Req.Lease = s.id, keys, lease
-	n.proposeFunc(func(r fsm.Result) {
-		if r.Err != nil {
-			done(latch.Grant{}, r.Err)
-			return
-		}
-		done(latch.Grant{Token: r.Token, Expires: toTime(r.Expires)}, nil)
-	})
+	n.proposeFunc(nil, done)
 	n.unlock()
 }
 
@@ -347,7 +341,7 @@ func (s *session) KeepAliveFunc(done func(error)) {
 	}
 	c := n.command(fsm.OpKeepAlive)
 	c.Session = s.id
-	n.proposeFunc(func(r fsm.Result) { done(r.Err) })
+	n.proposeFunc(done, nil)
 	n.unlock()
 }
 
