@@ -285,20 +285,7 @@ func TestClusterKillLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	raft := freePorts(t, 3)
-	var members []string
-	for i, a := range raft {
-		members = append(members, fmt.Sprintf("n%d=%s", i+1, a))
-	}
-	procs := map[string]*node{}
-	for i, a := range raft {
-		id := fmt.Sprintf("n%d", i+1)
-		procs[id] = newProc(t, id, "--data-dir", t.TempDir(), "--node-id", id, "--raft-addr", a,
-			"--initial-cluster", strings.Join(members, ","), "--election-timeout", "500ms", "--node-ttl", "5s")
-	}
-	for _, p := range procs {
-		p.start()
-	}
+	procs, _ := startCluster(t)
 	leader := waitLeader(t, procs)
 	var f1, f2 string
 	for id := range procs {
@@ -432,6 +419,28 @@ func TestClusterKillLeader(t *testing.T) {
 }
 
 // waitLeader waits until every process agrees on a leader among them.
+// startCluster starts three cluster nodes, n1 to n3, each with extra
+// flags, and returns them and their Raft addresses (n1's first).
+func startCluster(t *testing.T, extra ...string) (map[string]*node, []string) {
+	t.Helper()
+	raft := freePorts(t, 3)
+	var members []string
+	for i, a := range raft {
+		members = append(members, fmt.Sprintf("n%d=%s", i+1, a))
+	}
+	procs := map[string]*node{}
+	for i, a := range raft {
+		id := fmt.Sprintf("n%d", i+1)
+		args := []string{"--data-dir", t.TempDir(), "--node-id", id, "--raft-addr", a,
+			"--initial-cluster", strings.Join(members, ","), "--election-timeout", "500ms", "--node-ttl", "5s"}
+		procs[id] = newProc(t, id, append(args, extra...)...)
+	}
+	for _, p := range procs {
+		p.start()
+	}
+	return procs, raft
+}
+
 func waitLeader(t *testing.T, procs map[string]*node) string {
 	t.Helper()
 	for range 200 {
@@ -462,21 +471,7 @@ func TestClusterPeerTLS(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	pki := tlstest.New(t)
-	raft := freePorts(t, 3)
-	var members []string
-	for i, a := range raft {
-		members = append(members, fmt.Sprintf("n%d=%s", i+1, a))
-	}
-	procs := map[string]*node{}
-	for i, a := range raft {
-		id := fmt.Sprintf("n%d", i+1)
-		procs[id] = newProc(t, id, "--data-dir", t.TempDir(), "--node-id", id, "--raft-addr", a,
-			"--initial-cluster", strings.Join(members, ","), "--election-timeout", "500ms", "--node-ttl", "5s",
-			"--peer-tls-cert", pki.PeerCertFile, "--peer-tls-key", pki.PeerKeyFile, "--peer-tls-ca", pki.CAFile)
-	}
-	for _, p := range procs {
-		p.start()
-	}
+	procs, raft := startCluster(t, "--peer-tls-cert", pki.PeerCertFile, "--peer-tls-key", pki.PeerKeyFile, "--peer-tls-ca", pki.CAFile)
 	leader := waitLeader(t, procs)
 	var follower string
 	for id := range procs {
