@@ -234,10 +234,10 @@ func (c *Cluster) signal(n *Node, sig syscall.Signal, from, to State) error {
 	return nil
 }
 
-// Leader returns the node that most running nodes name as their leader,
-// nil when none names one.
-func (c *Cluster) Leader(ctx context.Context) *Node {
-	votes := map[string]int{}
+// views asks every running node which node it names as the leader: ""
+// for one that names none or does not answer.
+func (c *Cluster) views(ctx context.Context) map[*Node]string {
+	views := map[*Node]string{}
 	for _, n := range c.Nodes {
 		if n.State() != Running {
 			continue
@@ -245,8 +245,22 @@ func (c *Cluster) Leader(ctx context.Context) *Node {
 		qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		st, err := admin.NewClient(n.Admin).Cluster(qctx)
 		cancel()
-		if err == nil && st.Leader != "" {
-			votes[st.Leader]++
+		if err == nil {
+			views[n] = st.Leader
+		} else {
+			views[n] = ""
+		}
+	}
+	return views
+}
+
+// Leader returns the node that most running nodes name as their leader,
+// nil when none names one.
+func (c *Cluster) Leader(ctx context.Context) *Node {
+	votes := map[string]int{}
+	for _, leader := range c.views(ctx) {
+		if leader != "" {
+			votes[leader]++
 		}
 	}
 	var best *Node
@@ -263,18 +277,12 @@ func (c *Cluster) Leader(ctx context.Context) *Node {
 func (c *Cluster) WaitLeader(ctx context.Context) (*Node, error) {
 	for {
 		leader, agreed := "", true
-		for _, n := range c.Nodes {
-			if n.State() != Running {
-				continue
-			}
-			qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			st, err := admin.NewClient(n.Admin).Cluster(qctx)
-			cancel()
-			if err != nil || st.Leader == "" || leader != "" && st.Leader != leader {
+		for _, l := range c.views(ctx) {
+			if l == "" || leader != "" && l != leader {
 				agreed = false
 				break
 			}
-			leader = st.Leader
+			leader = l
 		}
 		for _, n := range c.Nodes {
 			if agreed && n.ID == leader && n.State() == Running {
