@@ -204,8 +204,11 @@ wait_port() {
 }
 
 start_latch() { # NAME BINARY MEMCACHE_PORT DLOCK_PORT ADMIN_PORT
+	# The Redis front end is off: both builds would want its default port.
+	local redis=()
+	"$2" serve -h 2>&1 | grep -q -- -redis-addr && redis=(--redis-addr=)
 	"$2" serve --memcache-addr "127.0.0.1:$3" --dlock-addr "127.0.0.1:$4" \
-		--admin-addr "127.0.0.1:$5" --log-level warn \
+		--admin-addr "127.0.0.1:$5" --log-level warn "${redis[@]}" \
 		--memcache-max-conns 20000 --dlock-max-conns 20000 >>"$WORK/$1.log" 2>&1 &
 	PID[$1]=$!
 }
