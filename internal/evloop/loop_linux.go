@@ -1,0 +1,378 @@
+//go:build linux
+
+package evloop
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// readSize is the most a loop reads from a connection at once; a longer
+// input is read over several turns of the loop, in turn with the other
+// connections'.
+const readSize = 64 << 10
+
+// A Loop serves the connections given to Add on the goroutine that calls
+// Run, until Close.
+type Loop struct {
+	cfg  Config
+	tick time.Duration
+	epfd int
+	wake int // an eventfd: Close writes to it to stop Run
+
+	mu      sync.Mutex
+	conns   []*conn // by file descriptor
+	n       int     // connections in conns
+	closing bool
+
+	// Used by Run's goroutine only.
+	buf     []byte    // what the current read read
+	out     []byte    // the replies of the current Input, reused
+	now     time.Time // when the current epoll_wait returned (when timing)
+	expired []*conn
+}
+
+// conn is one connection's state. Its fields but fd and h are Run's.
+type conn struct {
+	fd int
+	h  Handler
+
+	in       []byte // input not yet consumed: the start of a request
+	out      []byte // replies the socket has not taken yet
+	closing  bool   // close once out is written
+	last     time.Time
+	inSince  time.Time // when in became non-empty
+	outSince time.Time // when out became non-empty
+}
+
+// New returns a loop bounded by cfg; Run serves it.
+func New(cfg Config) (*Loop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("evloop: epoll_create1: %w", err)
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("evloop: eventfd: %w", err)
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}); err != nil {
+		unix.Close(epfd)
+		unix.Close(wake)
+		return nil, fmt.Errorf("evloop: epoll_ctl: %w", err)
+	}
+	return &Loop{
+		cfg:  cfg,
+		tick: cfg.tick(),
+		epfd: epfd,
+		wake: wake,
+		buf:  make([]byte, readSize),
+	}, nil
+}
+
+// ErrNotSocket is returned by Add for a connection that is not a socket of
+// the system (a TLS or in-memory connection): the caller keeps it.
+var ErrNotSocket = errors.New("evloop: not a socket connection")
+
+// Add hands nc over to the loop, to be served with h from now on. The loop
+// serves a duplicate of nc's socket: nc itself is closed (its addresses
+// still answer). On ErrNotSocket, nc is untouched; on any other error it is
+// closed and h will not be called.
+func (l *Loop) Add(nc net.Conn, h Handler) error {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return ErrNotSocket
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return ErrNotSocket
+	}
+	fd, derr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return ErrNotSocket
+	}
+	nc.Close()
+	if derr != nil {
+		return fmt.Errorf("evloop: dup: %w", derr)
+	}
+	// The duplicate shares the socket's flags: non-blocking, as Go's
+	// poller set them. Set them anyway: a blocking read would stop the
+	// loop.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("evloop: %w", err)
+	}
+	c := &conn{fd: fd, h: h, last: time.Now()}
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		unix.Close(fd)
+		return ErrClosed
+	}
+	if fd >= len(l.conns) {
+		l.conns = append(l.conns, make([]*conn, fd+1-len(l.conns))...)
+	}
+	l.conns[fd] = c
+	l.n++
+	l.mu.Unlock()
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+		l.forget(fd)
+		unix.Close(fd)
+		return fmt.Errorf("evloop: epoll_ctl: %w", err)
+	}
+	return nil
+}
+
+// Close makes Run close every connection (their handlers see ErrClosed)
+// and return. Add refuses connections from now on.
+func (l *Loop) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return
+	}
+	l.closing = true
+	var one = [8]byte{1}
+	unix.Write(l.wake, one[:])
+}
+
+// Len returns the number of connections the loop serves.
+func (l *Loop) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// forget removes the connection of fd.
+func (l *Loop) forget(fd int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if fd < len(l.conns) && l.conns[fd] != nil {
+		l.conns[fd] = nil
+		l.n--
+	}
+}
+
+// Run serves the loop's connections until Close, then closes them and
+// releases the loop. It is called once.
+func (l *Loop) Run() {
+	events := make([]unix.EpollEvent, 256)
+	wait := -1
+	if l.tick > 0 {
+		wait = int(l.tick / time.Millisecond)
+		l.now = time.Now()
+	}
+	nextSweep := l.now.Add(l.tick)
+	for {
+		n, err := unix.EpollWait(l.epfd, events, wait)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			l.shutdown(fmt.Errorf("evloop: epoll_wait: %w", err))
+			return
+		}
+		if l.tick > 0 {
+			l.now = time.Now()
+		}
+		for i := range n {
+			fd := int(events[i].Fd)
+			if fd == l.wake {
+				l.shutdown(ErrClosed)
+				return
+			}
+			var c *conn
+			l.mu.Lock()
+			if fd < len(l.conns) {
+				c = l.conns[fd]
+			}
+			l.mu.Unlock()
+			if c == nil {
+				continue // closed earlier in this batch
+			}
+			if len(c.out) > 0 {
+				l.flush(c)
+			} else {
+				l.read(c)
+			}
+		}
+		if l.tick > 0 && !l.now.Before(nextSweep) {
+			l.sweep()
+			nextSweep = l.now.Add(l.tick)
+		}
+	}
+}
+
+// read reads what c's socket has and gives it to c's handler.
+func (l *Loop) read(c *conn) {
+	n, err := unix.Read(c.fd, l.buf)
+	switch {
+	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
+		return // the loop is told again
+	case err != nil:
+		l.close(c, fmt.Errorf("evloop: read: %w", err))
+		return
+	case n == 0:
+		l.close(c, io.EOF)
+		return
+	}
+	c.last = l.now
+	in := l.buf[:n]
+	if len(c.in) > 0 {
+		c.in = append(c.in, in...)
+		in = c.in
+	}
+	reply, used, open := c.h.Input(in, l.out[:0])
+	l.out = reply[:0]
+	if rest := in[used:]; len(rest) == 0 {
+		c.in = c.in[:0]
+		if cap(c.in) > readSize {
+			c.in = nil
+		}
+	} else {
+		if len(c.in) == 0 {
+			c.inSince = l.now
+		}
+		c.in = append(c.in[:0], rest...) // rest may be c.in's own tail: append moves it down
+		if l.cfg.MaxInput > 0 && len(c.in) > l.cfg.MaxInput {
+			l.close(c, ErrInputTooLong)
+			return
+		}
+	}
+	if len(reply) > 0 && !l.write(c, reply) {
+		return
+	}
+	if !open {
+		if len(c.out) == 0 {
+			l.close(c, nil)
+			return
+		}
+		c.closing = true
+	}
+}
+
+// write writes b to c's socket; what the socket does not take waits in
+// c.out, and the loop waits for room instead of input. It reports false
+// when the write failed and c is closed.
+func (l *Loop) write(c *conn, b []byte) bool {
+	for len(b) > 0 {
+		n, err := unix.Write(c.fd, b)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			break
+		}
+		if err != nil {
+			l.close(c, fmt.Errorf("evloop: write: %w", err))
+			return false
+		}
+		b = b[n:]
+	}
+	if len(b) == 0 {
+		return true
+	}
+	c.out = append(c.out, b...)
+	c.outSince = l.now
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(c.fd)}); err != nil {
+		l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
+		return false
+	}
+	return true
+}
+
+// flush writes c's waiting replies, once its socket has room; when they
+// are all out, c is read again (or closed, if it was closing).
+func (l *Loop) flush(c *conn) {
+	b := c.out
+	for len(b) > 0 {
+		n, err := unix.Write(c.fd, b)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			c.out = c.out[:copy(c.out, b)]
+			return
+		}
+		if err != nil {
+			l.close(c, fmt.Errorf("evloop: write: %w", err))
+			return
+		}
+		b = b[n:]
+	}
+	c.out = c.out[:0]
+	if cap(c.out) > readSize {
+		c.out = nil
+	}
+	if c.closing {
+		l.close(c, nil)
+		return
+	}
+	c.last = l.now
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.fd)}); err != nil {
+		l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
+	}
+}
+
+// close closes c's socket and tells its handler why.
+func (l *Loop) close(c *conn, err error) {
+	l.forget(c.fd)
+	unix.Close(c.fd)
+	c.h.Closed(err)
+}
+
+// sweep closes the connections past a timeout.
+func (l *Loop) sweep() {
+	l.expired = l.expired[:0]
+	l.mu.Lock()
+	for _, c := range l.conns {
+		if c != nil && l.timedOut(c) != nil {
+			l.expired = append(l.expired, c)
+		}
+	}
+	l.mu.Unlock()
+	for i, c := range l.expired {
+		l.close(c, l.timedOut(c))
+		l.expired[i] = nil
+	}
+}
+
+// timedOut returns the timeout c is past, or nil.
+func (l *Loop) timedOut(c *conn) error {
+	past := func(since time.Time, d time.Duration) bool { return d > 0 && l.now.Sub(since) >= d }
+	switch {
+	case len(c.out) > 0:
+		if past(c.outSince, l.cfg.WriteTimeout) {
+			return ErrWriteTimeout
+		}
+	case len(c.in) > 0:
+		if past(c.inSince, l.cfg.ReadTimeout) {
+			return ErrReadTimeout
+		}
+	case past(c.last, l.cfg.IdleTimeout):
+		return ErrIdle
+	}
+	return nil
+}
+
+// shutdown closes every connection with err and releases the loop.
+func (l *Loop) shutdown(err error) {
+	l.mu.Lock()
+	l.closing = true
+	conns := l.conns
+	l.conns, l.n = nil, 0
+	l.mu.Unlock()
+	for _, c := range conns {
+		if c == nil {
+			continue
+		}
+		unix.Close(c.fd)
+		c.h.Closed(err)
+	}
+	unix.Close(l.epfd)
+	unix.Close(l.wake)
+}

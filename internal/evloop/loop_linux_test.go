@@ -1,0 +1,222 @@
+//go:build linux
+
+package evloop
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lines is a Handler of a line protocol: each complete line is answered
+// upper-cased; "quit" answers "BYE" and closes; "big N" answers N bytes.
+type lines struct {
+	closed chan error
+}
+
+func (h *lines) Input(in, out []byte) ([]byte, int, bool) {
+	used := 0
+	for {
+		i := bytes.IndexByte(in[used:], '\n')
+		if i < 0 {
+			return out, used, true
+		}
+		line := string(in[used : used+i])
+		used += i + 1
+		switch {
+		case line == "quit":
+			return append(out, "BYE\n"...), used, false
+		case strings.HasPrefix(line, "big "):
+			var n int
+			for _, d := range line[4:] {
+				n = 10*n + int(d-'0')
+			}
+			out = append(out, bytes.Repeat([]byte{'x'}, n)...)
+		default:
+			out = append(out, strings.ToUpper(line)+"\n"...)
+		}
+	}
+}
+
+func (h *lines) Closed(err error) { h.closed <- err }
+
+// serve starts a loop with cfg and a listener whose connections it
+// serves with lines handlers, and returns the listener's address and the
+// channel of the handlers' Closed errors.
+func serve(t *testing.T, cfg Config) (*Loop, string, chan error) {
+	t.Helper()
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 16)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		l.Run()
+	}()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if err := l.Add(nc, &lines{closed}); err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("Add: %v", err)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		l.Close()
+		<-ran
+	})
+	return l, ln.Addr().String(), closed
+}
+
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return nc, bufio.NewReader(nc)
+}
+
+func readLine(t *testing.T, br *bufio.Reader) string {
+	t.Helper()
+	s, err := br.ReadString('\n')
+	if err != nil {
+		t.Fatalf("read: %v (got %q)", err, s)
+	}
+	return s
+}
+
+func closedWith(t *testing.T, closed chan error) error {
+	t.Helper()
+	select {
+	case err := <-closed:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler was not closed")
+		return nil
+	}
+}
+
+func TestRequestsAcrossReads(t *testing.T) {
+	_, addr, _ := serve(t, Config{})
+	nc, br := dial(t, addr)
+	// One request in three writes, then two in one write: the loop
+	// keeps the incomplete start and answers each complete request once.
+	for _, part := range []string{"hel", "lo\nwor", "ld\nagain\n"} {
+		if _, err := nc.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // let each part be its own read
+	}
+	for _, want := range []string{"HELLO\n", "WORLD\n", "AGAIN\n"} {
+		if got := readLine(t, br); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestCloseByHandlerAndPeer(t *testing.T) {
+	_, addr, closed := serve(t, Config{})
+	nc, br := dial(t, addr)
+	nc.Write([]byte("quit\nnot answered\n"))
+	if got := readLine(t, br); got != "BYE\n" {
+		t.Fatalf("got %q", got)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after quit: %v, want EOF", err)
+	}
+	if err := closedWith(t, closed); err != nil {
+		t.Fatalf("Closed(%v), want nil", err)
+	}
+
+	nc, _ = dial(t, addr)
+	nc.Close()
+	if err := closedWith(t, closed); !errors.Is(err, io.EOF) {
+		t.Fatalf("Closed(%v), want EOF", err)
+	}
+}
+
+func TestBackpressure(t *testing.T) {
+	_, addr, _ := serve(t, Config{WriteTimeout: 10 * time.Second})
+	nc, br := dial(t, addr)
+	// 32 MiB of replies fill the socket's buffers: the loop must keep the
+	// rest, wait for room, and answer the next request after it.
+	const n = 32 << 20
+	nc.Write([]byte("big 33554432\nafter\n"))
+	time.Sleep(50 * time.Millisecond)
+	got, err := io.ReadFull(br, make([]byte, n))
+	if err != nil {
+		t.Fatalf("read %d of %d: %v", got, n, err)
+	}
+	if got := readLine(t, br); got != "AFTER\n" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		send string
+		want error
+	}{
+		{"idle", Config{IdleTimeout: 50 * time.Millisecond}, "", ErrIdle},
+		{"idle after a request", Config{IdleTimeout: 50 * time.Millisecond}, "hi\n", ErrIdle},
+		{"read", Config{ReadTimeout: 50 * time.Millisecond, IdleTimeout: time.Hour}, "incomplete", ErrReadTimeout},
+		{"write", Config{WriteTimeout: 50 * time.Millisecond}, "big 67108864\n", ErrWriteTimeout},
+		{"input too long", Config{MaxInput: 8}, "0123456789", ErrInputTooLong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, addr, closed := serve(t, tt.cfg)
+			nc, _ := dial(t, addr)
+			nc.Write([]byte(tt.send))
+			if err := closedWith(t, closed); !errors.Is(err, tt.want) {
+				t.Fatalf("Closed(%v), want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoopClose(t *testing.T) {
+	l, addr, closed := serve(t, Config{})
+	nc, br := dial(t, addr)
+	nc.Write([]byte("ping\n"))
+	readLine(t, br)
+	if l.Len() != 1 {
+		t.Fatalf("Len() = %d, want 1", l.Len())
+	}
+	l.Close()
+	if err := closedWith(t, closed); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Closed(%v), want ErrClosed", err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after Close: %v, want EOF", err)
+	}
+	c1, c2 := net.Pipe()
+	defer c2.Close()
+	if err := l.Add(c1, &lines{closed}); !errors.Is(err, ErrNotSocket) {
+		t.Fatalf("Add(pipe) = %v, want ErrNotSocket", err)
+	}
+	tc, _ := dial(t, addr) // accepted and refused: the loop is closed
+	if _, err := bufio.NewReader(tc).ReadByte(); err != io.EOF {
+		t.Fatalf("a connection after Close: %v, want EOF", err)
+	}
+}
