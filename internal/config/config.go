@@ -239,6 +239,12 @@ type RedisConfig struct {
 	// the front end serves; others are closed at once. Empty: every
 	// client.
 	Allow string `toml:"allow"`
+	// Loops is the number of event loops serving plain TCP connections
+	// (on Linux, in memory): 0 picks half the CPUs, at least one; -1
+	// serves each connection from a goroutine of its own. TLS
+	// connections, and every connection of a replicated node (whose
+	// requests wait for their commit), get a goroutine each.
+	Loops int `toml:"loops"`
 }
 
 // LogConfig configures the server's log, written to standard error.
@@ -309,6 +315,9 @@ func (c Config) Validate() error {
 	case "text", "json":
 	default:
 		errs = append(errs, fmt.Errorf("config: invalid log-format %q: want text or json", c.Log.Format))
+	}
+	if c.Redis.Loops < -1 {
+		errs = append(errs, fmt.Errorf("config: invalid redis-loops %d: want -1 (none), 0 (automatic) or more", c.Redis.Loops))
 	}
 	if c.Lock.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("config: invalid max-keys %d: must not be negative (0 means no limit)", c.Lock.MaxKeys))

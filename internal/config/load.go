@@ -172,6 +172,12 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Redis.Allow },
 	},
 	{
+		flag:  "redis-loops",
+		toml:  "redis.loops",
+		usage: "serve plain Redis connections from `n` event loops (in memory, on Linux): 0: half the CPUs, at least one; -1: a goroutine per connection",
+		field: func(c *Config) any { return &c.Redis.Loops },
+	},
+	{
 		flag:  "dlock-addr",
 		toml:  "dlock.addr",
 		usage: "serve the dlock protocol (versions 2 and 3) on this `host:port`; empty: off",

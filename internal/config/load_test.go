@@ -350,7 +350,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 		Memcache: MemcacheConfig{Config: memcache.Config{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}, MemoryMB: 1, MaxItemSize: 1, Allow: "x"},
 		DLock:    DLockConfig{Config: dlock.Config{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxConns: 1}, TokensFile: "x"},
 		Admin:    AdminConfig{Config: admin.Config{Addr: "x", Token: "x", MaxConns: 1}, TokenFile: "x"},
-		Redis:    RedisConfig{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxValue: 1, TokensFile: "x", Allow: "x"},
+		Redis:    RedisConfig{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxValue: 1, TokensFile: "x", Allow: "x", Loops: 1},
 		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
 		Cluster:  ClusterConfig{DataDir: "x", NodeID: "x", RaftAddr: "x", RaftAdvertise: "x", InitialCluster: "x", InitialClusterState: "x", PeerTLSCert: "x", PeerTLSKey: "x", PeerTLSCA: "x", NodeTTL: time.Second, ElectionTimeout: time.Second},
 	}

@@ -183,7 +183,7 @@ func (c *conn) plannable(cmd *command, n int) bool {
 // deferrable reports whether the request just planned, whose commands
 // start at c.subs[firstSub], may wait for the requests buffered after it.
 func (c *conn) deferrable(firstSub int) bool {
-	if c.br.Buffered() == 0 || len(c.plans) >= maxBatch || c.rd.Held() > maxBatchHeld {
+	if !c.more() || len(c.plans) >= maxBatch || c.rd.Held() > maxBatchHeld {
 		return false
 	}
 	for i := firstSub; i < len(c.subs); i++ {

@@ -48,6 +48,12 @@ type Config struct {
 	// Allow, when not empty, limits the clients served to those whose
 	// address is in one of these networks; others are closed at once.
 	Allow []netip.Prefix
+	// Loops is the number of event loops (package evloop) that serve the
+	// plain TCP connections, on Linux; 0, TLS connections, and other
+	// systems get a goroutine per connection. Only for a Service whose
+	// calls return at once (a node in memory): a loop's connections all
+	// wait while one of its requests does.
+	Loops int
 	// Logger receives lifecycle and error logs; nil discards them.
 	Logger *slog.Logger
 	// Metrics counts connections and requests by command; nil counts
@@ -95,6 +101,9 @@ func (c *Config) validate() error {
 	var errs []error
 	if c.IdleTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 {
 		errs = append(errs, fmt.Errorf("redis: negative timeout (idle %v, read %v, write %v)", c.IdleTimeout, c.ReadTimeout, c.WriteTimeout))
+	}
+	if c.Loops < 0 {
+		errs = append(errs, fmt.Errorf("redis: negative loops %d", c.Loops))
 	}
 	if c.MaxConns < 0 {
 		errs = append(errs, fmt.Errorf("redis: negative max conns %d", c.MaxConns))

@@ -3,10 +3,12 @@ package resp
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"time"
 
+	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/timedwrite"
 )
@@ -19,13 +21,18 @@ const bufSize = 4 << 10
 // conn is one client connection. Its locks are not its own: they are owned
 // by the values its requests carry.
 type conn struct {
-	srv *Server
-	nc  net.Conn
-	br  *bufio.Reader
-	bw  *bufio.Writer
-	rd  *Reader
-	w   *Writer
-	out *timedwrite.Writer
+	srv  *Server
+	nc   net.Conn // nil when an event loop serves the connection
+	peer net.Addr
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	rd   *Reader
+	w    *Writer
+	out  *timedwrite.Writer
+
+	// Served by an event loop (Input): the input given and the replies.
+	in    *sliceReader
+	reply *appendWriter
 
 	id      int64
 	name    string
@@ -60,15 +67,37 @@ type conn struct {
 	readDeadline time.Time
 }
 
+// newConn returns the connection nc, served by its own goroutine (serve).
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, nc: nc, id: s.lastID.Add(1)}
+	c := &conn{srv: s, nc: nc, peer: nc.RemoteAddr(), id: s.lastID.Add(1)}
 	c.out = timedwrite.New(nc, s.cfg.WriteTimeout)
 	c.br = bufio.NewReaderSize(flushingReader{c}, bufSize)
 	c.bw = bufio.NewWriterSize(c.out, bufSize)
-	c.rd = NewReader(c.br, s.cfg.Limits)
-	c.w = NewWriter(c.bw)
-	c.authed = len(s.cfg.Tokens) == 0
+	c.init()
 	return c
+}
+
+// newLoopConn returns the connection from peer, served by an event loop
+// (Input).
+func newLoopConn(s *Server, peer net.Addr) *conn {
+	c := &conn{srv: s, peer: peer, id: s.lastID.Add(1)}
+	c.in, c.reply = new(sliceReader), new(appendWriter)
+	c.br = bufio.NewReaderSize(c.in, bufSize)
+	c.bw = bufio.NewWriterSize(c.reply, bufSize)
+	c.init()
+	return c
+}
+
+func (c *conn) init() {
+	c.rd = NewReader(c.br, c.srv.cfg.Limits)
+	c.w = NewWriter(c.bw)
+	c.authed = len(c.srv.cfg.Tokens) == 0
+}
+
+// more reports whether more input than the current request is at hand,
+// read and not yet parsed: a pipelined request follows.
+func (c *conn) more() bool {
+	return c.br.Buffered() > 0 || (c.in != nil && c.in.Len() > 0)
 }
 
 // flushingReader is the connection's input: it flushes the buffered
@@ -87,7 +116,7 @@ func (f flushingReader) Read(p []byte) (int, error) {
 	c.armRead()
 	n, err := c.nc.Read(p)
 	if err != nil && c.between && errors.Is(err, os.ErrDeadlineExceeded) {
-		c.srv.log.Debug("redis: closing an idle connection", "peer", c.nc.RemoteAddr().String())
+		c.srv.log.Debug("redis: closing an idle connection", "peer", c.peer.String())
 	}
 	return n, err
 }
@@ -149,4 +178,89 @@ func (c *conn) serve() {
 func (c *conn) finish() {
 	c.nc.Close()
 	c.srv.forget(c)
+}
+
+// Input parses and answers the complete requests at the start of in, for
+// an event loop (evloop.Handler): the loop has read them, and the replies
+// are appended to out. It stops at an incomplete request, which the loop
+// gives again with more input.
+func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
+	c.in.Reset(in)
+	c.br.Reset(c.in)
+	c.reply.b = out
+	used := 0
+	open := true
+	for c.more() {
+		args, err := c.rd.Next()
+		if errors.Is(err, errIncomplete) {
+			break
+		}
+		if err != nil {
+			// A *ProtocolError: nothing else can fail reading memory.
+			if c.batch > 0 {
+				c.runBatch()
+			}
+			c.w.Error("ERR " + err.Error())
+			used, open = len(in), false
+			break
+		}
+		c.do(args)
+		used = c.in.Pos() - c.br.Buffered()
+		if c.closing {
+			open = false
+			break
+		}
+	}
+	if c.batch > 0 {
+		c.runBatch()
+	}
+	c.bw.Flush()
+	out, c.reply.b = c.reply.b, nil
+	return out, used, open
+}
+
+// Closed ends the connection once its event loop has closed it.
+func (c *conn) Closed(err error) {
+	switch {
+	case errors.Is(err, evloop.ErrIdle):
+		c.srv.log.Debug("redis: closing an idle connection", "peer", c.peer.String())
+	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, evloop.ErrClosed):
+		c.srv.log.Debug("redis: connection closed", "peer", c.peer.String(), "err", err)
+	}
+	c.srv.forget(c)
+}
+
+// errIncomplete is the end of an event loop's input in the middle of a
+// request.
+var errIncomplete = errors.New("incomplete request")
+
+// sliceReader reads a slice, then answers errIncomplete.
+type sliceReader struct {
+	b   []byte
+	pos int
+}
+
+func (r *sliceReader) Reset(b []byte) { r.b, r.pos = b, 0 }
+
+// Pos returns how many bytes were read.
+func (r *sliceReader) Pos() int { return r.pos }
+
+// Len returns how many bytes are left.
+func (r *sliceReader) Len() int { return len(r.b) - r.pos }
+
+func (r *sliceReader) Read(p []byte) (int, error) {
+	if r.pos == len(r.b) {
+		return 0, errIncomplete
+	}
+	n := copy(p, r.b[r.pos:])
+	r.pos += n
+	return n, nil
+}
+
+// appendWriter appends to a slice.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
 }

@@ -246,7 +246,7 @@ func cmdClient(c *conn, args [][]byte) {
 	case "ID":
 		c.w.Int(c.id)
 	case "INFO":
-		c.w.Verbatim(fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=%d lib=latch\n", c.id, c.nc.RemoteAddr(), c.name, c.w.Proto))
+		c.w.Verbatim(fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=%d lib=latch\n", c.id, c.peer, c.name, c.w.Proto))
 	default: // SETINFO, NO-EVICT, NO-TOUCH: nothing to do
 		c.w.Simple("OK")
 	}

@@ -88,7 +88,7 @@ func TestPipelinedBatches(t *testing.T) {
 	enc[15] = []byte("PING\r\n")
 	all := bytes.Join(enc, nil)
 
-	serve := func(chunks [][]byte) (string, int64) {
+	serve := func(chunks [][]byte, loop bool) (string, int64) {
 		n, err := node.New(node.Config{})
 		if err != nil {
 			t.Fatal(err)
@@ -101,25 +101,44 @@ func TestPipelinedBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nc := &chunkConn{chunks: chunks}
-		newConn(s, nc).serve()
-		return nc.out.String(), svc.owned.Load()
+		if !loop {
+			nc := &chunkConn{chunks: chunks}
+			newConn(s, nc).serve()
+			return nc.out.String(), svc.owned.Load()
+		}
+		// As an event loop gives them: what a read read, after what the
+		// previous Input left unconsumed.
+		c := newLoopConn(s, new(benchConn).RemoteAddr())
+		var out, rest []byte
+		for _, chunk := range chunks {
+			in := append(rest, chunk...)
+			var used int
+			var open bool
+			out, used, open = c.Input(in, out)
+			rest = append([]byte(nil), in[used:]...)
+			if !open {
+				break
+			}
+		}
+		return string(out), svc.owned.Load()
 	}
 	// One request per read: nothing is ever buffered behind a request.
-	want, one := serve(enc)
-	for _, size := range []int{1, 7, 100, 4096, len(all)} {
-		var chunks [][]byte
-		for rest := all; len(rest) > 0; {
-			n := min(size, len(rest))
-			chunks = append(chunks, rest[:n])
-			rest = rest[n:]
-		}
-		got, owned := serve(chunks)
-		if got != want {
-			t.Errorf("in chunks of %d bytes:\n%q\nwant (one request per read)\n%q", size, got, want)
-		}
-		if size == len(all) && owned >= one {
-			t.Errorf("the whole pipeline at once took %d lock commands, one request per read %d: no batch", owned, one)
+	want, one := serve(enc, false)
+	for _, loop := range []bool{false, true} {
+		for _, size := range []int{1, 7, 100, 4096, len(all)} {
+			var chunks [][]byte
+			for rest := all; len(rest) > 0; {
+				n := min(size, len(rest))
+				chunks = append(chunks, rest[:n])
+				rest = rest[n:]
+			}
+			got, owned := serve(chunks, loop)
+			if got != want {
+				t.Errorf("in chunks of %d bytes (event loop %v):\n%q\nwant (one request per read)\n%q", size, loop, got, want)
+			}
+			if size == len(all) && owned >= one {
+				t.Errorf("the whole pipeline at once took %d lock commands (event loop %v), one request per read %d: no batch", owned, loop, one)
+			}
 		}
 	}
 	for _, w := range []string{"+OK\r\n$-1\r\n+OK\r\n:1\r\n:1\r\n$1\r\nx\r\n", "-ERR latch: value of 5000 bytes", "-ERR unknown command 'NOSUCH'", "$3\r\nend\r\n:1\r\n"} {

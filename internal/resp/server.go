@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/peakmap"
 	"github.com/latchd/latch/internal/refuse"
@@ -41,6 +42,9 @@ type Server struct {
 	wg        sync.WaitGroup
 	down      bool
 	refuser   *refuse.Refuser
+
+	loops []*evloop.Loop // Config.Loops; empty: a goroutine per connection
+	next  int            // the loop of the next connection (accept's)
 }
 
 // rTooManyConns answers a connection over Config.MaxConns, as Redis does.
@@ -95,8 +99,81 @@ func (s *Server) Start() error {
 func (s *Server) Serve(ln net.Listener) {
 	s.ln = ln
 	s.log.Info("redis: listening", "addr", ln.Addr().String())
+	s.startLoops()
 	s.wg.Add(1)
 	go s.accept()
+}
+
+// startLoops starts Config.Loops event loops, where the system has them.
+func (s *Server) startLoops() {
+	cfg := evloop.Config{
+		IdleTimeout:  s.cfg.IdleTimeout,
+		ReadTimeout:  s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout,
+		// The Reader refuses longer requests before they are complete.
+		MaxInput: max(s.cfg.Limits.MaxInline, s.cfg.Limits.MaxArgs*(s.cfg.Limits.MaxBulk+2*headerMax)) + headerMax,
+	}
+	for range s.cfg.Loops {
+		l, err := evloop.New(cfg)
+		if err != nil {
+			s.log.Info("redis: a goroutine per connection", "reason", err)
+			return
+		}
+		s.loops = append(s.loops, l)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			l.Run()
+		}()
+	}
+}
+
+// serve serves nc: on an event loop if there is one and nc is a plain
+// socket, on a goroutine of its own otherwise.
+func (s *Server) serve(nc net.Conn) {
+	if len(s.loops) > 0 {
+		l := s.loops[s.next%len(s.loops)]
+		s.next++
+		c := newLoopConn(s, nc.RemoteAddr())
+		if !s.track(c) {
+			nc.Close()
+			return
+		}
+		err := l.Add(nc, c)
+		if err == nil {
+			return
+		}
+		s.forget(c)
+		if !errors.Is(err, evloop.ErrNotSocket) {
+			if !errors.Is(err, evloop.ErrClosed) {
+				s.log.Warn("redis: serving a connection", "peer", c.peer.String(), "err", err)
+			}
+			return
+		}
+	}
+	c := newConn(s, nc)
+	if !s.track(c) {
+		nc.Close()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+	}()
+}
+
+// track adds c to the open connections, unless the server is shutting
+// down.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.cfg.Metrics.ConnOpened()
+	return true
 }
 
 // Addr returns the address the server listens on, once started.
@@ -133,21 +210,7 @@ func (s *Server) accept() {
 			s.refuser.Refuse(nc, []byte(rTooManyConns))
 			continue
 		}
-		c := newConn(s, nc)
-		s.mu.Lock()
-		if s.down {
-			s.mu.Unlock()
-			nc.Close()
-			return
-		}
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.cfg.Metrics.ConnOpened()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-		}()
+		s.serve(nc)
 	}
 }
 
@@ -193,9 +256,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.ln.Close()
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		if c.nc != nil {
+			c.nc.Close()
+		}
 	}
 	s.mu.Unlock()
+	for _, l := range s.loops {
+		l.Close()
+	}
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"runtime"
 	"strconv"
 
 	"github.com/latchd/latch/internal/config"
@@ -115,6 +116,12 @@ func (s *Server) redisServer(addr string, tlsCfg *tls.Config) (*resp.Server, err
 	rc.Metrics = s.metrics.Protocol("redis")
 	rc.TLS = tlsCfg
 	rc.Allow = allow
+	if s.rep == nil {
+		// In memory, a request is answered at once: event loops serve
+		// the connections. Replicated, it waits for its commit, and a
+		// loop would make its other connections wait too.
+		rc.Loops = redisLoops(s.cfg.Redis.Loops, runtime.GOMAXPROCS(0))
+	}
 	if path := s.cfg.Redis.TokensFile; path != "" {
 		toks, err := dlock.LoadTokens(path)
 		if err != nil {
@@ -125,6 +132,21 @@ func (s *Server) redisServer(addr string, tlsCfg *tls.Config) (*resp.Server, err
 		}
 	}
 	return resp.New(s.node, rc)
+}
+
+// redisLoops returns the event loops of the Redis front end, for the
+// setting n and procs CPUs: by default half of them. The lock table is one
+// critical section, so more loops add only parsing and socket work in
+// parallel, and the other CPUs are left to the other front ends and the
+// clients (on a benchmark's machine, to the load generator).
+func redisLoops(n, procs int) int {
+	switch {
+	case n < 0:
+		return 0
+	case n == 0:
+		return max(1, procs/2)
+	}
+	return n
 }
 
 // lockStats are latch's lock counters, for the memcached stats command.

@@ -1,0 +1,20 @@
+package server
+
+import "testing"
+
+func TestRedisLoops(t *testing.T) {
+	tests := []struct{ setting, procs, want int }{
+		{-1, 8, 0}, // a goroutine per connection
+		{0, 1, 1},
+		{0, 2, 1},
+		{0, 3, 1},
+		{0, 8, 4},
+		{3, 8, 3},
+		{16, 2, 16},
+	}
+	for _, tt := range tests {
+		if got := redisLoops(tt.setting, tt.procs); got != tt.want {
+			t.Errorf("redisLoops(%d, %d) = %d, want %d", tt.setting, tt.procs, got, tt.want)
+		}
+	}
+}
