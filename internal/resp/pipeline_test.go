@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/node"
@@ -88,42 +89,8 @@ func TestPipelinedBatches(t *testing.T) {
 	enc[15] = []byte("PING\r\n")
 	all := bytes.Join(enc, nil)
 
-	serve := func(chunks [][]byte, loop bool) (string, int64) {
-		n, err := node.New(node.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Shutdown(context.Background())
-		svc := &countingService{Service: n}
-		cfg := DefaultConfig()
-		cfg.MaxValue = 4096
-		s, err := New(svc, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !loop {
-			nc := &chunkConn{chunks: chunks}
-			newConn(s, nc).serve()
-			return nc.out.String(), svc.owned.Load()
-		}
-		// As an event loop gives them: what a read read, after what the
-		// previous Input left unconsumed.
-		c := newLoopConn(s, new(benchConn).RemoteAddr())
-		var out, rest []byte
-		for _, chunk := range chunks {
-			in := append(rest, chunk...)
-			var used int
-			var open bool
-			out, used, open = c.Input(in, out)
-			rest = append([]byte(nil), in[used:]...)
-			if !open {
-				break
-			}
-		}
-		return string(out), svc.owned.Load()
-	}
 	// One request per read: nothing is ever buffered behind a request.
-	want, one := serve(enc, false)
+	want, one := serveChunks(t, enc, false)
 	for _, loop := range []bool{false, true} {
 		for _, size := range []int{1, 7, 100, 4096, len(all)} {
 			var chunks [][]byte
@@ -132,7 +99,7 @@ func TestPipelinedBatches(t *testing.T) {
 				chunks = append(chunks, rest[:n])
 				rest = rest[n:]
 			}
-			got, owned := serve(chunks, loop)
+			got, owned := serveChunks(t, chunks, loop)
 			if got != want {
 				t.Errorf("in chunks of %d bytes (event loop %v):\n%q\nwant (one request per read)\n%q", size, loop, got, want)
 			}
@@ -146,4 +113,71 @@ func TestPipelinedBatches(t *testing.T) {
 			t.Errorf("replies lack %q:\n%q", w, want)
 		}
 	}
+}
+
+// serveChunks serves chunks, the reads of one connection, on a new node in
+// memory, and returns the replies and the number of lock commands the
+// node applied. The connection is served by its own goroutine's loop
+// (serve), or as an event loop serves it (loop: Input, given each read
+// after what the previous call left unconsumed).
+func serveChunks(t *testing.T, chunks [][]byte, loop bool) (string, int64) {
+	t.Helper()
+	n, err := node.New(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	svc := &countingService{Service: n}
+	cfg := DefaultConfig()
+	cfg.MaxValue = 4096
+	s, err := New(svc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !loop {
+		nc := &chunkConn{chunks: chunks}
+		newConn(s, nc).serve()
+		return nc.out.String(), svc.owned.Load()
+	}
+	c := newLoopConn(s, new(benchConn).RemoteAddr())
+	var out, rest []byte
+	for _, chunk := range chunks {
+		in := append(rest, chunk...)
+		var used int
+		var open bool
+		out, used, open = c.Input(in, out)
+		rest = append([]byte(nil), in[used:]...)
+		if !open {
+			break
+		}
+	}
+	return string(out), svc.owned.Load()
+}
+
+// FuzzLoopInput: a connection served by an event loop answers exactly as
+// one served by a goroutine of its own, however its input is cut into
+// reads: an incomplete request is parsed again, whole, once more has
+// arrived. Time stands still (synctest), so that TTLs and INFO agree.
+func FuzzLoopInput(f *testing.F) {
+	f.Add([]byte("*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\nx\r\nPING\r\n"), uint8(1))
+	f.Add([]byte("SET a x NX PX 100\r\nSET a y NX\r\nPTTL a\r\nGET a\r\n"), uint8(3))
+	f.Add([]byte("MULTI\r\nSET b v NX\r\nEXEC\r\nWATCH b\r\nGET b\r\nMULTI\r\nDEL b\r\nEXEC\r\n"), uint8(7))
+	f.Add([]byte("EVAL \"return redis.call('del',KEYS[1])\" 1 k\r\nHELLO 3\r\nCLIENT INFO\r\nINFO\r\nQUIT\r\nPING\r\n"), uint8(5))
+	f.Add([]byte("*2\r\n$3\r\nGET\r\n$-5\r\n*1\r\n$4\r\nPING\r\n"), uint8(2))
+	f.Add([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$3\r\nab"), uint8(4))
+	f.Fuzz(func(t *testing.T, input []byte, cut uint8) {
+		synctest.Test(t, func(t *testing.T) {
+			want, _ := serveChunks(t, [][]byte{input}, false)
+			var chunks [][]byte
+			for rest := input; len(rest) > 0; {
+				n := min(int(cut)+1, len(rest))
+				chunks = append(chunks, rest[:n])
+				rest = rest[n:]
+			}
+			got, _ := serveChunks(t, chunks, true)
+			if got != want {
+				t.Fatalf("input %q in reads of %d bytes: an event loop's connection answered\n%q\nits own goroutine's\n%q", input, int(cut)+1, got, want)
+			}
+		})
+	})
 }
