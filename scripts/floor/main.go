@@ -10,10 +10,11 @@
 //   - goroutine: one goroutine per connection over net.Conn, replies
 //     buffered and flushed before each read from the socket, as latch's
 //     front ends serve;
-//   - epoll (Linux): -loops event loops (default GOMAXPROCS), each a
-//     goroutine with an epoll instance of its own, level-triggered, one
-//     read per readiness event and the replies written at once, as
-//     memcached's worker threads serve.
+//   - epoll (Linux): -loops event loops (default GOMAXPROCS) of package
+//     evloop, each a goroutine with an epoll instance of its own,
+//     level-triggered, one read per readiness event and the replies
+//     written at once, as memcached's worker threads serve (and latch's
+//     Redis front end).
 //
 // It is a measuring instrument for loopback runs, not a server: it has no
 // limits (a request's body length is believed) and no timeouts.
