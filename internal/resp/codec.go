@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -178,6 +179,94 @@ func (rd *Reader) array() error {
 		rd.args = append(rd.args, rd.arena[start:len(rd.arena):len(rd.arena)])
 	}
 	return nil
+}
+
+// complete reports whether in may start with a whole request: false only
+// when it clearly starts with one yet to arrive (an inline line or a
+// header without its end, a bulk string shorter than its header says),
+// after any empty ones (which the Reader skips), so that its parse would
+// be wasted. It reads the headers, not the arguments: a request arriving
+// in many reads is not parsed again at each.
+func complete(in []byte, lim Limits) bool {
+	for len(in) > 0 {
+		n, empty := scanRequest(in, lim)
+		switch {
+		case n < 0:
+			return false
+		case n == 0 || !empty:
+			return true
+		}
+		in = in[n:]
+	}
+	return false
+}
+
+// scanRequest returns the length of the request at the start of in and
+// whether it is empty; -1 when it has not all arrived; 0 when the Reader
+// refuses it before its end.
+func scanRequest(in []byte, lim Limits) (n int, empty bool) {
+	if in[0] != '*' {
+		i := bytes.IndexByte(in, '\n')
+		if i < 0 {
+			if len(in) > lim.MaxInline {
+				return 0, false
+			}
+			return -1, false
+		}
+		if len(trimEOL(in[:i+1])) > lim.MaxInline {
+			return 0, false
+		}
+		empty = true
+		for _, c := range in[:i] {
+			empty = empty && isSpace(c)
+		}
+		return i + 1, empty
+	}
+	// header returns the header line at in[pos:], without its end, and
+	// the position after it: -1 when it has not arrived, 0 when it is too
+	// long.
+	header := func(pos int) ([]byte, int) {
+		rest := in[pos:]
+		i := bytes.IndexByte(rest[:min(len(rest), headerMax+2)], '\n')
+		switch {
+		case i >= 0:
+			return trimEOL(rest[:i+1]), pos + i + 1
+		case len(rest) > headerMax+2:
+			return nil, 0
+		}
+		return nil, -1
+	}
+	line, pos := header(0)
+	if pos <= 0 {
+		return pos, false
+	}
+	count, ok := parseInt(line[1:])
+	switch {
+	case !ok || count > int64(lim.MaxArgs):
+		return 0, false
+	case count <= 0:
+		return pos, true
+	}
+	for range count {
+		line, next := header(pos)
+		if next <= 0 {
+			return next, false
+		}
+		if len(line) == 0 || line[0] != '$' {
+			return 0, false
+		}
+		l, ok := parseInt(line[1:])
+		if !ok || l < 0 || l > int64(lim.MaxBulk) {
+			return 0, false
+		}
+		if pos = next + int(l) + 2; pos > len(in) {
+			return -1, false
+		}
+		if in[pos-2] != '\r' || in[pos-1] != '\n' {
+			return 0, false
+		}
+	}
+	return pos, false
 }
 
 // inlineLine reads an inline command.

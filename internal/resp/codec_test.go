@@ -85,8 +85,8 @@ func TestWriter(t *testing.T) {
 }
 
 // FuzzReader: the Reader never panics nor reads past its limits, ends
-// every input with a request, a protocol error or a read error, and reads
-// back what an encoder wrote.
+// every input with a request, a protocol error or a read error, reads
+// back what an encoder wrote, and is not asked too early (complete).
 //
 //	go test ./internal/resp/ -run '^$' -fuzz FuzzReader -fuzztime 60s
 func FuzzReader(f *testing.F) {
@@ -102,6 +102,13 @@ func FuzzReader(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
+		// complete may say "wait" only where the Reader would wait.
+		if !complete(in, testLimits) {
+			_, err := NewReader(bufio.NewReader(bytes.NewReader(in)), testLimits).Next()
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("complete(%q) = false, but the Reader reads its first request: %v", in, err)
+			}
+		}
 		reqs, err := readAll(in, testLimits)
 		var pe *ProtocolError
 		if !errors.As(err, &pe) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {

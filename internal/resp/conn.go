@@ -190,7 +190,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	c.reply.b = out
 	used := 0
 	open := true
-	for c.more() {
+	for c.more() && complete(in[used:], c.srv.cfg.Limits) {
 		args, err := c.rd.Next()
 		if errors.Is(err, errIncomplete) {
 			break

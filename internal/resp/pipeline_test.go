@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -180,4 +181,45 @@ func FuzzLoopInput(f *testing.F) {
 			}
 		})
 	})
+}
+
+// TestLongRequestParsedOnce: a long request arriving in many reads is
+// parsed when it is whole, not again at every read (which would cost the
+// square of its length).
+func TestLongRequestParsedOnce(t *testing.T) {
+	n, err := node.New(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	s, err := New(n, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	arg := strings.Repeat("v", 60<<10)
+	var req bytes.Buffer
+	fmt.Fprintf(&req, "*17\r\n$4\r\nECHO\r\n")
+	for range 16 {
+		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(arg), arg)
+	}
+	all := req.Bytes()
+	c := newLoopConn(s, new(benchConn).RemoteAddr())
+	var out, rest []byte
+	parsed := 0
+	for chunk := range slices.Chunk(all, 1<<10) {
+		in := append(rest, chunk...)
+		var used int
+		out, used, _ = c.Input(in, out[:0])
+		parsed += c.in.Pos()
+		rest = append(rest[:0], in[used:]...)
+	}
+	if !strings.HasPrefix(string(out), "-ERR wrong number of arguments") {
+		t.Fatalf("replied %.80q", out)
+	}
+	if len(rest) != 0 {
+		t.Fatalf("%d bytes left unparsed", len(rest))
+	}
+	if parsed > 2*len(all) {
+		t.Fatalf("a request of %d bytes in reads of 1 KiB: %d bytes parsed", len(all), parsed)
+	}
 }
