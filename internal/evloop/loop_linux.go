@@ -19,6 +19,10 @@ import (
 // connections'.
 const readSize = 64 << 10
 
+// maxKeep bounds the reply buffer a loop keeps for reuse, in bytes (a
+// connection keeps readSize).
+const maxKeep = 1 << 20
+
 // A Loop serves the connections given to Add on the goroutine that calls
 // Run, until Close.
 type Loop struct {
@@ -227,7 +231,9 @@ func (l *Loop) read(c *conn) {
 		in = c.in
 	}
 	reply, used, open := c.h.Input(in, l.out[:0])
-	l.out = reply[:0]
+	if l.out = reply[:0]; cap(l.out) > maxKeep {
+		l.out = nil // one connection's burst of replies: not kept for all
+	}
 	if rest := in[used:]; len(rest) == 0 {
 		c.in = c.in[:0]
 		if cap(c.in) > readSize {
