@@ -66,37 +66,64 @@ func benchCycles(keys int) []byte {
 
 // BenchmarkCycle: one connection's SET NX PX + compare-and-delete cycles
 // through the whole Redis path but the socket (parsing, the node's lock
-// table, replies), unpipelined (one request per read) and 16 in flight.
-// One op is one cycle: two requests.
+// table, replies), unpipelined (one request per read) and 16 in flight,
+// served by a goroutine (serve) and by an event loop (Input). One op is
+// one cycle: two requests.
 func BenchmarkCycle(b *testing.B) {
-	for _, pipe := range []int{1, 16} {
-		b.Run(fmt.Sprintf("p%d", pipe), func(b *testing.B) {
-			n, err := node.New(node.Config{})
+	for _, loop := range []bool{false, true} {
+		for _, pipe := range []int{1, 16} {
+			name := fmt.Sprintf("p%d", pipe)
+			if loop {
+				name = "loop-" + name
+			}
+			b.Run(name, func(b *testing.B) { benchCycle(b, pipe, loop) })
+		}
+	}
+}
+
+func benchCycle(b *testing.B, pipe int, loop bool) {
+	n, err := node.New(node.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	s, err := New(n, DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// As scripts/bench-redis.sh, SCRIPT LOAD the documentation's
+	// compare-and-delete (known by its canonical form only).
+	doc := []byte(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
+	s.load(scriptSHA(doc), recognise(doc), doc)
+	const keys = 1000
+	req := benchCycles(keys)
+	// One read per request (p1), or 16 requests per read.
+	chunk := len(req) / (2 * keys) * pipe
+	nc := &benchConn{req: req, chunk: chunk, left: b.N / keys}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if !loop {
+		newConn(s, nc).serve()
+	} else {
+		// As an event loop: each read given to Input after what the
+		// previous call left.
+		c := newLoopConn(s, nc.RemoteAddr())
+		buf := make([]byte, 64<<10)
+		var in, out []byte
+		for {
+			k, err := nc.Read(buf)
 			if err != nil {
-				b.Fatal(err)
+				break
 			}
-			defer n.Shutdown(context.Background())
-			s, err := New(n, DefaultConfig())
-			if err != nil {
-				b.Fatal(err)
-			}
-			// As scripts/bench-redis.sh, SCRIPT LOAD the documentation's
-			// compare-and-delete (known by its canonical form only).
-			doc := []byte(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
-			s.load(scriptSHA(doc), recognise(doc), doc)
-			const keys = 1000
-			req := benchCycles(keys)
-			// One read per request (p1), or 16 requests per read.
-			chunk := len(req) / (2 * keys) * pipe
-			nc := &benchConn{req: req, chunk: chunk, left: b.N / keys}
-			c := newConn(s, nc)
-			b.ReportAllocs()
-			b.ResetTimer()
-			c.serve()
-			b.StopTimer()
-			if want := (b.N/keys + 1) * keys * len("+OK\r\n:1\r\n"); nc.written != want {
-				b.Fatalf("wrote %d bytes, want %d", nc.written, want)
-			}
-		})
+			in = append(in, buf[:k]...)
+			var used int
+			out, used, _ = c.Input(in, out[:0])
+			nc.Write(out)
+			in = in[:copy(in, in[used:])]
+		}
+	}
+	b.StopTimer()
+	if want := (b.N/keys + 1) * keys * len("+OK\r\n:1\r\n"); nc.written != want {
+		b.Fatalf("wrote %d bytes, want %d", nc.written, want)
 	}
 }
