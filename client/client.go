@@ -29,15 +29,18 @@ const protocolVersion = 3
 // session: see the package documentation. A Client is safe for concurrent
 // use; many requests may wait on it at once.
 type Client struct {
-	addrs     []string // the servers, in the order Dial was given them
-	dial      func(ctx context.Context, addr string) (net.Conn, error)
-	log       *slog.Logger
-	clk       clock
-	token     string
-	ttl       time.Duration // of the session
-	margin    time.Duration // see SafetyMargin
-	interval  time.Duration // between keepalives
-	sessionID latch.SessionID
+	addrs    []string // the servers, in the order Dial was given them
+	dial     func(ctx context.Context, addr string) (net.Conn, error)
+	log      *slog.Logger
+	clk      clock
+	token    string
+	ttl      time.Duration // of the session
+	margin   time.Duration // see SafetyMargin
+	interval time.Duration // between keepalives
+	// silentAfter is how long after lastAck the connection is given up as
+	// silent (see watch).
+	silentAfter time.Duration
+	sessionID   latch.SessionID
 
 	nextID atomic.Uint64
 
@@ -57,7 +60,7 @@ type Client struct {
 	// (by clk): the server cannot end the session by its TTL before
 	// lastAck+ttl.
 	lastAck  time.Time
-	watchdog stopper // fires at lastAck+ttl-margin
+	watchdog stopper // fires at lastAck+silentAfter, then lastAck+ttl-margin
 	pinger   stopper // sends the next keepalive
 	closer   stopper // closes the connection of a Client given up
 	// err is why the Client stopped, nil while it runs; broken is closed
@@ -77,6 +80,14 @@ type Client struct {
 	reconnecting bool
 	resuming     bool
 	cleanup      [][]string
+	// stale holds the connection given up as silent (connSilent), left
+	// open: its server may be alive, and would end the session if it saw
+	// the connection close. It is closed once the session is resumed on
+	// another connection (a server then ignores the end of an older one),
+	// or when the Client stops. (A slice, but it holds at most one: only a
+	// connection that carries the session can be given up as silent, and
+	// the resume that made it carry the session emptied stale.)
+	stale []net.Conn
 
 	// bg counts the reading and resuming goroutines.
 	bg sync.WaitGroup
@@ -103,13 +114,15 @@ func newCall() *call { return &call{ch: make(chan *dlockpb.Response, 1)} }
 // keeps the session alive until Close, or until it may have been lost.
 //
 // addr may list the servers of a cluster, separated by commas: Dial
-// connects to the first that answers. When the connection breaks, the
-// Client resumes its session on the next server that answers (the same
-// one included, after a restart), within the session's TTL: its locks
-// stay held, and requests that were in flight fail with an error wrapping
-// ErrConnectionLost, which may be retried. Only when the session may have
-// ended (no server took it back in time, or one answered that it ended)
-// does the Client stop and its locks' Done close.
+// connects to the first that answers. When the connection breaks, or its
+// server falls silent (no keepalive answered for two keepalive intervals:
+// a server stopped, or cut off by a partition that keeps the connection
+// open), the Client resumes its session on the next server that answers
+// (the same one included, after a restart), within the session's TTL: its
+// locks stay held, and requests that were in flight fail with an error
+// wrapping ErrConnectionLost, which may be retried. Only when the session
+// may have ended (no server took it back in time, or one answered that it
+// ended) does the Client stop and its locks' Done close.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -154,6 +167,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("client: %w", errors.Join(errs...))
 	}
+	interval := (o.sessionTTL - o.margin) / 3
 	c := &Client{
 		addrs:    addrs,
 		dial:     dial,
@@ -164,11 +178,13 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		token:    o.token,
 		ttl:      o.sessionTTL,
 		margin:   o.margin,
-		interval: (o.sessionTTL - o.margin) / 3,
-		pending:  make(map[uint64]*call),
-		reserved: make(map[string]bool),
-		locks:    make(map[*Lock]struct{}),
-		broken:   make(chan struct{}),
+		interval: interval,
+		// See watch.
+		silentAfter: 2 * interval,
+		pending:     make(map[uint64]*call),
+		reserved:    make(map[string]bool),
+		locks:       make(map[*Lock]struct{}),
+		broken:      make(chan struct{}),
 	}
 	c.bg.Add(1)
 	go c.readLoop(conn, addr)
@@ -176,7 +192,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		c.Close()
 		return nil, fmt.Errorf("client: %s: open session: %w", addr, err)
 	}
-	c.log.Debug("client: session open", "server", addr, "session", c.sessionID, "ttl", c.ttl, "keepalive", c.interval)
+	c.log.Debug("client: session open", "server", addr, "session", c.sessionID, "ttl", c.ttl, "keepalive", c.interval, "silent_after", c.silentAfter)
 	return c, nil
 }
 
@@ -201,7 +217,7 @@ func (c *Client) openSession(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastAck = sent
-	c.watchdog = c.clk.AfterFunc(sent.Add(c.ttl-c.margin).Sub(c.clk.Now()), c.watch)
+	c.watchdog = c.clk.AfterFunc(sent.Add(c.silentAfter).Sub(c.clk.Now()), c.watch)
 	c.pinger = c.clk.AfterFunc(c.interval, c.ping)
 	return nil
 }
@@ -237,22 +253,24 @@ func (c *Client) Close() error {
 		c.closer.Stop()
 		c.closer = nil
 	}
-	conn := c.conn
 	c.mu.Unlock()
-	if conn != nil {
-		conn.Close()
-	}
+	c.closeConn()
 	c.bg.Wait()
 	return nil
 }
 
-// closeConn closes the current connection, if there is one.
+// closeConn closes the current connection, if there is one, and the stale
+// ones.
 func (c *Client) closeConn() {
 	c.mu.Lock()
-	conn := c.conn
+	conn, stale := c.conn, c.stale
+	c.stale = nil
 	c.mu.Unlock()
 	if conn != nil {
 		conn.Close()
+	}
+	for _, s := range stale {
+		s.Close()
 	}
 }
 
@@ -331,10 +349,25 @@ func (c *Client) sendOn(on net.Conn, req *dlockpb.Request, cl *call) (*call, uin
 	if err == nil {
 		err = frame.Finish(buf, off)
 	}
+	givenUp, registered := false, false
 	if err == nil {
-		// A write that cannot finish within the TTL has lost the session
-		// anyway.
-		conn.SetWriteDeadline(time.Now().Add(c.ttl))
+		// conn may have been given up since cl was registered; then it
+		// carries nothing more. This is checked under mu, which
+		// connSilent holds to set a write deadline in the past: a write
+		// to a silent connection does not block the next connection's.
+		c.mu.Lock()
+		if givenUp = c.conn != conn; givenUp {
+			if _, registered = c.pending[id]; registered {
+				delete(c.pending, id)
+			}
+		} else {
+			// A write that cannot finish within the TTL has lost the
+			// session anyway.
+			conn.SetWriteDeadline(time.Now().Add(c.ttl))
+		}
+		c.mu.Unlock()
+	}
+	if err == nil && !givenUp {
 		_, err = conn.Write(buf)
 		if err != nil {
 			err = fmt.Errorf("writing to %s: %w", addr, err)
@@ -344,6 +377,14 @@ func (c *Client) sendOn(on net.Conn, req *dlockpb.Request, cl *call) (*call, uin
 		c.wbuf = buf
 	}
 	c.wmu.Unlock()
+	if givenUp {
+		if registered {
+			return nil, 0, fmt.Errorf("client: %w", ErrConnectionLost)
+		}
+		// Giving conn up failed cl (await returns ErrConnectionLost) and
+		// left its keys to the cleanup, as for a request lost in flight.
+		return cl, id, nil
+	}
 	if err != nil {
 		c.mu.Lock()
 		delete(c.pending, id)
@@ -414,11 +455,20 @@ func (c *Client) readLoop(conn net.Conn, addr string) {
 			return
 		}
 		resp := new(dlockpb.Response)
-		if err := proto.Unmarshal(b, resp); err != nil {
-			c.fail(fmt.Errorf("%w: undecodable response: %v", ErrProtocol, err))
+		uerr := proto.Unmarshal(b, resp)
+		c.mu.Lock()
+		if c.conn != conn {
+			// Given up (connSilent, connLost): the requests it carried
+			// have failed already, and what it says is nobody's concern.
+			// Read on until it is closed.
+			c.mu.Unlock()
+			continue
+		}
+		if uerr != nil {
+			c.mu.Unlock()
+			c.fail(fmt.Errorf("%w: undecodable response: %v", ErrProtocol, uerr))
 			return
 		}
-		c.mu.Lock()
 		cl := c.pending[resp.GetRequestId()]
 		delete(c.pending, resp.GetRequestId())
 		c.mu.Unlock()
@@ -446,8 +496,25 @@ func (c *Client) readLoop(conn net.Conn, addr string) {
 // connLost handles the loss of conn: a Client whose session has a TTL
 // fails the requests in flight with ErrConnectionLost and resumes the
 // session on a server (resume); one without a TTL has lost its session
-// with the connection, and stops.
+// with the connection, and stops. (Every Client's session has a TTL once
+// it is open: a connection lost before, during Dial, fails Dial.)
 func (c *Client) connLost(conn net.Conn, err error) {
+	c.giveUp(conn, err, false)
+}
+
+// connSilent gives conn up as connLost does, because its server has not
+// answered a keepalive in time (see watch), but leaves it open among the
+// stale connections. The server may be alive, only slow: one that saw the
+// connection close would end the session at once, racing the resume on
+// another connection, which would then find the session ended. Left open
+// until the session is resumed elsewhere, its end is ignored by then. A
+// write blocked on conn fails at once.
+func (c *Client) connSilent(conn net.Conn, err error) {
+	c.giveUp(conn, err, true)
+}
+
+// giveUp implements connLost and, with keepOpen, connSilent.
+func (c *Client) giveUp(conn net.Conn, err error, keepOpen bool) {
 	c.mu.Lock()
 	if c.err != nil || c.conn != conn {
 		c.mu.Unlock()
@@ -459,6 +526,11 @@ func (c *Client) connLost(conn net.Conn, err error) {
 		return
 	}
 	c.conn, c.resuming = nil, false
+	if keepOpen {
+		c.stale = append(c.stale, conn)
+		// Under mu: see sendOn.
+		conn.SetWriteDeadline(aLongTimeAgo)
+	}
 	pending := c.pending
 	c.pending = make(map[uint64]*call)
 	for _, cl := range pending {
@@ -470,7 +542,9 @@ func (c *Client) connLost(conn net.Conn, err error) {
 	c.reconnecting = true
 	server := c.addr
 	c.mu.Unlock()
-	conn.Close()
+	if !keepOpen {
+		conn.Close()
+	}
 	for _, cl := range pending {
 		if cl.ch != nil {
 			cl.ch <- nil
@@ -482,6 +556,10 @@ func (c *Client) connLost(conn net.Conn, err error) {
 		go c.resume()
 	}
 }
+
+// aLongTimeAgo is a deadline in the past: a read or write with it fails at
+// once.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // resume takes the session back on the servers in turn, starting after
 // the one lost, until one does, one answers that the session ended, or
@@ -576,7 +654,14 @@ func (c *Client) resumeOn(addr string) error {
 	}
 	cleanup := c.cleanup
 	c.cleanup = nil
+	// The session has moved to conn: the servers of the connections given
+	// up as silent ignore their end now, if they are alive to see it.
+	stale := c.stale
+	c.stale = nil
 	c.mu.Unlock()
+	for _, s := range stale {
+		s.Close()
+	}
 	c.log.Info("client: session resumed", "session", c.sessionID, "server", addr)
 	for _, keys := range cleanup {
 		// The lost connection took the answer of a request for keys:
@@ -616,10 +701,32 @@ func (c *Client) pinged(sent time.Time, r *dlockpb.Response) {
 	c.mu.Unlock()
 }
 
-// watch gives the session up when no keepalive sent in the last ttl-margin
-// has been answered. The server may end the session at lastAck+ttl (by its
-// clock); the connection is kept open until then, so that closing it does
-// not release the locks before that instant, while their owners stop.
+// watch runs at the deadlines that count from lastAck, the send time of
+// the newest keepalive answered; whichever connection answered it, the
+// server cannot end the session by its TTL before lastAck+ttl.
+//
+// At lastAck+silentAfter, the connection is given up as silent
+// (connSilent) and the session resumed, as if the connection had broken:
+// its server may be stopped, or cut off by a partition that drops packets
+// and leaves the connection open. silentAfter is two keepalive intervals,
+// 2(ttl-margin)/3 (half the TTL with the default margin): a keepalive is
+// sent at most an interval after the one answered last, so the server has
+// had at least an interval to answer it, and an interval is left to
+// resume the session before the watch gives it up. That is the split of
+// ZooKeeper's client, which sends a ping a third of the way into its
+// session timeout and gives a server up after two thirds without an
+// answer. A shorter bound would move away from a server that is only slow
+// to commit (a leader election, a stalled disk); a longer one would leave
+// less time to resume. While the session is being resumed, each attempt
+// has a bound of its own (resumeOn). A Client whose own process is paused
+// for longer than silentAfter may give up a connection that was fine when
+// it wakes: that costs the requests in flight (ErrConnectionLost), not the
+// session.
+//
+// At lastAck+ttl-margin, the session is given up. The server may end it
+// at lastAck+ttl (by its clock); the connections are kept open until
+// then, so that closing them does not release the locks before that
+// instant, while their owners stop.
 func (c *Client) watch() {
 	c.mu.Lock()
 	if c.err != nil {
@@ -627,13 +734,25 @@ func (c *Client) watch() {
 		return
 	}
 	now := c.clk.Now()
-	deadline := c.lastAck.Add(c.ttl - c.margin)
+	lastAck := c.lastAck
+	deadline := lastAck.Add(c.ttl - c.margin)
 	if now.Before(deadline) {
+		silentAt := lastAck.Add(c.silentAfter)
+		var silent net.Conn
+		if now.Before(silentAt) {
+			deadline = silentAt
+		} else if !c.resuming {
+			silent = c.conn
+		}
 		c.watchdog = c.clk.AfterFunc(deadline.Sub(now), c.watch)
+		server := c.addr
 		c.mu.Unlock()
+		if silent != nil {
+			c.connSilent(silent, fmt.Errorf("%s is silent: no keepalive sent since %v ago answered (session TTL %v, keepalive interval %v)",
+				server, now.Sub(lastAck).Round(time.Millisecond), c.ttl, c.interval))
+		}
 		return
 	}
-	lastAck := c.lastAck
 	c.mu.Unlock()
 	err := fmt.Errorf("%w: none sent since %v ago answered (session TTL %v, safety margin %v)",
 		ErrKeepalive, now.Sub(lastAck).Round(time.Millisecond), c.ttl, c.margin)

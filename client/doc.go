@@ -62,6 +62,18 @@
 // once the session is resumed. If no server takes the session back before
 // the keepalive watch gives it up, or one answers that it ended, the
 // Client stops as above.
+//
+// A server that stops answering without closing the connection (a stopped
+// process, a partition that drops packets) is treated the same way: when
+// no keepalive sent after A has been answered by A + 2(TTL - margin)/3
+// (two keepalive intervals, half the TTL with the default margin), the
+// Client gives the connection up as silent and resumes the session
+// elsewhere, which leaves it (TTL - margin)/3 to do so. It keeps that
+// connection open until the session has been resumed on another one (or
+// until it gives the session up): a server that is only slow, and alive,
+// would end the session if it saw the connection close first. The session
+// of a Client always has a TTL, so every connection is watched this way;
+// before the session is open, Dial's timeout bounds the wait.
 // Fencing tokens (Lock.Token) cover what these assumptions do not.
 //
 // # Errors

@@ -33,9 +33,10 @@ var (
 	// ErrProtocol: the server's answer broke the protocol, or the server
 	// does not speak version 3.
 	ErrProtocol = errors.New("client: protocol error")
-	// ErrConnectionLost: the connection broke before the request was
-	// answered, and the Client is resuming its session (it has a TTL) on a
-	// server; the session's locks are still held. The request may be
+	// ErrConnectionLost: the connection broke, or was given up because
+	// its server fell silent, before the request was answered, and the
+	// Client is resuming its session (it has a TTL) on a server; the
+	// session's locks are still held. The request may be
 	// retried: what it did, if anything, is undone once the session is
 	// back (a Lock's keys are unlocked).
 	ErrConnectionLost = errors.New("client: connection lost, resuming the session")

@@ -318,3 +318,14 @@ func (c *Client) pingsAnswered() int64 {
 	defer c.mu.Unlock()
 	return c.lastAck.UnixNano()
 }
+
+// server returns the address of the server whose connection carries the
+// session, or "" while the Client resumes it.
+func (c *Client) server() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil || c.resuming {
+		return ""
+	}
+	return c.addr
+}

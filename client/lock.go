@@ -352,9 +352,11 @@ func (l *Lock) Token() latch.Token { return slices.Max(l.tokens) }
 func (l *Lock) Tokens() []latch.Token { return slices.Clone(l.tokens) }
 
 // Done returns a channel that is closed when the lock is released or may
-// have been lost: after Unlock, when the Client stops (closed, or the
-// connection broke, or its keepalives went unanswered so long that the
-// server may end the session), or when a lease was not renewed in time.
+// have been lost: after Unlock, when the Client stops (closed, or its
+// keepalives went unanswered so long that the server may end the session,
+// no server having taken it back after its connection broke or fell
+// silent, or a server answered that the session ended), or when a lease
+// was not renewed in time.
 // Unless Unlock closed it, the server may grant the keys to someone else
 // from then on, after at most the safety margin (see SafetyMargin): stop
 // using what the lock protects. A leased lock's Done closes too when the

@@ -36,8 +36,10 @@ type options struct {
 // SessionTTL sets the TTL of the Client's session: the server ends the
 // session, releasing its locks that have no lease, when no keepalive from
 // the Client reaches it for this long. The Client sends keepalives by
-// itself, several per TTL. A shorter TTL frees the locks of a vanished
-// client sooner and costs more keepalives. d must be positive; the
+// itself, several per TTL, and gives a server that answers none for two
+// keepalive intervals up for another (see Dial). A shorter TTL frees the
+// locks of a vanished client sooner, moves off a silent server sooner and
+// costs more keepalives. d must be positive; the
 // default is DefaultSessionTTL. Keep it below the server's idle timeout
 // (latch serve --dlock-idle-timeout, 60s by default): a server that closes
 // a silent connection releases its locks at once, which the Client cannot

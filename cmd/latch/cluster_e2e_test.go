@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -415,6 +416,124 @@ func TestClusterKillLeader(t *testing.T) {
 	cli("transfer", leader)
 	if got := waitLeader(t, procs); got != leader {
 		t.Errorf("leader after latch cluster transfer %s = %s", leader, got)
+	}
+}
+
+// TestClusterStopNode: a node stopped with SIGSTOP answers nothing and
+// keeps its clients' connections open. A Go client whose TTL session is on
+// it gives the connection up as silent and resumes the session on another
+// node within the TTL: its lock stays held long past the TTL, and when the
+// node continues, its end of the old connection (which the client closed
+// once the session had moved) does not end the session.
+func TestClusterStopNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	// A node TTL longer than the stop: the stopped node does not let its
+	// clients go when it continues, so it ends the old connection's
+	// session the ordinary way, which the cluster must ignore.
+	procs, _ := startCluster(t, "--node-ttl", "30s")
+	leader := waitLeader(t, procs)
+	var stopped *node
+	addrs := []string{procs[leader].dlock}
+	for id, p := range procs {
+		if id == leader {
+			continue
+		}
+		if stopped == nil {
+			stopped = p
+			addrs = append([]string{p.dlock}, addrs...)
+		} else {
+			addrs = append(addrs, p.dlock)
+		}
+	}
+	ctx := context.Background()
+	const ttl = 3 * time.Second
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(dctx, strings.Join(addrs, ","), client.SessionTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held, err := c.Lock(ctx, []string{"k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	continued := false
+	cont := func() {
+		if !continued {
+			continued = true
+			if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT %s: %v", stopped.name, err)
+			}
+		}
+	}
+	defer cont()
+
+	// Within the TTL, the session moves and takes locks again. (A request
+	// sent to the stopped node fails with ErrConnectionLost, and its keys
+	// are ErrAlreadyHeld until the moved session has given them back.)
+	var again *client.Lock
+	for {
+		lctx, cancel := context.WithTimeout(ctx, ttl)
+		again, err = c.Lock(lctx, []string{"k2"})
+		cancel()
+		if !errors.Is(err, client.ErrConnectionLost) && !errors.Is(err, latch.ErrAlreadyHeld) || time.Since(stoppedAt) > 2*ttl {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("lock through the session after %s stopped: %v", stopped.name, err)
+	}
+	moved := time.Since(stoppedAt)
+	t.Logf("session moved off the stopped node %v after the SIGSTOP (TTL %v)", moved, ttl)
+	if moved >= ttl {
+		t.Errorf("the session moved %v after the SIGSTOP, not within its TTL %v", moved, ttl)
+	}
+
+	// Long past the TTL, the first lock is still the session's.
+	time.Sleep(time.Until(stoppedAt.Add(2 * ttl)))
+	checkHeld := func(when string, leader *node) {
+		t.Helper()
+		select {
+		case <-held.Done():
+			t.Fatalf("%s: the lock ended: %v", when, held.Err())
+		default:
+		}
+		l, err := leader.lock("k")
+		if err != nil || len(l.Holders) != 1 || l.Holders[0].Session != uint64(c.SessionID()) {
+			t.Fatalf("%s: k = %+v, %v; want held by the session %d", when, l, err, c.SessionID())
+		}
+	}
+	// (The stopped node's admin API does not answer: ask the leader.)
+	checkHeld("twice the TTL after the SIGSTOP", procs[leader])
+
+	// The node continues and reads the end of the old connection.
+	cont()
+	closed := false
+	for range 200 {
+		b, _ := os.ReadFile(stopped.log.Name())
+		if closed = strings.Contains(string(b), "dlock: connection closed"); closed {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !closed {
+		t.Fatalf("%s did not close the old connection after SIGCONT; log: %s", stopped.name, stopped.logText())
+	}
+	checkHeld("after the stopped node continued", procs[waitLeader(t, procs)])
+	if err := held.Unlock(ctx); err != nil {
+		t.Errorf("unlock k: %v", err)
+	}
+	if err := again.Unlock(ctx); err != nil {
+		t.Errorf("unlock k2: %v", err)
 	}
 }
 

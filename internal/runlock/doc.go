@@ -35,9 +35,15 @@
 // if the clocks of the two machines advance at rates that differ by less
 // than 20%, and latch run is not paused (stopped, swapped out, its machine
 // suspended) for longer than T/5 at the wrong moment: 2s with the default
-// T of 10s. A lease is handled
-// the same way, from the send time of its last renewal, with the same
-// margin; a lease must therefore be at least 4 margins long.
+// T of 10s. A lease is handled the same way, from the send time of its
+// last renewal, with the same margin; a lease must therefore be at least
+// 4 margins long.
+//
+// A connection that breaks, or whose server answers no keepalive for two
+// keepalive intervals (until A + 2(T - margin)/3: about 0.47T with the
+// default kill-after), does not lose the lock by itself: the client
+// resumes the session on a server of Addr, and A moves on once one takes
+// it back.
 //
 // What the guarantee does not cover: a server that ends the session itself
 // closes the connection at the same time (a crash, a shutdown, an
