@@ -12,8 +12,8 @@ import (
 // value of its own for each lock it takes, SET NX PX tried again after a
 // pause while the key is held, and the compare-and-delete and
 // compare-and-pexpire scripts to release and renew. A lock is its value's,
-// not a connection's: it renews and releases one time in three through
-// another node than the one it acquired through.
+// not a connection's: it renews and releases one time in three through a
+// node drawn at random rather than the one it acquired through.
 type redisClient struct {
 	w     *workers
 	id    int
