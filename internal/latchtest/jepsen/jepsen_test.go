@@ -29,7 +29,7 @@ func inProcess(t *testing.T, d time.Duration, fencing bool) result {
 	s := latchtest.Start(t)
 	res, err := run(config{
 		duration: d, seed: 1, fencing: fencing, fencedKeys: 1,
-		targets: []Target{{ID: "latch", DLock: s.DLock, Memcache: s.Memcache}},
+		targets: []Target{{ID: "latch", DLock: s.DLock, Memcache: s.Memcache, Redis: s.Redis}},
 		out:     t.TempDir(), logf: t.Logf,
 	})
 	if err != nil {
@@ -57,6 +57,14 @@ func TestWorkloads(t *testing.T) {
 	}
 	if res.reg.Rejected == 0 || res.pauses == 0 {
 		t.Errorf("fenced writes refused %d, client pauses %d: the pauses did not outlast a lease", res.reg.Rejected, res.pauses)
+	}
+	for _, p := range []string{"v3", "v2", "memcache", "redis"} {
+		if res.grants[p] == 0 {
+			t.Errorf("no %s client took a lock: grants %v", p, res.grants)
+		}
+	}
+	if res.redis.tokens == 0 {
+		t.Errorf("redis: %+v: no fencing token read", res.redis)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package jepsen is latch's Jepsen-style test: workloads of lock clients
-// over the Go client (dlock v3), dlock v2 and memcached run against a
+// over the Go client (dlock v3), dlock v2, memcached and Redis run against a
 // latch cluster while a nemesis kills, pauses and partitions its nodes;
 // every operation is recorded with its outcome (unknown when no answer
 // said what happened), and the history is checked at the end
@@ -50,6 +50,42 @@ type result struct {
 	pauses  int
 	locks   check.LockReport
 	reg     check.RegisterReport
+	// grants counts the granted Acquires of each protocol.
+	grants map[string]int
+	redis  redisFigures
+}
+
+// redisFigures are the Redis clients' figures.
+type redisFigures struct {
+	grants, tokens int // locks granted; those whose token was read
+	renewals       int // renewals answered OK
+	// leaseEnded counts releases and renewals answered "not held": the
+	// lock's lease had ended.
+	leaseEnded int
+	unknown    int // requests whose outcome stayed unknown
+}
+
+func (r *result) count(op check.Op) {
+	if op.Kind == check.Acquire && op.Outcome == check.OK {
+		r.grants[op.Proto]++
+	}
+	if op.Proto != "redis" {
+		return
+	}
+	switch {
+	case op.Kind == check.Lost:
+	case op.Outcome == check.Unknown:
+		r.redis.unknown++
+	case op.Kind == check.Acquire && op.Outcome == check.OK:
+		r.redis.grants++
+		if len(op.Tokens) > 0 {
+			r.redis.tokens++
+		}
+	case op.Kind == check.Extend && op.Outcome == check.OK:
+		r.redis.renewals++
+	case op.Outcome == check.Fail:
+		r.redis.leaseEnded++
+	}
 }
 
 // safe says whether the history is safe.
@@ -67,14 +103,20 @@ func (r result) summary() string {
 
 // details are the figures behind the summary, one per line.
 func (r result) details() []string {
-	var faults []string
+	var faults, grants []string
 	for _, k := range slices.Sorted(maps.Keys(r.faults)) {
 		faults = append(faults, fmt.Sprintf("%s=%d", k, r.faults[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.grants)) {
+		grants = append(grants, fmt.Sprintf("%s=%d", k, r.grants[k]))
 	}
 	d := []string{
 		fmt.Sprintf("faults: %s", strings.Join(faults, " ")),
 		fmt.Sprintf("locks: keys=%d grants=%d unknown_outcomes=%d token_regressions=%d partial_grants=%d stuck=%d",
 			r.locks.Keys, r.locks.Grants, r.unknown, r.locks.TokenRegressions, r.locks.PartialGrants, r.locks.Stuck),
+		fmt.Sprintf("grants: %s", strings.Join(grants, " ")),
+		fmt.Sprintf("redis: grants=%d tokens=%d renewals=%d lease_ended=%d unknown_outcomes=%d",
+			r.redis.grants, r.redis.tokens, r.redis.renewals, r.redis.leaseEnded, r.redis.unknown),
 		fmt.Sprintf("register: writes=%d acked=%d refused_stale=%d client_pauses=%d lost_writes=%d token_violations=%d",
 			r.reg.Writes, r.reg.Acked, r.reg.Rejected, r.pauses, r.reg.LostWrites, r.reg.TokenViolations),
 	}
@@ -94,7 +136,7 @@ func run(cfg config) (result, error) {
 	w.start()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
 	defer cancel()
-	res := result{faults: map[string]int{}}
+	res := result{faults: map[string]int{}, grants: map[string]int{}}
 	var nemErr error
 	if cfg.nemesis != nil {
 		res.faults, nemErr = cfg.nemesis(ctx, w)
@@ -122,6 +164,7 @@ func run(cfg config) (result, error) {
 		if op.Outcome == check.Unknown && op.Kind != check.Lost {
 			res.unknown++
 		}
+		res.count(op)
 	}
 	res.pauses = w.pauses
 	var err error

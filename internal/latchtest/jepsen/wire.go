@@ -2,8 +2,11 @@ package jepsen
 
 import (
 	"bufio"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -157,3 +160,220 @@ func (m *mcConn) unlock(key string) (check.Outcome, error) {
 }
 
 func (m *mcConn) close() { m.c.Close() }
+
+// The Redis lock recipe's scripts, as latch recognises them
+// (internal/resp/script.go): compare-and-delete, the Redis documentation's
+// release, and compare-and-pexpire, the renewal of redsync and
+// bsm/redislock.
+const (
+	redisRelease = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	redisExtend  = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
+)
+
+// redisConn is a Redis protocol (RESP2) client of the lock recipe: SET NX
+// PX to acquire, scripts to release and renew. Its locks are owned by
+// their value, not by the connection: closing it releases nothing. Every
+// call is bounded by a deadline; after a failed read or write (not an
+// error reply: usable) the connection must be closed, for a late reply
+// would answer the next request.
+type redisConn struct {
+	c   net.Conn
+	r   *bufio.Reader
+	buf []byte
+}
+
+// redisReply is a RESP2 reply.
+type redisReply struct {
+	kind byte   // '+', '-', ':', '$' or '*'
+	str  string // a simple string, an error, a bulk string
+	n    int64  // an integer
+	null bool   // a null bulk string or array
+	arr  []redisReply
+}
+
+func (r redisReply) String() string {
+	switch {
+	case r.null:
+		return "(nil)"
+	case r.kind == ':':
+		return fmt.Sprint(r.n)
+	case r.kind == '*':
+		return fmt.Sprint(r.arr)
+	}
+	return string(r.kind) + r.str
+}
+
+func dialRedis(addr string) (*redisConn, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &redisConn{c: c, r: bufio.NewReader(c)}, nil
+}
+
+// do sends the commands in one write and reads their replies.
+func (rc *redisConn) do(cmds ...[]string) ([]redisReply, error) {
+	rc.buf = rc.buf[:0]
+	for _, args := range cmds {
+		rc.buf = fmt.Appendf(rc.buf, "*%d\r\n", len(args))
+		for _, a := range args {
+			rc.buf = fmt.Appendf(rc.buf, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	rc.c.SetDeadline(time.Now().Add(callSlack))
+	if _, err := rc.c.Write(rc.buf); err != nil {
+		return nil, err
+	}
+	replies := make([]redisReply, len(cmds))
+	for i := range replies {
+		var err error
+		if replies[i], err = readRedisReply(rc.r); err != nil {
+			return nil, err
+		}
+	}
+	return replies, nil
+}
+
+func (rc *redisConn) cmd(args ...string) (redisReply, error) {
+	r, err := rc.do(args)
+	if err != nil {
+		return redisReply{}, err
+	}
+	return r[0], nil
+}
+
+func readRedisReply(r *bufio.Reader) (redisReply, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return redisReply{}, err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return redisReply{}, errors.New("redis: empty reply line")
+	}
+	rep := redisReply{kind: line[0]}
+	switch rep.kind {
+	case '+', '-':
+		rep.str = line[1:]
+		return rep, nil
+	case ':':
+		_, err := fmt.Sscan(line[1:], &rep.n)
+		return rep, err
+	case '$', '*':
+		var n int
+		if _, err := fmt.Sscan(line[1:], &n); err != nil {
+			return rep, err
+		}
+		if n < 0 {
+			rep.null = true
+			return rep, nil
+		}
+		if rep.kind == '*' {
+			for range n {
+				e, err := readRedisReply(r)
+				if err != nil {
+					return rep, err
+				}
+				rep.arr = append(rep.arr, e)
+			}
+			return rep, nil
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return rep, err
+		}
+		rep.str = string(b[:n])
+		return rep, nil
+	}
+	return rep, fmt.Errorf("redis: reply %q", line)
+}
+
+// replyError is an error reply: the connection stays usable.
+type replyError struct{ reply string }
+
+func (e replyError) Error() string { return e.reply }
+
+// usable says whether a connection may be used after err, a redisConn's
+// error: after an error reply, not after a failed read or write.
+func usable(err error) bool {
+	var re replyError
+	return err == nil || errors.As(err, &re)
+}
+
+// setNX asks for key for the owner value with a lease: OK, or Busy on a
+// nil reply (the key is held, over any protocol). An error reply does not
+// say whether the request was applied (the node may have forwarded it to
+// a leader that will): Unknown.
+func (rc *redisConn) setNX(key, value string, lease time.Duration) (check.Outcome, error) {
+	r, err := rc.cmd("SET", key, value, "NX", "PX", fmt.Sprint(lease.Milliseconds()))
+	switch {
+	case err != nil:
+		return check.Unknown, err
+	case r.kind == '+' && r.str == "OK":
+		return check.OK, nil
+	case r.null:
+		return check.Busy, nil
+	}
+	return check.Unknown, replyError{fmt.Sprintf("SET NX: %v", r)}
+}
+
+// token returns the fencing token of value's hold of key, read in one
+// transaction with the key's value, which says whose hold it is (LATCH.TOKEN
+// alone could read the token of a holder that took the key after value's
+// lease ended): 0 when value does not hold key, or when the transaction
+// failed.
+func (rc *redisConn) token(key, value string) (uint64, error) {
+	r, err := rc.do([]string{"MULTI"}, []string{"GET", key}, []string{"LATCH.TOKEN", key}, []string{"EXEC"})
+	if err != nil {
+		return 0, err
+	}
+	exec := r[3]
+	if exec.kind != '*' || len(exec.arr) != 2 {
+		return 0, replyError{fmt.Sprintf("MULTI GET LATCH.TOKEN EXEC: %v", r)}
+	}
+	if get, tok := exec.arr[0], exec.arr[1]; get.kind == '$' && !get.null && get.str == value && tok.kind == ':' && tok.n > 0 {
+		return uint64(tok.n), nil
+	}
+	return 0, nil
+}
+
+// script runs a script by its SHA1 (EVALSHA), or by its text when the node
+// has not seen it (NOSCRIPT), as Redis clients do.
+func (rc *redisConn) script(body string, keysAndArgs ...string) (redisReply, error) {
+	sum := sha1.Sum([]byte(body))
+	r, err := rc.cmd(append([]string{"EVALSHA", hex.EncodeToString(sum[:]), "1"}, keysAndArgs...)...)
+	if err == nil && r.kind == '-' && strings.HasPrefix(r.str, "NOSCRIPT") {
+		r, err = rc.cmd(append([]string{"EVAL", body, "1"}, keysAndArgs...)...)
+	}
+	return r, err
+}
+
+// scriptOutcome is the outcome of a compare-and-something script: OK for
+// :1 (the value held the key), Fail for :0 (it did not) or WRONGTYPE (a
+// dlock or memcached client holds the key, which a Redis client sees as a
+// key of another type).
+func scriptOutcome(r redisReply, err error) (check.Outcome, error) {
+	switch {
+	case err != nil:
+		return check.Unknown, err
+	case r.kind == ':' && r.n == 1:
+		return check.OK, nil
+	case r.kind == ':' && r.n == 0:
+		return check.Fail, replyError{"not held"}
+	case r.kind == '-' && strings.HasPrefix(r.str, "WRONGTYPE"):
+		return check.Fail, replyError{r.str}
+	}
+	return check.Unknown, replyError{fmt.Sprintf("script: %v", r)}
+}
+
+// release deletes key if value holds it (compare-and-delete).
+func (rc *redisConn) release(key, value string) (check.Outcome, error) {
+	return scriptOutcome(rc.script(redisRelease, key, value))
+}
+
+// extend sets the lease of value's hold of key (compare-and-pexpire).
+func (rc *redisConn) extend(key, value string, lease time.Duration) (check.Outcome, error) {
+	return scriptOutcome(rc.script(redisExtend, key, value, fmt.Sprint(lease.Milliseconds())))
+}
+
+func (rc *redisConn) close() { rc.c.Close() }

@@ -17,12 +17,12 @@ import (
 	"github.com/latchd/latch/internal/latchtest/jepsen/fenced"
 )
 
-// Target is one server the workloads reach: its dlock and memcached
-// addresses.
+// Target is one server the workloads reach: its dlock, memcached and
+// Redis addresses.
 type Target struct {
-	ID              string
-	DLock, Memcache string
-	Admin           string // its admin API, asked what a stuck request's keys look like
+	ID                     string
+	DLock, Memcache, Redis string
+	Admin                  string // its admin API, asked what a stuck request's keys look like
 }
 
 // Times the workloads use.
@@ -388,39 +388,47 @@ func (w *workers) runFenced(id int, keys int) {
 		}
 		lostAt := v.watchDone(l)
 		w.setHolding(id, v.target)
-		token := uint64(l.Token())
-		rd := check.Op{Worker: id, Owner: v.owner, Proto: "register", Kind: check.Read, Keys: s.keys, Token: token, Call: w.h.Now()}
-		list, err := w.register.Read(s.keys[0], token)
-		rd.Return, rd.Value, rd.Outcome = w.h.Now(), list, check.OK
-		if err != nil {
-			rd.Outcome, rd.Err = check.Fail, err.Error()
-		}
-		w.h.Add(rd)
-		if err == nil {
-			if v.rng.IntN(4) == 0 {
-				// The holder stops, its lease runs out, and another
-				// holder may take the lock meanwhile.
-				w.mu.Lock()
-				w.pauses++
-				w.mu.Unlock()
-				time.Sleep(pause)
-			}
-			add := int(w.values.Add(1))
-			list = append(list, add)
-			wr := check.Op{Worker: id, Owner: v.owner, Proto: "register", Kind: check.Write, Keys: s.keys, Token: token, Value: list, Add: add, Call: w.h.Now()}
-			err := w.register.Write(s.keys[0], token, v.owner, list, add)
-			wr.Return, wr.Outcome = w.h.Now(), check.OK
-			if err != nil {
-				wr.Outcome, wr.Err = check.Fail, err.Error()
-			}
-			w.h.Add(wr)
-		}
+		w.updateRegister(id, v.owner, s.keys[0], uint64(l.Token()), v.rng)
 		w.setHolding(id, "")
 		v.release(l, s, lostAt)
 		if v.c == nil {
 			return
 		}
 	}
+}
+
+// updateRegister is the fenced workload's work under a lock of key with
+// token: read the key's list with the token, sometimes pause past the
+// lease, write the list back with a value appended.
+func (w *workers) updateRegister(id int, owner, key string, token uint64, rng *rand.Rand) {
+	keys := []string{key}
+	rd := check.Op{Worker: id, Owner: owner, Proto: "register", Kind: check.Read, Keys: keys, Token: token, Call: w.h.Now()}
+	list, err := w.register.Read(key, token)
+	rd.Return, rd.Value, rd.Outcome = w.h.Now(), list, check.OK
+	if err != nil {
+		rd.Outcome, rd.Err = check.Fail, err.Error()
+	}
+	w.h.Add(rd)
+	if err != nil {
+		return
+	}
+	if rng.IntN(4) == 0 {
+		// The holder stops, its lease runs out, and another holder may
+		// take the lock meanwhile.
+		w.mu.Lock()
+		w.pauses++
+		w.mu.Unlock()
+		time.Sleep(pause)
+	}
+	add := int(w.values.Add(1))
+	list = append(list, add)
+	wr := check.Op{Worker: id, Owner: owner, Proto: "register", Kind: check.Write, Keys: keys, Token: token, Value: list, Add: add, Call: w.h.Now()}
+	err = w.register.Write(key, token, owner, list, add)
+	wr.Return, wr.Outcome = w.h.Now(), check.OK
+	if err != nil {
+		wr.Outcome, wr.Err = check.Fail, err.Error()
+	}
+	w.h.Add(wr)
 }
 
 // runConn runs a worker over a connection-bound protocol (dlock v2 or
@@ -513,8 +521,9 @@ func (w *workers) runConn(id int, proto string, keys int) {
 	}
 }
 
-// workloads starts every worker: the mutex over v3, v2 and memcached, the
-// fenced register, semaphores, shared locks and multi-key locks.
+// workloads starts every worker: the mutex over v3, v2, memcached and
+// Redis, the fenced register over v3 and Redis, semaphores, shared locks
+// and multi-key locks.
 func (w *workers) start() {
 	id := 0
 	spawn := func(f func(id int)) {
@@ -524,23 +533,25 @@ func (w *workers) start() {
 	}
 	const mutexKeys = 2
 	fencedKeys := w.fencedKeys
-	for range 3 {
-		spawn(func(id int) {
-			w.runV3(id, func(rng *rand.Rand) spec {
-				return spec{keys: []string{w.key("m", rng.IntN(mutexKeys))}, mode: check.Exclusive,
-					wait: time.Duration(rng.IntN(3)) * 300 * time.Millisecond, strict: true}
-			}, 200*time.Millisecond)
-		})
-	}
+	spawn(func(id int) {
+		w.runV3(id, func(rng *rand.Rand) spec {
+			return spec{keys: []string{w.key("m", rng.IntN(mutexKeys))}, mode: check.Exclusive,
+				wait: time.Duration(rng.IntN(3)) * 300 * time.Millisecond, strict: true}
+		}, 200*time.Millisecond)
+	})
 	for range 2 {
 		spawn(func(id int) { w.runConn(id, "v2", mutexKeys) })
 	}
 	for range 2 {
 		spawn(func(id int) { w.runConn(id, "memcache", mutexKeys) })
 	}
-	for range 3 {
+	for range 2 {
+		spawn(func(id int) { w.runRedis(id, mutexKeys) })
+	}
+	for range 2 {
 		spawn(func(id int) { w.runFenced(id, fencedKeys) })
 	}
+	spawn(func(id int) { w.runRedisFenced(id, fencedKeys) })
 	for range 3 {
 		spawn(func(id int) {
 			w.runV3(id, func(rng *rand.Rand) spec {

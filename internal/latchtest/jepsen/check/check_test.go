@@ -29,6 +29,21 @@ func unwatched(op Op) Op {
 	return op
 }
 
+// leased makes op a Redis client's, whose hold only its lease (in
+// nanoseconds, on an Acquire) or its release ends.
+func leased(op Op, lease int64) Op {
+	op.Proto, op.Watched = "redis", false
+	if op.Kind == Acquire {
+		op.Lease = lease
+	}
+	return op
+}
+
+// ext renews owner's lease to lease from its call.
+func ext(owner string, call, ret int64, out Outcome, lease int64) Op {
+	return Op{Owner: owner, Proto: "redis", Kind: Extend, Keys: []string{"k"}, Lease: lease, Call: call, Return: ret, Outcome: out}
+}
+
 func shared(op Op, limit uint32) Op {
 	op.Mode, op.Limit, op.Strict = Shared, limit, false
 	return op
@@ -97,6 +112,54 @@ func TestLocks(t *testing.T) {
 		{"partial multi-key grant", []Op{
 			{Owner: "a", Proto: "v3", Kind: Acquire, Keys: []string{"k", "l"}, Mode: Exclusive, Tokens: []uint64{1}, Call: 0, Return: 10, Outcome: OK, Watched: true},
 		}, true, 0, 0, 1, 0},
+		{"a lease ends, then another holder", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), acq("b", 150, 160, OK, 2), rel("b", 200, 210, OK), leased(rel("a", 300, 310, Fail), 0),
+		}, true, 0, 0, 0, 0},
+		{"a lease ends, its holder never releases", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), acq("b", 150, 160, OK, 2), rel("b", 200, 210, OK),
+		}, true, 0, 0, 0, 0},
+		{"a lease ends, another protocol's holder before its release", []Op{
+			leased(acq("a", 0, 10, OK, 0), 100), unwatched(acq("b", 150, 160, OK, 0)), unwatched(rel("b", 200, 210, OK)), leased(rel("a", 220, 230, Fail), 0),
+		}, true, 0, 0, 0, 0},
+		{"granted to another while a lease runs", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), acq("b", 50, 60, OK, 2), rel("b", 200, 210, OK), leased(rel("a", 300, 310, Fail), 0),
+		}, false, 1, 0, 0, 0},
+		{"granted to another while a lease runs, never released", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), unwatched(acq("b", 50, 60, OK, 0)), unwatched(rel("b", 200, 210, OK)),
+		}, false, 1, 0, 0, 0},
+		{"a release answered OK past the lease confirms the hold", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), acq("b", 150, 160, OK, 2), leased(rel("a", 300, 310, OK), 0), rel("b", 320, 330, OK),
+		}, false, 1, 0, 0, 0},
+		{"a release refused before the lease's end", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), leased(rel("a", 50, 60, Fail), 0),
+		}, false, 0, 0, 0, 0},
+		{"a release refused as the lease may end", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), leased(rel("a", 50, 120, Fail), 0),
+		}, true, 0, 0, 0, 0},
+		{"a release with an unknown outcome", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), leased(rel("a", 50, 0, Unknown), 0), acq("b", 70, 80, OK, 2), rel("b", 90, 95, OK),
+		}, true, 0, 0, 0, 0},
+		{"a renewal moves the lease's end", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), ext("a", 80, 90, OK, 100), acq("b", 150, 160, OK, 2), rel("b", 200, 210, OK),
+		}, false, 1, 0, 0, 0},
+		{"a renewal answered not held after the lease", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), ext("a", 120, 130, Fail, 100), acq("b", 150, 160, OK, 2), rel("b", 200, 210, OK),
+		}, true, 0, 0, 0, 0},
+		{"a renewal answered not held before the lease's end", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), ext("a", 50, 60, Fail, 100),
+		}, false, 0, 0, 0, 0},
+		{"a renewal answered held with no holder", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), acq("b", 150, 160, OK, 2), ext("a", 170, 180, OK, 100), rel("b", 200, 210, OK),
+		}, false, 1, 0, 0, 0},
+		{"a renewal to a shorter lease, outcome unknown", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), ext("a", 20, 0, Unknown, 30), acq("b", 60, 70, OK, 2), rel("b", 80, 90, OK),
+		}, true, 0, 0, 0, 0},
+		{"busy while a lease may still run", []Op{
+			leased(acq("a", 0, 10, OK, 1), 100), acq("b", 50, 60, Busy, 0), acq("c", 150, 160, Busy, 0), acq("d", 170, 180, OK, 2), rel("d", 200, 210, OK),
+		}, true, 0, 0, 0, 0},
+		{"a lease's token below an earlier grant's", []Op{
+			acq("b", 0, 10, OK, 5), rel("b", 20, 30, OK), leased(acq("a", 40, 50, OK, 3), 100), leased(rel("a", 60, 70, OK), 0),
+		}, false, 0, 1, 0, 0},
 		{"stuck waiter", []Op{
 			acq("a", 0, 10, OK, 1), {Owner: "b", Proto: "v3", Kind: Acquire, Keys: []string{"k"}, Mode: Exclusive, Call: 5, Outcome: Unknown, Stuck: true},
 			lost("b", 5), rel("a", 20, 30, OK),

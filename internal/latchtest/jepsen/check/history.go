@@ -1,7 +1,8 @@
 // Package check holds the history of a Jepsen-style run of latch and the
 // checkers that judge it: a linearizability check of every lock's history
 // with porcupine against a lock model (exclusive, shared and semaphore
-// modes, fencing tokens, outcomes that are unknown), a direct count of
+// modes, fencing tokens, outcomes that are unknown, holds that their lease
+// ends), a direct count of
 // holds that overlap where the lock's mode forbids it (double grants), the
 // fenced register's check (no acknowledged write lost or overtaken, tokens
 // that only grow), all-or-nothing multi-key grants and waiters that never
@@ -34,6 +35,11 @@ const (
 	// hold of Keys from then on (a v3 client's Lock.Done closed: its
 	// session or lease may end). It is not a request; its end is unknown.
 	Lost Kind = "lost"
+	// Extend renews the lease of Owner's hold of Keys (a Redis client's
+	// compare-and-pexpire) to Lease from when it is applied: OK when the
+	// owner held the key, Fail when it did not. Who holds the key does
+	// not change.
+	Extend Kind = "extend"
 	// Read and Write are the fenced register's operations, with Token.
 	Read  Kind = "read"
 	Write Kind = "write"
@@ -73,7 +79,7 @@ type Op struct {
 	Index  int    `json:"index"`
 	Worker int    `json:"worker"`
 	Owner  string `json:"owner"` // the session (lock owner) it acted for
-	Proto  string `json:"proto"` // v3, v2, memcache
+	Proto  string `json:"proto"` // v3, v2, memcache, redis
 	Node   string `json:"node,omitempty"`
 	Kind   Kind   `json:"kind"`
 
@@ -92,6 +98,17 @@ type Op struct {
 	// was held; Strict marks the requests for which they do (FIFO
 	// queues make it untrue for shared and multi-key requests).
 	Strict bool `json:"strict,omitempty"`
+	// Lease, of an Acquire or an Extend, in nanoseconds: the hold it asks
+	// for ends by this lease, counted from when the server applies the
+	// request, unless its owner releases it first; nothing else ends it
+	// (a Redis lock, owned by its value: no session, no connection). The
+	// server applies the request after its Call, and its clock does not
+	// run faster than the harness's, so the hold lasts at least until
+	// Call plus Lease (the newest Extend answered OK sets it anew); the
+	// checker confirms the hold until then and lets the server end it at
+	// any time after (Locks). An Extend whose outcome is unknown may have
+	// set it too: the earlier of the two bounds is kept.
+	Lease int64 `json:"lease,omitempty"`
 
 	Token uint64 `json:"token,omitempty"` // register operations
 	Value []int  `json:"value,omitempty"` // Read: what was read; Write: what was written

@@ -51,7 +51,19 @@ type hold struct {
 	mode       Mode
 	limit      uint32
 	start, end int64
-	op         int // the Acquire's index
+	acquire    Op // the grant
+	// leased: only its lease or its release ends the hold (Op.Lease);
+	// until is the earliest its lease may end.
+	leased bool
+	until  int64
+}
+
+// leaseEnd is the Lost operation of key that the checker adds for a
+// leased hold: the server may end it from until on.
+func (h *hold) leaseEnd(key string) keyOp {
+	a := h.acquire
+	return keyOp{op: Op{Index: a.Index, Worker: a.Worker, Owner: a.Owner, Proto: a.Proto, Node: a.Node, Kind: Lost,
+		Keys: []string{key}, Call: h.until, Outcome: Unknown}, call: h.until, leaseEnd: true}
 }
 
 // keyOp is an operation projected on one of its keys.
@@ -59,14 +71,31 @@ type keyOp struct {
 	op    Op
 	token uint64
 	call  int64 // the call as the model sees it (a hold's confirmed end, for an unconfirmed release)
+	// watched: whatever a release answers tells what it did, for the
+	// hold's end without its holder asking is in the history as a Lost
+	// (Op.Watched, or the end of a lease that the checker adds).
+	watched bool
+	// leaseEnd: a Lost the checker added at the end of the lease of the
+	// grant op.Index.
+	leaseEnd bool
 }
 
-// Locks checks the Acquire, Release and Lost operations of ops: every
+// Locks checks the Acquire, Extend, Release and Lost operations of ops: every
 // key's history with porcupine (each given at most timeout; 0: no bound),
 // the confirmed holds for double grants, the tokens' order, multi-key
 // grants and stuck requests. When a key's history is not linearizable and
 // visualDir is not empty, porcupine's HTML visualisation of it is written
 // there.
+//
+// A leased hold (an Acquire with a Lease) lasts at least until its lease
+// may end, the Acquire's Call plus its Lease or the newest renewal's
+// (Extend): it is confirmed until then, or until its release is sent if
+// that is sooner, and Locks adds a Lost of its own there: the server may
+// end the hold from then on. A release answered OK confirms the hold
+// until it was sent, even past that bound, and then no Lost is added:
+// the release ended it. A release or renewal answered "not held" before
+// the bound (the server ended the hold early), or another grant that
+// needs the key free before it, has no linearization.
 func Locks(ops []Op, timeout time.Duration, visualDir string) (LockReport, error) {
 	var rep LockReport
 	perKey := map[string][]keyOp{}
@@ -77,7 +106,7 @@ func Locks(ops []Op, timeout time.Duration, visualDir string) (LockReport, error
 			rep.Stuck++
 			rep.problem("stuck: op %d (%s %s %v on %s) not answered: %s", op.Index, op.Owner, op.Kind, op.Keys, op.Node, op.Err)
 		}
-		if op.Kind != Acquire && op.Kind != Release && op.Kind != Lost {
+		if op.Kind != Acquire && op.Kind != Extend && op.Kind != Release && op.Kind != Lost {
 			continue
 		}
 		if op.Kind == Acquire && op.Outcome == OK && op.Proto == "v3" && (len(op.Tokens) != len(op.Keys) || slices.Contains(op.Tokens, 0)) {
@@ -85,23 +114,44 @@ func Locks(ops []Op, timeout time.Duration, visualDir string) (LockReport, error
 			rep.problem("partial grant: op %d of %s: keys %v, tokens %v", op.Index, op.Owner, op.Keys, op.Tokens)
 		}
 		for i, k := range op.Keys {
-			ko := keyOp{op: op, call: op.Call}
+			ko := keyOp{op: op, call: op.Call, watched: op.Watched}
 			if i < len(op.Tokens) {
 				ko.token = op.Tokens[i]
 			}
 			id := [2]string{op.Owner, k}
+			h := open[id]
 			switch op.Kind {
 			case Acquire:
 				if op.Outcome == OK {
 					rep.Grants++
-					open[id] = &hold{owner: op.Owner, mode: op.Mode, limit: op.Limit, start: op.Return, end: op.Return, op: op.Index}
+					h = &hold{owner: op.Owner, mode: op.Mode, limit: op.Limit, start: op.Return, end: op.Return, acquire: op}
+					if op.Lease > 0 {
+						h.leased, h.until = true, op.Call+op.Lease
+					}
+					open[id] = h
+				}
+			case Extend:
+				if h != nil && h.leased && op.Lease > 0 {
+					switch op.Outcome {
+					case OK:
+						h.until = op.Call + op.Lease
+					case Unknown:
+						h.until = min(h.until, op.Call+op.Lease)
+					}
 				}
 			default:
-				h := open[id]
 				confirmed := op.Call
-				if op.Kind == Release && op.Outcome != OK && !op.Watched {
+				switch {
+				case h != nil && h.leased:
+					ko.watched = true
+					if op.Kind != Release || op.Outcome != OK {
+						// Not ended by this release, as far as anyone
+						// knows: the lease ends it, from its bound on.
+						confirmed = min(confirmed, h.until)
+						perKey[k] = append(perKey[k], h.leaseEnd(k))
+					}
+				case op.Kind == Release && op.Outcome != OK && !op.Watched:
 					// The hold may have ended at any time since the grant.
-					confirmed = op.Call
 					if h != nil {
 						confirmed = h.start
 					}
@@ -119,7 +169,11 @@ func Locks(ops []Op, timeout time.Duration, visualDir string) (LockReport, error
 	for id, h := range open {
 		// Still held at the end of the history: confirmed until then
 		// only if the workload said so with a Release; count it from its
-		// grant alone.
+		// grant alone, or until its lease may end.
+		if h.leased {
+			h.end = max(h.start, h.until)
+			perKey[id[1]] = append(perKey[id[1]], h.leaseEnd(id[1]))
+		}
 		holds[id[1]] = append(holds[id[1]], *h)
 	}
 
@@ -167,8 +221,12 @@ func porcupineOps(kops []keyOp) []porcupine.Operation {
 		op := ko.op
 		outcome := op.Outcome
 		ret := op.Return
-		if op.Kind == Lost || outcome == Unknown || op.Kind == Release && outcome != OK && !op.Watched {
+		if op.Kind == Lost || outcome == Unknown || op.Kind == Release && outcome != OK && !ko.watched {
 			outcome, ret = Unknown, never
+		}
+		meta := fmt.Sprintf("op %d, %s on %s", op.Index, op.Proto, op.Node)
+		if ko.leaseEnd {
+			meta = fmt.Sprintf("end of the lease of op %d, %s", op.Index, op.Proto)
 		}
 		out = append(out, porcupine.Operation{
 			ClientId: op.Worker,
@@ -176,7 +234,7 @@ func porcupineOps(kops []keyOp) []porcupine.Operation {
 			Call:     ko.call,
 			Output:   outcome,
 			Return:   max(ret, ko.call),
-			Metadata: fmt.Sprintf("op %d, %s on %s", op.Index, op.Proto, op.Node),
+			Metadata: meta,
 		})
 	}
 	return out
@@ -211,10 +269,10 @@ func (r *LockReport) countDoubleGrants(key string, hs []hold) {
 		r.DoubleGrants++
 		var desc []string
 		for _, o := range with {
-			desc = append(desc, fmt.Sprintf("%s (%s, op %d, confirmed %v-%v)", o.owner, o.mode, o.op, time.Duration(o.start), time.Duration(o.end)))
+			desc = append(desc, fmt.Sprintf("%s (%s, op %d, confirmed %v-%v)", o.owner, o.mode, o.acquire.Index, time.Duration(o.start), time.Duration(o.end)))
 		}
 		r.problem("double grant of %s: %s (%s, op %d) confirmed from %v while held by %s",
-			key, h.owner, h.mode, h.op, time.Duration(h.start), strings.Join(desc, ", "))
+			key, h.owner, h.mode, h.acquire.Index, time.Duration(h.start), strings.Join(desc, ", "))
 	}
 }
 

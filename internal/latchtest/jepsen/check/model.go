@@ -84,6 +84,14 @@ func lockStep(s lockState, in lockInput, out Outcome) []lockState {
 			}
 			return next
 		}
+	case Extend:
+		// A renewal changes the hold's lease, which the model leaves to
+		// Lost operations, not its holders.
+		switch {
+		case out == OK && !s.has(in.Owner), out == Fail && s.has(in.Owner):
+			return nil
+		}
+		return []lockState{s}
 	case Release, Lost:
 		switch {
 		case out == OK && in.Kind == Release:

@@ -2,9 +2,10 @@
 
 // Package cluster runs the latch cluster of a Jepsen-style test: 3 or 5
 // "latch serve" processes, each on its own loopback IP (127.0.0.11 and up)
-// with its own data dir, which the test kills with SIGKILL and starts
-// again, pauses with SIGSTOP and resumes with SIGCONT, and cuts apart with
-// nftables rules between their IPs (Firewall). It is meant to run inside a
+// for Raft and every front end (dlock, memcached, Redis, admin), with its
+// own data dir, which the test kills with SIGKILL and starts again, pauses
+// with SIGSTOP and resumes with SIGCONT, and cuts apart with nftables
+// rules between their IPs (Firewall). It is meant to run inside a
 // network namespace of the test's own, where those IPs and rules touch
 // nothing else.
 //
@@ -34,6 +35,7 @@ const (
 	dlockPort    = 7001
 	memcachePort = 7002
 	adminPort    = 7003
+	redisPort    = 7004
 )
 
 // Config is the cluster to run.
@@ -58,10 +60,10 @@ const (
 
 // Node is one latch serve process.
 type Node struct {
-	ID, IP                       string
-	Raft, DLock, Memcache, Admin string // host:port
-	dataDir, logPath             string
-	args                         []string
+	ID, IP                              string
+	Raft, DLock, Memcache, Admin, Redis string // host:port
+	dataDir, logPath                    string
+	args                                []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -90,6 +92,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			DLock:    fmt.Sprintf("%s:%d", ip, dlockPort),
 			Memcache: fmt.Sprintf("%s:%d", ip, memcachePort),
 			Admin:    fmt.Sprintf("%s:%d", ip, adminPort),
+			Redis:    fmt.Sprintf("%s:%d", ip, redisPort),
 			state:    Killed,
 		}
 		n.dataDir = filepath.Join(cfg.Dir, n.ID)
@@ -104,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		n.args = []string{"serve",
 			"--node-id", n.ID, "--raft-addr", n.Raft, "--initial-cluster", strings.Join(members, ","),
 			"--data-dir", n.dataDir,
-			"--dlock-addr", n.DLock, "--memcache-addr", n.Memcache, "--admin-addr", n.Admin, "--redis-addr=",
+			"--dlock-addr", n.DLock, "--memcache-addr", n.Memcache, "--admin-addr", n.Admin, "--redis-addr", n.Redis,
 			"--election-timeout", cfg.ElectionTimeout.String(), "--node-ttl", cfg.NodeTTL.String(),
 		}
 		if err := c.start(ctx, n); err != nil {

@@ -1,0 +1,237 @@
+package jepsen
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/latchd/latch/internal/latchtest/jepsen/check"
+)
+
+// redisClient is a worker's Redis lock client, as the Redis lock libraries
+// are: a pool of connections (one per node, dialed when first needed), a
+// value of its own for each lock it takes, SET NX PX tried again after a
+// pause while the key is held, and the compare-and-delete and
+// compare-and-pexpire scripts to release and renew. A lock is its value's,
+// not a connection's: it renews and releases one time in three through a
+// node drawn at random rather than the one it acquired through.
+type redisClient struct {
+	w     *workers
+	id    int
+	rng   *rand.Rand
+	conns map[string]*redisConn // by target
+}
+
+// redisHold is a lock a redisClient holds.
+type redisHold struct {
+	key, value string
+	target     Target // the node it was acquired through
+	token      uint64 // its fencing token; 0 when not known
+}
+
+func (w *workers) newRedisClient(id int) *redisClient {
+	return &redisClient{w: w, id: id, rng: rand.New(rand.NewPCG(w.seed, uint64(id))), conns: map[string]*redisConn{}}
+}
+
+// conn returns the connection to t, dialing it if needed; nil when it
+// cannot (after a pause).
+func (rc *redisClient) conn(t Target) *redisConn {
+	if c := rc.conns[t.ID]; c != nil {
+		return c
+	}
+	c, err := dialRedis(t.Redis)
+	if err != nil {
+		rc.w.sleep(100 * time.Millisecond)
+		return nil
+	}
+	rc.conns[t.ID] = c
+	return c
+}
+
+// done closes the connection to t if err leaves it unusable.
+func (rc *redisClient) done(t Target, err error) {
+	if c := rc.conns[t.ID]; c != nil && !usable(err) {
+		c.close()
+		delete(rc.conns, t.ID)
+	}
+}
+
+func (rc *redisClient) close() {
+	for _, c := range rc.conns {
+		c.close()
+	}
+}
+
+func (rc *redisClient) target() Target { return rc.w.targets[rc.rng.IntN(len(rc.w.targets))] }
+
+// via returns the node to renew or release h through: one time in three,
+// any node.
+func (rc *redisClient) via(h *redisHold) Target {
+	if rc.rng.IntN(3) == 0 {
+		return rc.target()
+	}
+	return h.target
+}
+
+func (rc *redisClient) op(kind check.Kind, key, value string, t Target) check.Op {
+	return check.Op{Worker: rc.id, Owner: value, Proto: "redis", Node: t.ID, Kind: kind, Keys: []string{key}}
+}
+
+// answered records op's answer out, err: an Unknown outcome not answered
+// within callSlack is stuck (a Redis request never waits for a lock).
+func (rc *redisClient) answered(op *check.Op, out check.Outcome, err error) {
+	op.Return, op.Outcome = rc.w.h.Now(), out
+	if err == nil {
+		return
+	}
+	op.Err = err.Error()
+	if op.Stuck = out == check.Unknown && time.Duration(op.Return-op.Call) >= callSlack; op.Stuck {
+		op.Err += "; " + rc.w.lockViews(op.Keys)
+	}
+}
+
+// acquire asks for key with a lease through one node, again and again
+// while it is held, for up to wait, and records every attempt. A granted
+// lock's fencing token is read right after. After an outcome that is
+// unknown, it records that the lock may be held until the server ends it
+// and gives up: asking again with the same value would be answered nil
+// (busy) if the lost request was applied.
+func (rc *redisClient) acquire(key string, lease, wait time.Duration) *redisHold {
+	value := rc.w.owner("redis", rc.id)
+	t := rc.target()
+	end := rc.w.h.Now() + int64(wait)
+	for {
+		c := rc.conn(t)
+		if c == nil {
+			return nil
+		}
+		op := rc.op(check.Acquire, key, value, t)
+		op.Mode, op.Strict, op.Lease = check.Exclusive, true, int64(lease)
+		op.Call = rc.w.h.Now()
+		out, err := c.setNX(key, value, lease)
+		rc.answered(&op, out, err)
+		rc.done(t, err)
+		switch out {
+		case check.OK:
+			h := &redisHold{key: key, value: value, target: t}
+			tok, err := c.token(key, value)
+			rc.done(t, err)
+			if err != nil {
+				op.Err = "LATCH.TOKEN: " + err.Error()
+			}
+			if h.token = tok; tok > 0 {
+				op.Tokens = []uint64{tok}
+			}
+			rc.w.h.Add(op)
+			return h
+		case check.Busy:
+			rc.w.h.Add(op)
+			if rc.w.h.Now() >= end || rc.w.stopped() {
+				return nil
+			}
+			rc.w.backOff(rc.rng)
+		default:
+			rc.w.h.Add(op)
+			lost := rc.op(check.Lost, key, value, t)
+			lost.Call, lost.Outcome = op.Call, check.Unknown
+			rc.w.h.Add(lost)
+			// The node may be down or without a leader: do not spin.
+			rc.w.sleep(100 * time.Millisecond)
+			return nil
+		}
+	}
+}
+
+// extend renews h's lease to lease and records it; false when the answer
+// says that h was not held.
+func (rc *redisClient) extend(h *redisHold, lease time.Duration) bool {
+	t := rc.via(h)
+	c := rc.conn(t)
+	if c == nil {
+		return true
+	}
+	op := rc.op(check.Extend, h.key, h.value, t)
+	op.Lease = int64(lease)
+	op.Call = rc.w.h.Now()
+	out, err := c.extend(h.key, h.value, lease)
+	rc.answered(&op, out, err)
+	rc.done(t, err)
+	rc.w.h.Add(op)
+	return out != check.Fail
+}
+
+// release gives h back and records it. When it cannot reach a node, it
+// records nothing: the lease ends the hold.
+func (rc *redisClient) release(h *redisHold) {
+	t := rc.via(h)
+	c := rc.conn(t)
+	if c == nil {
+		return
+	}
+	op := rc.op(check.Release, h.key, h.value, t)
+	op.Call = rc.w.h.Now()
+	out, err := c.release(h.key, h.value)
+	rc.answered(&op, out, err)
+	rc.done(t, err)
+	rc.w.h.Add(op)
+}
+
+// runRedis runs a Redis worker on the mutex keys: acquire with a lease of
+// 0.3 to 1 s, trying for up to 0.6 s; hold up to 200 ms, and one time in
+// five past the lease, as a paused client would (another client may take
+// the key meanwhile, and the release is then answered 0); renew the lease
+// halfway one time in three; release.
+func (w *workers) runRedis(id int, keys int) {
+	defer w.wg.Done()
+	rc := w.newRedisClient(id)
+	defer rc.close()
+	for !w.stopped() {
+		lease := time.Duration(300+rc.rng.IntN(700)) * time.Millisecond
+		h := rc.acquire(w.key("m", rc.rng.IntN(keys)), lease, time.Duration(rc.rng.IntN(3))*300*time.Millisecond)
+		if h == nil {
+			w.backOff(rc.rng)
+			continue
+		}
+		w.setHolding(id, h.target.ID)
+		d := time.Duration(rc.rng.IntN(200)) * time.Millisecond
+		if rc.rng.IntN(5) == 0 {
+			d = lease + time.Duration(rc.rng.IntN(300))*time.Millisecond
+		}
+		held := true
+		if rc.rng.IntN(3) == 0 {
+			time.Sleep(d / 2)
+			held = rc.extend(h, lease)
+			d -= d / 2
+		}
+		if held {
+			time.Sleep(d)
+		}
+		w.setHolding(id, "")
+		if held {
+			rc.release(h)
+		}
+	}
+}
+
+// runRedisFenced runs a Redis worker of the fenced register: under a lock
+// with the fenced workload's lease, acquired by trying for up to 2 s, it
+// updates the register with the token LATCH.TOKEN gave (when it gave one:
+// a lock whose lease ended before the token was read has none), then
+// releases.
+func (w *workers) runRedisFenced(id int, keys int) {
+	defer w.wg.Done()
+	rc := w.newRedisClient(id)
+	defer rc.close()
+	for !w.stopped() {
+		h := rc.acquire(w.key("f", rc.rng.IntN(keys)), lease, 2*time.Second)
+		if h == nil {
+			w.backOff(rc.rng)
+			continue
+		}
+		w.setHolding(id, h.target.ID)
+		if h.token > 0 {
+			w.updateRegister(id, h.value, h.key, h.token, rc.rng)
+		}
+		w.setHolding(id, "")
+		rc.release(h)
+	}
+}
