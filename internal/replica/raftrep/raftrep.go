@@ -102,9 +102,12 @@ type Replicator struct {
 
 	// The clock. On the leader: it stamps base + time since promotedAt,
 	// never less than last+1. Elsewhere: the last stamp applied, plus the
-	// time since it was. Guarded by mu.
+	// time since it was, at most a heartbeat timeout (past it, the cluster
+	// may be without a leader, whose time does not count), and never less
+	// than read before (read). Guarded by mu.
 	leading, ready bool
 	base, last     int64
+	read           int64
 	promotedAt     time.Time
 	applStamp      int64
 	applAt         time.Time
@@ -348,12 +351,14 @@ func (r *Replicator) Now() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.leading && r.ready {
-		return max(r.last, r.base+int64(time.Since(r.promotedAt)))
+		r.read = max(r.read, r.last, r.base+int64(time.Since(r.promotedAt)))
+		return r.read
 	}
 	if r.applAt.IsZero() {
 		return time.Now().UnixNano()
 	}
-	return r.applStamp + int64(time.Since(r.applAt))
+	r.read = max(r.read, r.applStamp+min(int64(time.Since(r.applAt)), int64(r.cfg.HeartbeatTimeout)))
+	return r.read
 }
 
 // stamp returns the next entry's stamp. Called with mu held, on the

@@ -73,7 +73,12 @@ func (r *Replicator) promote() {
 	}
 	r.mu.Lock()
 	r.leading = true
-	r.base = max(r.applStamp, r.last)
+	// The barrier applied every entry of the log: the clock goes on from
+	// the last stamp applied. Not from this node's own last stamp, whose
+	// entry may have been lost (a leader stopped, deposed, and elected
+	// again: its stamps after it continued counted the time it was
+	// stopped).
+	r.base, r.last = r.applStamp, r.applStamp
 	r.promotedAt = time.Now()
 	stamp := r.stamp()
 	r.mu.Unlock()
