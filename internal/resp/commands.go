@@ -40,7 +40,7 @@ var commandTable = []command{
 	{name: "pttl", arity: 2, plan: planTTL},
 	{name: "ttl", arity: 2, plan: planTTL},
 	{name: "type", arity: 2, plan: planType},
-	{name: "latch.token", arity: 2, plan: planToken},
+	{name: "latch.token", arity: -2, plan: planToken},
 	{name: "eval", arity: -3, plan: planEval, write: true},
 	{name: "evalsha", arity: -3, plan: planEval, write: true},
 	{name: "ping", arity: -1, plan: planPing},
@@ -249,6 +249,7 @@ const (
 	rTTL                         // as rPTTL in seconds
 	rType                        // +string or +none
 	rToken                       // :fencing token or null
+	rTokenIf                     // :fencing token if the owner value is val, else null
 	rCADMissing                  // :-1 when free, else :Count
 	rPTTLIf                      // PTTL if the owner value is val, else :-3
 	rAllOrZero                   // :arg if Count > 0, else :0
@@ -494,8 +495,8 @@ func (c *conn) answer(p *plan) bool {
 		default:
 			w.Simple("none")
 		}
-	case rToken:
-		if r.Found == 1 {
+	case rToken, rTokenIf:
+		if r.Found == 1 && (p.kind == rToken || r.Count == 1 && r.Owner == string(p.val)) {
 			w.Int(int64(r.Token))
 		} else {
 			w.Null()
@@ -571,13 +572,25 @@ func planType(c *conn, args [][]byte) {
 	c.add(rType, first)
 }
 
+// planToken plans LATCH.TOKEN key [value]: the fencing token of the key's
+// hold; with value, only if value owns it (nil otherwise), so that a client
+// reading it after its SET NX cannot read the token of a holder that took
+// the key once its own lease ended.
 func planToken(c *conn, args [][]byte) {
+	if len(args) > 3 {
+		c.fail("ERR syntax error")
+		return
+	}
 	k, ok := c.key(args[1])
 	if !ok {
 		return
 	}
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
+	if len(args) == 3 {
+		c.add(rTokenIf, first).val = args[2]
+		return
+	}
 	c.add(rToken, first)
 }
 

@@ -111,4 +111,27 @@ func TestCrossProtocol(t *testing.T) {
 	if got := r.do("LATCH.TOKEN", key); !strings.HasPrefix(got, ":") {
 		t.Fatalf("LATCH.TOKEN: %q", got)
 	}
+	// With an owner value: only that owner's hold has its token read.
+	if got := r.do("LATCH.TOKEN", key, "tok"); got != "$-1\r\n" {
+		t.Fatalf("LATCH.TOKEN of a key held over dlock, with a value: %q, want nil", got)
+	}
+	owned := "lock:token-owned"
+	if got := r.do("SET", owned, "me", "NX", "PX", "10000"); got != "+OK\r\n" {
+		t.Fatalf("SET NX: %q", got)
+	}
+	tok := r.do("LATCH.TOKEN", owned)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"LATCH.TOKEN", owned, "me"}, tok},
+		{[]string{"LATCH.TOKEN", owned, "someone-else"}, "$-1\r\n"},
+		{[]string{"LATCH.TOKEN", owned, "me", "extra"}, "-ERR syntax error\r\n"},
+		{[]string{"DEL", owned}, ":1\r\n"},
+		{[]string{"LATCH.TOKEN", owned, "me"}, "$-1\r\n"},
+	} {
+		if got := r.do(c.args...); got != c.want {
+			t.Fatalf("%q: %q, want %q", c.args, got, c.want)
+		}
+	}
 }

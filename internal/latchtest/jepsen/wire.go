@@ -317,24 +317,21 @@ func (rc *redisConn) setNX(key, value string, lease time.Duration) (check.Outcom
 	return check.Unknown, replyError{fmt.Sprintf("SET NX: %v", r)}
 }
 
-// token returns the fencing token of value's hold of key, read in one
-// transaction with the key's value, which says whose hold it is (LATCH.TOKEN
-// alone could read the token of a holder that took the key after value's
-// lease ended): 0 when value does not hold key, or when the transaction
-// failed.
+// token returns the fencing token of value's hold of key (LATCH.TOKEN
+// with the owner value, which answers nil unless value holds the key: the
+// token alone could be that of a holder that took the key after value's
+// lease ended): 0 when value does not hold key.
 func (rc *redisConn) token(key, value string) (uint64, error) {
-	r, err := rc.do([]string{"MULTI"}, []string{"GET", key}, []string{"LATCH.TOKEN", key}, []string{"EXEC"})
-	if err != nil {
+	r, err := rc.cmd("LATCH.TOKEN", key, value)
+	switch {
+	case err != nil:
 		return 0, err
+	case r.null:
+		return 0, nil
+	case r.kind == ':' && r.n > 0:
+		return uint64(r.n), nil
 	}
-	exec := r[3]
-	if exec.kind != '*' || len(exec.arr) != 2 {
-		return 0, replyError{fmt.Sprintf("MULTI GET LATCH.TOKEN EXEC: %v", r)}
-	}
-	if get, tok := exec.arr[0], exec.arr[1]; get.kind == '$' && !get.null && get.str == value && tok.kind == ':' && tok.n > 0 {
-		return uint64(tok.n), nil
-	}
-	return 0, nil
+	return 0, replyError{fmt.Sprintf("LATCH.TOKEN: %v", r)}
 }
 
 // script runs a script by its SHA1 (EVALSHA), or by its text when the node
