@@ -30,9 +30,11 @@ type conn struct {
 	w    *Writer
 	out  *timedwrite.Writer
 
-	// Served by an event loop (Input): the input given and the replies.
-	in    *sliceReader
-	reply *appendWriter
+	// Served by an event loop (Input): the input given and the replies;
+	// partial is set when the input ended in an incomplete request.
+	in      *sliceReader
+	reply   *appendWriter
+	partial bool
 
 	id      int64
 	name    string
@@ -185,14 +187,23 @@ func (c *conn) finish() {
 // are appended to out. It stops at an incomplete request, which the loop
 // gives again with more input.
 func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
+	// A request left incomplete by the previous call is parsed again only
+	// once it is whole (complete reads its headers), so that a long one
+	// arriving in many reads is parsed once; the requests after it are
+	// parsed at once (at most one parse fails per read).
+	if c.partial && !complete(in, c.srv.cfg.Limits) {
+		return out, 0, true
+	}
+	c.partial = false
 	c.in.Reset(in)
 	c.br.Reset(c.in)
 	c.reply.b = out
 	used := 0
 	open := true
-	for c.more() && complete(in[used:], c.srv.cfg.Limits) {
+	for c.more() {
 		args, err := c.rd.Next()
 		if errors.Is(err, errIncomplete) {
+			c.partial = true
 			break
 		}
 		if err != nil {
