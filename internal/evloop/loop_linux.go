@@ -52,7 +52,7 @@ type conn struct {
 	out      []byte // replies the socket has not taken yet
 	closing  bool   // close once out is written
 	last     time.Time
-	inSince  time.Time // when in became non-empty
+	inSince  time.Time // when the request in holds started arriving, at the latest
 	outSince time.Time // when out became non-empty
 }
 
@@ -240,8 +240,8 @@ func (l *Loop) read(c *conn) {
 			c.in = nil
 		}
 	} else {
-		if len(c.in) == 0 {
-			c.inSince = l.now
+		if len(c.in) == 0 || used > 0 {
+			c.inSince = l.now // a request started arriving since the last one was whole
 		}
 		c.in = append(c.in[:0], rest...) // rest may be c.in's own tail: append moves it down
 		if l.cfg.MaxInput > 0 && len(c.in) > l.cfg.MaxInput {

@@ -220,3 +220,24 @@ func TestLoopClose(t *testing.T) {
 		t.Fatalf("a connection after Close: %v, want EOF", err)
 	}
 }
+
+// TestReadTimeoutCountsFromLastRequest: the read timeout bounds one
+// request's arrival, not a stream of them that always ends in the middle
+// of one.
+func TestReadTimeoutCountsFromLastRequest(t *testing.T) {
+	_, addr, closed := serve(t, Config{ReadTimeout: 150 * time.Millisecond})
+	nc, br := dial(t, addr)
+	nc.Write([]byte("a"))
+	for i := range 8 { // 400 ms in all, every write ending in a request's start
+		time.Sleep(50 * time.Millisecond)
+		if _, err := nc.Write([]byte("\na")); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if got := readLine(t, br); got != "A\n" {
+			t.Fatalf("got %q", got)
+		}
+	}
+	if err := closedWith(t, closed); !errors.Is(err, ErrReadTimeout) {
+		t.Fatalf("Closed(%v), want ErrReadTimeout once the stream stops", err)
+	}
+}
