@@ -71,6 +71,7 @@ var statusErrors = map[dlockpb.ResponseStatus]error{
 	dlockpb.ResponseStatus_ShuttingDown:   latch.ErrShutdown,
 	dlockpb.ResponseStatus_SessionExpired: latch.ErrSessionEnded,
 	dlockpb.ResponseStatus_TooManyPending: ErrTooManyPending,
+	dlockpb.ResponseStatus_Unavailable:    latch.ErrUnavailable,
 	dlockpb.ResponseStatus_TooManyKeys:    latch.ErrTooManyKeys,
 	dlockpb.ResponseStatus_InvalidKey:     latch.ErrInvalidKey,
 	dlockpb.ResponseStatus_InvalidRequest: latch.ErrInvalidRequest,
