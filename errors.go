@@ -51,7 +51,10 @@ var (
 	ErrShutdown = errors.New("latch: server shutting down")
 	// ErrUnavailable: the server cannot reach a majority of its cluster,
 	// so it cannot change the lock table now. The request was not
-	// applied, or its outcome is unknown and the session was ended; a
+	// applied, or its outcome is unknown: the server let go of the
+	// session, ending it when it is bound to its connection (the error
+	// then wraps ErrSessionEnded too) or leaving it to the cluster when
+	// it has a TTL (its client may resume it on another server). A
 	// client retries, on another server if it has one.
 	ErrUnavailable = errors.New("latch: cluster unavailable")
 )

@@ -106,9 +106,11 @@ type SessionOptions struct {
 	// OnEnd, when set, is called once, in a goroutine of its own, when
 	// the session ends other than by its Close: an operator ended it, its
 	// TTL lapsed, its server can no longer vouch for it (cluster), or the
-	// service shut down. why wraps ErrShutdown in the last case and
-	// ErrSessionEnded in the others. A front end closes the client's
-	// connection from it, rather than keep a goroutine per connection
-	// waiting on Session.Done.
+	// service shut down. why wraps ErrShutdown in the last case,
+	// ErrUnavailable for a session with a TTL that a cluster server let
+	// go of (it may live on in the cluster, for its client to resume
+	// elsewhere), and ErrSessionEnded in the others. A front end closes
+	// the client's connection from it, rather than keep a goroutine per
+	// connection waiting on Session.Done.
 	OnEnd func(why error)
 }

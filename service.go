@@ -81,7 +81,8 @@ type Session interface {
 	KeepAlive() error
 
 	// Done is closed when the session has ended, by Close or otherwise
-	// (TTL lapsed, ended by an operator, service shut down).
+	// (TTL lapsed, ended by an operator, service shut down), or when its
+	// cluster server let go of it (see SessionOptions.OnEnd).
 	Done() <-chan struct{}
 
 	// Close ends the session: waiting requests fail with ErrSessionEnded

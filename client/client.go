@@ -117,12 +117,14 @@ func newCall() *call { return &call{ch: make(chan *dlockpb.Response, 1)} }
 // connects to the first that answers. When the connection breaks, or its
 // server falls silent (no keepalive answered for two keepalive intervals:
 // a server stopped, or cut off by a partition that keeps the connection
-// open), the Client resumes its session on the next server that answers
-// (the same one included, after a restart), within the session's TTL: its
-// locks stay held, and requests that were in flight fail with an error
-// wrapping ErrConnectionLost, which may be retried. Only when the session
-// may have ended (no server took it back in time, or one answered that it
-// ended) does the Client stop and its locks' Done close.
+// open), or answers Unavailable (it cannot reach a majority of its
+// cluster, so it cannot vouch for the session), the Client resumes its
+// session on the next server that answers (the same one included, after
+// a restart), within the session's TTL: its locks stay held, and requests
+// that were in flight fail with an error wrapping ErrConnectionLost, which
+// may be retried. Only when the session may have ended (no server took it
+// back in time, or one answered that it ended) does the Client stop and
+// its locks' Done close.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -433,9 +435,27 @@ func (c *Client) roundTrip(ctx context.Context, req *dlockpb.Request) (*dlockpb.
 	}
 	resp, err := c.await(ctx, cl)
 	if err == nil {
-		err = statusError(resp, false)
+		err = answerError(resp, false, false)
 	}
 	return resp, sent, err
+}
+
+// answerError is statusError for the answer to a request of the session,
+// sent on its connection. An Unavailable answer made the Client give that
+// connection up and resume the session elsewhere (readLoop): the request's
+// outcome is unknown, and the error wraps ErrConnectionLost beside
+// latch.ErrUnavailable. cleanup says that the request's keys are given
+// back once the session is resumed (call.cleanup): the error then marks
+// it as lost in flight (errLostInFlight), so that its keys stay reserved.
+func answerError(resp *dlockpb.Response, tryOnce, cleanup bool) error {
+	err := statusError(resp, tryOnce)
+	if resp.GetStatus() != dlockpb.ResponseStatus_Unavailable {
+		return err
+	}
+	if cleanup {
+		return fmt.Errorf("%w; client: %w (%w)", err, ErrConnectionLost, errLostInFlight)
+	}
+	return fmt.Errorf("%w; client: %w", err, ErrConnectionLost)
 }
 
 // readLoop reads the responses that conn, to addr, carries and hands each
@@ -471,7 +491,23 @@ func (c *Client) readLoop(conn net.Conn, addr string) {
 		}
 		cl := c.pending[resp.GetRequestId()]
 		delete(c.pending, resp.GetRequestId())
+		// Unavailable: the server cannot vouch for the session (it cannot
+		// reach a majority of its cluster), which may live on: give the
+		// connection up and resume the session elsewhere, as for a
+		// silent server. The outcome of the request is unknown: its keys
+		// are given back once the session is resumed, as those of a
+		// request the connection took with it. (Not for the request that
+		// resumes or opens the session: resumeOn tries the next server,
+		// Dial fails.)
+		unavailable := cl != nil && resp.GetStatus() == dlockpb.ResponseStatus_Unavailable &&
+			!c.resuming && c.sessionID != 0
+		if unavailable && cl.cleanup != nil {
+			c.cleanup = append(c.cleanup, cl.cleanup)
+		}
 		c.mu.Unlock()
+		if unavailable {
+			c.connSilent(conn, fmt.Errorf("%s cannot vouch for the session: %w", addr, statusError(resp, false)))
+		}
 		if cl == nil {
 			// The server answers request id 0 when it could not read a
 			// request at all, and closes the connection.
@@ -503,12 +539,14 @@ func (c *Client) connLost(conn net.Conn, err error) {
 }
 
 // connSilent gives conn up as connLost does, because its server has not
-// answered a keepalive in time (see watch), but leaves it open among the
-// stale connections. The server may be alive, only slow: one that saw the
-// connection close would end the session at once, racing the resume on
-// another connection, which would then find the session ended. Left open
-// until the session is resumed elsewhere, its end is ignored by then. A
-// write blocked on conn fails at once.
+// answered a keepalive in time (see watch) or answered that it cannot
+// vouch for the session (Unavailable, see readLoop), but leaves it open
+// among the stale connections. The server may be alive, only slow (or
+// about to reach its cluster again): one that saw the connection close
+// would end the session at once, racing the resume on another
+// connection, which would then find the session ended. Left open until
+// the session is resumed elsewhere, its end is ignored by then. A write
+// blocked on conn fails at once.
 func (c *Client) connSilent(conn net.Conn, err error) {
 	c.giveUp(conn, err, true)
 }
@@ -688,6 +726,9 @@ func (c *Client) ping() {
 
 // pinged handles the answer to a keepalive sent at sent.
 func (c *Client) pinged(sent time.Time, r *dlockpb.Response) {
+	if r.GetStatus() == dlockpb.ResponseStatus_Unavailable {
+		return // the connection is given up (readLoop)
+	}
 	if err := statusError(r, false); err != nil {
 		// SessionExpired, or an operator ended the session: its locks
 		// are gone already.

@@ -74,6 +74,16 @@
 // would end the session if it saw the connection close first. The session
 // of a Client always has a TTL, so every connection is watched this way;
 // before the session is open, Dial's timeout bounds the wait.
+//
+// A server that answers Unavailable (a cluster node that cannot reach a
+// majority of its cluster: it cannot keep the session alive, but the
+// session lives on in the cluster until its TTL lapses) is given up at
+// once, as a silent one is, connection kept open, and the session resumed
+// on the next server: Done does not close. The request so answered fails
+// with an error wrapping latch.ErrUnavailable and ErrConnectionLost: its
+// outcome is unknown (a Lock may be granted in the session later), and the
+// keys of a Lock or Unlock are given back once the session is resumed, as
+// for a request in flight when a connection broke.
 // Fencing tokens (Lock.Token) cover what these assumptions do not.
 //
 // # Errors
@@ -82,5 +92,6 @@
 // with an in-process latch.Service: latch.ErrWouldBlock (TryLock) and
 // latch.ErrTimeout (Wait) as a *latch.BusyError naming the busy keys,
 // latch.ErrCanceled with the context's error, latch.ErrNotHeld,
-// latch.ErrInvalidKey, and so on; *StatusError carries the wire status.
+// latch.ErrInvalidKey, latch.ErrUnavailable (with ErrConnectionLost), and
+// so on; *StatusError carries the wire status.
 package client

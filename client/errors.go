@@ -33,12 +33,16 @@ var (
 	// ErrProtocol: the server's answer broke the protocol, or the server
 	// does not speak version 3.
 	ErrProtocol = errors.New("client: protocol error")
-	// ErrConnectionLost: the connection broke, or was given up because
-	// its server fell silent, before the request was answered, and the
-	// Client is resuming its session (it has a TTL) on a server; the
-	// session's locks are still held. The request may be
-	// retried: what it did, if anything, is undone once the session is
-	// back (a Lock's keys are unlocked).
+	// ErrConnectionLost: the connection broke, or was given up, before
+	// the request was answered, and the Client is resuming its session
+	// (it has a TTL) on a server; the session's locks are still held. A
+	// connection is given up when its server falls silent, and when it
+	// answers Unavailable (it cannot reach a majority of its cluster, so
+	// it cannot vouch for the session): the request so answered fails with
+	// an error wrapping both latch.ErrUnavailable and ErrConnectionLost.
+	// Either way the request's outcome is unknown. It may be retried:
+	// what it did, if anything, is undone once the session is back (the
+	// keys of a Lock or Unlock are unlocked).
 	ErrConnectionLost = errors.New("client: connection lost, resuming the session")
 )
 
@@ -62,7 +66,8 @@ func (e *StatusError) Unwrap() error { return e.Err }
 
 // statusErrors maps every error status to the error it stands for. It is
 // the inverse of the server's table; AcquireTimeout is handled apart (a
-// *latch.BusyError).
+// *latch.BusyError). Unavailable stands for latch.ErrUnavailable, and
+// makes the Client give its connection up (see ErrConnectionLost).
 var statusErrors = map[dlockpb.ResponseStatus]error{
 	dlockpb.ResponseStatus_General:        nil,
 	dlockpb.ResponseStatus_Version:        ErrProtocol,
@@ -71,6 +76,7 @@ var statusErrors = map[dlockpb.ResponseStatus]error{
 	dlockpb.ResponseStatus_ShuttingDown:   latch.ErrShutdown,
 	dlockpb.ResponseStatus_SessionExpired: latch.ErrSessionEnded,
 	dlockpb.ResponseStatus_TooManyPending: ErrTooManyPending,
+	dlockpb.ResponseStatus_Unavailable:    latch.ErrUnavailable,
 	dlockpb.ResponseStatus_TooManyKeys:    latch.ErrTooManyKeys,
 	dlockpb.ResponseStatus_InvalidKey:     latch.ErrInvalidKey,
 	dlockpb.ResponseStatus_InvalidRequest: latch.ErrInvalidRequest,

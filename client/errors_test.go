@@ -24,6 +24,7 @@ func TestStatusError(t *testing.T) {
 		{dlockpb.ResponseStatus_ShuttingDown, false, latch.ErrShutdown},
 		{dlockpb.ResponseStatus_SessionExpired, false, latch.ErrSessionEnded},
 		{dlockpb.ResponseStatus_TooManyPending, false, ErrTooManyPending},
+		{dlockpb.ResponseStatus_Unavailable, false, latch.ErrUnavailable},
 		{dlockpb.ResponseStatus_TooManyKeys, false, latch.ErrTooManyKeys},
 		{dlockpb.ResponseStatus_InvalidKey, false, latch.ErrInvalidKey},
 		{dlockpb.ResponseStatus_InvalidRequest, false, latch.ErrInvalidRequest},

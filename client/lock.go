@@ -38,6 +38,14 @@ type Lock struct {
 // (the request is withdrawn from the server's queues first), or
 // latch.ErrAlreadyHeld when another Lock of this Client holds or requests
 // one of the keys.
+//
+// Its outcome is unknown when it fails with ErrConnectionLost: the
+// connection broke, or was given up, before the answer, or the server
+// answered that it cannot reach a majority of its cluster (the error then
+// wraps latch.ErrUnavailable too), and the request may still be granted
+// in the session. The Client resumes the session on a server, then
+// unlocks the keys: until then they stay reserved, and requesting them
+// again fails with latch.ErrAlreadyHeld.
 func (c *Client) Lock(ctx context.Context, keys []string, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, "lock", keys, latch.Exclusive, opts, false)
 }
@@ -187,7 +195,7 @@ func (c *Client) lock(ctx context.Context, keys []string, mode latch.Mode, lo lo
 	if err != nil {
 		return nil, lostInFlight(err)
 	}
-	if err := statusError(resp, lo.tryOnce); err != nil {
+	if err := answerError(resp, lo.tryOnce, true); err != nil {
 		return nil, err
 	}
 
@@ -272,8 +280,13 @@ func (c *Client) withdraw(ctx context.Context, id uint64, cl *call, keys []strin
 	if err != nil {
 		return lostInFlight(err)
 	}
-	if resp.GetStatus() == dlockpb.ResponseStatus_Ok {
+	switch resp.GetStatus() {
+	case dlockpb.ResponseStatus_Ok:
 		c.unlock(keys)
+	case dlockpb.ResponseStatus_Unavailable:
+		// Its outcome is unknown: given back once the session is
+		// resumed, as for a Lock the connection took with it.
+		return answerError(resp, false, true)
 	}
 	return canceled
 }
@@ -393,7 +406,13 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	c.mu.Unlock()
 
 	cl := newCall()
-	cl.onResp = func(*dlockpb.Response) { c.unreserve(l.keys) }
+	cl.onResp = func(r *dlockpb.Response) {
+		// Unavailable: the outcome is unknown; the keys are given back,
+		// then unreserved, once the session is resumed (cleanup).
+		if r.GetStatus() != dlockpb.ResponseStatus_Unavailable {
+			c.unreserve(l.keys)
+		}
+	}
 	cl.cleanup = l.keys
 	cl, _, err := c.send(&dlockpb.Request{Type: dlockpb.RequestType_Unlock, Lock: &dlockpb.RequestLock{Keys: l.keys}}, cl)
 	if err != nil {
@@ -401,7 +420,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	resp, err := c.await(ctx, cl)
 	if err == nil {
-		err = statusError(resp, false)
+		err = answerError(resp, false, true)
 	}
 	if err != nil {
 		return fmt.Errorf("client: unlock %v: %w", l.keys, err)

@@ -188,6 +188,11 @@ const (
 	ResponseStatus_SessionExpired ResponseStatus = 6
 	// The connection has too many requests waiting.
 	ResponseStatus_TooManyPending ResponseStatus = 7
+	// The server cannot reach a majority of its cluster. The request's
+	// outcome is unknown: it may still be applied (a Lock may be granted
+	// later). The session may live on in the cluster: resume it on another
+	// server (RequestSession.resume_session_id).
+	ResponseStatus_Unavailable ResponseStatus = 8
 	// More keys than the server allows in one request.
 	ResponseStatus_TooManyKeys ResponseStatus = 100
 	// A key is empty, longer than 250 bytes, or holds a space, CR or LF.
@@ -224,6 +229,7 @@ var (
 		5:   "ShuttingDown",
 		6:   "SessionExpired",
 		7:   "TooManyPending",
+		8:   "Unavailable",
 		100: "TooManyKeys",
 		101: "InvalidKey",
 		102: "InvalidRequest",
@@ -244,6 +250,7 @@ var (
 		"ShuttingDown":   5,
 		"SessionExpired": 6,
 		"TooManyPending": 7,
+		"Unavailable":    8,
 		"TooManyKeys":    100,
 		"InvalidKey":     101,
 		"InvalidRequest": 102,
@@ -395,7 +402,8 @@ type RequestSession struct {
 	// this session (one with a TTL, whose connection was lost: a client of a
 	// cluster whose server died reaches another server within the TTL). Its
 	// locks stay; its waiting Locks are withdrawn; ttl_micro must be its
-	// TTL. Answered SessionExpired when the session has ended.
+	// TTL. Answered SessionExpired when the session has ended, Unavailable
+	// when this server cannot reach a majority of its cluster.
 	ResumeSessionId uint64 `protobuf:"varint,2,opt,name=resume_session_id,json=resumeSessionId,proto3" json:"resume_session_id,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -714,7 +722,7 @@ const file_dlock_proto_rawDesc = "" +
 	"\bLockMode\x12\r\n" +
 	"\tExclusive\x10\x00\x12\n" +
 	"\n" +
-	"\x06Shared\x10\x01*\xbc\x02\n" +
+	"\x06Shared\x10\x01*\xcd\x02\n" +
 	"\x0eResponseStatus\x12\x06\n" +
 	"\x02Ok\x10\x00\x12\v\n" +
 	"\aGeneral\x10\x01\x12\v\n" +
@@ -724,6 +732,7 @@ const file_dlock_proto_rawDesc = "" +
 	"\fShuttingDown\x10\x05\x12\x12\n" +
 	"\x0eSessionExpired\x10\x06\x12\x12\n" +
 	"\x0eTooManyPending\x10\a\x12\x0f\n" +
+	"\vUnavailable\x10\b\x12\x0f\n" +
 	"\vTooManyKeys\x10d\x12\x0e\n" +
 	"\n" +
 	"InvalidKey\x10e\x12\x12\n" +

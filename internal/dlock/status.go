@@ -73,6 +73,14 @@ var statuses = []struct {
 
 	{latch.ErrSessionEnded, pb.ResponseStatus_SessionExpired, pb.ResponseStatus_General, "LockWaitAbort"},
 	{latch.ErrNoSession, pb.ResponseStatus_SessionExpired, pb.ResponseStatus_General, "SessionExpired"},
+	// After the session's entries: a cluster node that lets go of a
+	// session bound to its connection proposes its end, and fails its
+	// waiting requests with an error wrapping ErrSessionEnded and
+	// ErrUnavailable; SessionExpired tells its client the truth (the
+	// connection closes too). A session with a TTL is left to the
+	// cluster: its errors wrap ErrUnavailable alone, and its client may
+	// resume it on another server.
+	{latch.ErrUnavailable, pb.ResponseStatus_Unavailable, pb.ResponseStatus_General, "Unavailable"},
 }
 
 // statusOf returns the status and error_text of err for a version 2 (v3

@@ -8,6 +8,7 @@ import (
 
 	"github.com/latchd/latch"
 	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/replica"
 )
 
 // TestStatusOf checks the error table for every error latch defines and
@@ -35,6 +36,15 @@ func TestStatusOf(t *testing.T) {
 		{latch.ErrSessionEnded, pb.ResponseStatus_SessionExpired, G, "LockWaitAbort: "},
 		{latch.ErrShutdown, pb.ResponseStatus_ShuttingDown, G, "ShuttingDown: "},
 		{fmt.Errorf("%w (%w)", latch.ErrNoSession, latch.ErrShutdown), pb.ResponseStatus_ShuttingDown, G, "ShuttingDown: "},
+		{latch.ErrUnavailable, pb.ResponseStatus_Unavailable, G, "Unavailable: "},
+		// A proposal the replicator refused, one whose node let go of its
+		// clients, and the requests of a session with a TTL that it let
+		// go (internal/node letGo).
+		{replica.ErrUnavailable, pb.ResponseStatus_Unavailable, G, "Unavailable: "},
+		{fmt.Errorf("no heartbeat committed: %w", latch.ErrUnavailable), pb.ResponseStatus_Unavailable, G, "Unavailable: "},
+		// A waiting request of a session bound to its connection that a
+		// node let go: its end was proposed.
+		{fmt.Errorf("no heartbeat committed: %w (%w)", latch.ErrSessionEnded, latch.ErrUnavailable), pb.ResponseStatus_SessionExpired, G, "LockWaitAbort: "},
 		{errVersion, pb.ResponseStatus_Version, pb.ResponseStatus_Version, "acquire"},
 		{errInvalidType, pb.ResponseStatus_InvalidType, pb.ResponseStatus_InvalidType, "acquire"},
 		{errUnauthorized, pb.ResponseStatus_Unauthorized, G, "Unauthorized: "},

@@ -191,10 +191,15 @@ func (n *Node) unpark(seq uint64, err error) {
 // no longer vouch for them: it cannot commit (its sessions may end
 // elsewhere), or its state was replaced by a snapshot. Waiting callers get
 // latch.ErrUnavailable (their outcome is unknown), parked requests and
-// sessions end (their OnEnd closes their connections), and the end of
-// each session bound to a connection is proposed, for when the cluster can
-// commit again; a session with a TTL is left to it, so that its client can
-// resume it on another node. Called with mu held.
+// sessions end here (their OnEnd closes their connections), and the end
+// of each session bound to a connection is proposed, for when the cluster
+// can commit again: its parked requests fail with latch.ErrSessionEnded
+// (and latch.ErrUnavailable), and its later calls with
+// latch.ErrNoSession. A session with a TTL is left to the cluster, so that
+// its client can resume it on another node: it has not ended, so its
+// parked requests (which the lock table may still grant) and its later
+// calls here fail with latch.ErrUnavailable alone (unvouched). Called
+// with mu held.
 func (n *Node) letGo(why string) {
 	if len(n.calls) == 0 && len(n.sessions) == 0 && len(n.waiters) == 0 && len(n.parked) == 0 {
 		return
@@ -209,7 +214,11 @@ func (n *Node) letGo(why string) {
 	n.unpark(0, fmt.Errorf("%s: %w", why, latch.ErrUnavailable))
 	for id, w := range n.waiters {
 		n.forget(id)
-		n.deliver(w, result{err: fmt.Errorf("%s: %w (%w)", why, latch.ErrSessionEnded, latch.ErrUnavailable)})
+		err := fmt.Errorf("%s: %w (%w)", why, latch.ErrSessionEnded, latch.ErrUnavailable)
+		if w.sess.opts.TTL > 0 {
+			err = unvouched(why, w.sess.id)
+		}
+		n.deliver(w, result{err: err})
 	}
 	if len(n.sessions) == 0 {
 		return
@@ -219,10 +228,12 @@ func (n *Node) letGo(why string) {
 	at := n.now()
 	for _, id := range ids {
 		s := n.sessions[id]
-		if s.opts.TTL == 0 {
-			c := n.add(fsm.OpEndSession, at)
-			c.Session, c.Token = id, latch.Token(s.gen)
+		if s.opts.TTL > 0 {
+			n.endSession(s, unvouched(why, id))
+			continue
 		}
+		c := n.add(fsm.OpEndSession, at)
+		c.Session, c.Token = id, latch.Token(s.gen)
 		n.endSession(s, latch.ErrSessionEnded)
 	}
 	if len(n.batch.Cmds) == 0 {
@@ -231,4 +242,13 @@ func (n *Node) letGo(why string) {
 	if err := n.send(); err != nil {
 		n.log.Debug("node: the ends of the sessions were not proposed", "err", err)
 	}
+}
+
+// unvouched is the error of the parked requests and later calls of session
+// id, which has a TTL, once its node let go of it because of why (letGo):
+// the session may live on in the cluster, and the outcome of its requests
+// is unknown. It wraps latch.ErrUnavailable, and not
+// latch.ErrSessionEnded: the session has not ended.
+func unvouched(why string, id latch.SessionID) error {
+	return fmt.Errorf("%s: this node no longer vouches for session %d, which may live on in the cluster (resume it on another node): %w", why, id, latch.ErrUnavailable)
 }

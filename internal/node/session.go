@@ -20,8 +20,10 @@ type session struct {
 	// proto is what the Observer's SessionOpened returned for the session.
 	proto int
 	done  chan struct{}
-	// ended is why the session ended (latch.ErrSessionEnded, or
-	// latch.ErrShutdown), nil while it lives. Guarded by n.mu.
+	// ended is why the session ended on this node (latch.ErrSessionEnded,
+	// latch.ErrShutdown, or, for a session with a TTL that the node let
+	// go of, an error wrapping latch.ErrUnavailable: see letGo), nil
+	// while it lives. Guarded by n.mu.
 	ended error
 	// closing is set by Close, whose caller needs no opts.OnEnd call.
 	// Guarded by n.mu.
@@ -79,10 +81,15 @@ func (s *session) Done() <-chan struct{} { return s.done }
 
 // gone returns the error of a call on an ended session: it wraps
 // latch.ErrNoSession and, when the node shut down, latch.ErrShutdown too.
+// A session the node let go of but that may live on in the cluster
+// (letGo) has not ended: its error wraps latch.ErrUnavailable alone.
 // Called with n.mu held.
 func (s *session) gone(op string) error {
-	if s.ended == latch.ErrShutdown {
+	switch {
+	case s.ended == latch.ErrShutdown:
 		return fmt.Errorf("%s: session %d: %w (%w)", op, s.id, latch.ErrNoSession, latch.ErrShutdown)
+	case errors.Is(s.ended, latch.ErrUnavailable):
+		return fmt.Errorf("%s: %w", op, s.ended)
 	}
 	return fmt.Errorf("%s: session %d: %w", op, s.id, latch.ErrNoSession)
 }

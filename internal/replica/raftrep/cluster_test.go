@@ -278,6 +278,92 @@ func TestDeadNodeSessions(t *testing.T) {
 	})
 }
 
+// TestCutOffNodeSessions: a node cut off from the majority fails its
+// sessions' calls with latch.ErrUnavailable. When it lets go of its
+// clients, the waiting request of a session bound to its connection fails
+// with latch.ErrSessionEnded (the node proposes its end), but that of a
+// session with a TTL, and every later call of that session, fails with
+// latch.ErrUnavailable alone: the node cannot vouch for it, but it has not
+// ended, and another node resumes it with its lock.
+func TestCutOffNodeSessions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		f1 := c.other(lead)
+		holder := c.open(lead, latch.SessionOptions{})
+		if _, err := holder.Acquire(ctx, latch.LockRequest{Keys: []string{"busy"}}); err != nil {
+			t.Fatal(err)
+		}
+		withTTL := c.open(f1, latch.SessionOptions{TTL: time.Minute})
+		if _, err := withTTL.Acquire(ctx, latch.LockRequest{Keys: []string{"k"}}); err != nil {
+			t.Fatal(err)
+		}
+		bound := c.open(f1, latch.SessionOptions{})
+		wait := func(s latch.Session) chan error {
+			ch := make(chan error, 1)
+			go func() {
+				_, err := s.Acquire(ctx, latch.LockRequest{Keys: []string{"busy"}, Wait: latch.WaitForever})
+				ch <- err
+			}()
+			return ch
+		}
+		waitTTL, waitBound := wait(withTTL), wait(bound)
+		time.Sleep(time.Second) // both wait; a heartbeat of f1 commits
+		cut := time.Now()
+		c.net.partition(f1)
+
+		// Two election timeouts without a leader: refused at once.
+		time.Sleep(4 * time.Second)
+		if err := withTTL.KeepAlive(); !errors.Is(err, latch.ErrUnavailable) {
+			t.Fatalf("keepalive on the cut-off node %v after the cut: %v, want ErrUnavailable", time.Since(cut), err)
+		}
+
+		// The node lets go of its clients (80% of the node TTL).
+		time.Sleep(6 * time.Second)
+		select {
+		case err := <-waitBound:
+			if !errors.Is(err, latch.ErrSessionEnded) {
+				t.Errorf("waiting request of a session without a TTL: %v, want ErrSessionEnded", err)
+			}
+		default:
+			t.Fatal("the waiting request of a session without a TTL was not answered when the node let go")
+		}
+		select {
+		case err := <-waitTTL:
+			if !errors.Is(err, latch.ErrUnavailable) || errors.Is(err, latch.ErrSessionEnded) {
+				t.Errorf("waiting request of a session with a TTL: %v, want ErrUnavailable and not ErrSessionEnded", err)
+			}
+		default:
+			t.Fatal("the waiting request of a session with a TTL was not answered when the node let go")
+		}
+		select {
+		case <-withTTL.Done():
+		default:
+			t.Fatal("the cut-off node still vouches for its session with a TTL")
+		}
+		if err := withTTL.KeepAlive(); !errors.Is(err, latch.ErrUnavailable) || errors.Is(err, latch.ErrNoSession) {
+			t.Errorf("keepalive of a session with a TTL let go: %v, want ErrUnavailable and not ErrNoSession", err)
+		}
+		if err := bound.KeepAlive(); !errors.Is(err, latch.ErrNoSession) {
+			t.Errorf("keepalive of a session without a TTL let go: %v, want ErrNoSession", err)
+		}
+
+		// It lives on: the leader's node resumes it, with its lock.
+		resumed, err := c.nodes[lead].ResumeSession(withTTL.ID(), latch.SessionOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("resume on %s: %v", lead, err)
+		}
+		info, ok := c.nodes[lead].Lock("k")
+		if !ok || len(info.Holders) != 1 || info.Holders[0].Session != withTTL.ID() {
+			t.Fatalf("k after the resume = %+v, %v; want held by session %d", info, ok, withTTL.ID())
+		}
+		resumed.Close()
+		holder.Close()
+		c.net.heal()
+	})
+}
+
 // TestRestartFromDisk: a node stopped and started again from its data dir
 // rejoins, catches up on what happened without it, and a lease taken
 // before keeps its holder.

@@ -1,0 +1,277 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/frame"
+)
+
+// cutProxy forwards dlock connections to a server frame by frame and
+// answers some requests Unavailable, as a cluster node cut off from the
+// majority does: those of the types refuse names, not passed on, and
+// those of the types lie names, passed on and handled by the server (the
+// outcome the node cannot know: its request may still be applied).
+type cutProxy struct {
+	addr string
+	ln   net.Listener
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex
+	refuse map[dlockpb.RequestType]bool
+	lie    map[dlockpb.RequestType]bool
+	conns  []net.Conn
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{addr: ln.Addr().String(), ln: ln, refuse: map[dlockpb.RequestType]bool{}, lie: map[dlockpb.RequestType]bool{}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			pc := &cutConn{p: p, in: in, out: out, lies: map[uint64]bool{}}
+			p.wg.Add(2)
+			go pc.requests()
+			go pc.responses()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// cut makes the proxy answer the requests of the types refused (not
+// passed on) and lied about (passed on) Unavailable, from now on.
+func (p *cutProxy) cut(refused, liedAbout []dlockpb.RequestType) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, typ := range refused {
+		p.refuse[typ] = true
+	}
+	for _, typ := range liedAbout {
+		p.lie[typ] = true
+	}
+}
+
+// cutConn is a client's connection through a cutProxy.
+type cutConn struct {
+	p       *cutProxy
+	in, out net.Conn
+	mu      sync.Mutex      // serializes writes to in; guards lies
+	lies    map[uint64]bool // ids of requests whose answer becomes Unavailable
+}
+
+func unavailable(id uint64) *dlockpb.Response {
+	return &dlockpb.Response{Version: 3, RequestId: id, Status: dlockpb.ResponseStatus_Unavailable,
+		ErrorText: "replica: no leader: cluster unavailable"}
+}
+
+// requests forwards the client's requests, or answers them.
+func (pc *cutConn) requests() {
+	defer pc.p.wg.Done()
+	defer pc.out.Close()
+	r := frame.NewReader(bufio.NewReader(pc.in), 0)
+	for {
+		b, err := r.Read()
+		if err != nil {
+			return
+		}
+		req := new(dlockpb.Request)
+		if err := proto.Unmarshal(b, req); err != nil {
+			return
+		}
+		pc.p.mu.Lock()
+		refused, lie := pc.p.refuse[req.GetType()], pc.p.lie[req.GetType()]
+		pc.p.mu.Unlock()
+		if refused {
+			pc.answer(unavailable(req.GetId()))
+			continue
+		}
+		if lie {
+			pc.mu.Lock()
+			pc.lies[req.GetId()] = true
+			pc.mu.Unlock()
+		}
+		if _, err := pc.out.Write(frame.Append(nil, b)); err != nil {
+			return
+		}
+	}
+}
+
+// responses forwards the server's answers, Unavailable for the requests
+// lied about.
+func (pc *cutConn) responses() {
+	defer pc.p.wg.Done()
+	defer pc.in.Close()
+	r := frame.NewReader(bufio.NewReader(pc.out), 0)
+	for {
+		b, err := r.Read()
+		if err != nil {
+			return
+		}
+		resp := new(dlockpb.Response)
+		if err := proto.Unmarshal(b, resp); err != nil {
+			return
+		}
+		pc.mu.Lock()
+		lie := pc.lies[resp.GetRequestId()]
+		delete(pc.lies, resp.GetRequestId())
+		pc.mu.Unlock()
+		if lie {
+			resp = unavailable(resp.GetRequestId())
+		}
+		if !pc.answer(resp) {
+			return
+		}
+	}
+}
+
+func (pc *cutConn) answer(resp *dlockpb.Response) bool {
+	b, err := proto.Marshal(resp)
+	if err != nil {
+		panic(err)
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	_, err = pc.in.Write(frame.Append(nil, b))
+	return err == nil
+}
+
+// A server that answers a keepalive Unavailable (a cluster node cut off
+// from the majority: it cannot vouch for the session, which lives on in
+// the cluster) is given up at once, before it would count as silent: the
+// Client resumes its session on the next server and keeps its locks.
+func TestUnavailableServerResumesElsewhere(t *testing.T) {
+	srv := startServer(t, 0)
+	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
+	clk := newFakeClock()
+	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	l := mustLock(t, c, "k")
+	settle(t, clk, c, silentInterval) // the keepalive answered last was sent now
+	acked := time.Unix(0, c.pingsAnswered())
+
+	cutOff.cut([]dlockpb.RequestType{dlockpb.RequestType_Ping}, nil)
+	clk.Advance(silentInterval) // the next keepalive, answered Unavailable
+	eventually(t, "the session is resumed on the other server, or given up", func() bool {
+		return c.server() == other.addr || c.Err() != nil
+	})
+	if err := c.Err(); err != nil {
+		t.Fatalf("the Client gave its session up on an Unavailable keepalive: %v", err)
+	}
+	if since := clk.Now().Sub(acked); since >= c.silentAfter {
+		t.Fatalf("moved %v after the last keepalive answered: as silent, not as unavailable", since)
+	}
+
+	settle(t, clk, c, 2*silentTTL)
+	if isDone(l.Done()) || c.Err() != nil {
+		t.Fatalf("lock lost after the move: %v (Client: %v)", l.Err(), c.Err())
+	}
+	if got := srv.holders("k"); !slices.Equal(got, []latch.SessionID{c.SessionID()}) {
+		t.Fatalf("holders of k = %v, want the moved session %d", got, c.SessionID())
+	}
+	mustLock(t, c, "k2")
+}
+
+// A Lock answered Unavailable may have been granted all the same (here
+// the server granted it; only the answer says otherwise): it fails with
+// an error wrapping latch.ErrUnavailable and ErrConnectionLost, the
+// Client resumes its session on the next server and gives the keys back
+// there, and then they can be requested again. The other locks stay.
+func TestUnavailableLockIsGivenBack(t *testing.T) {
+	srv := startServer(t, 0)
+	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
+	clk := newFakeClock()
+	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	held := mustLock(t, c, "held")
+
+	cutOff.cut(nil, []dlockpb.RequestType{dlockpb.RequestType_Lock})
+	ctx := context.Background()
+	_, err := c.Lock(ctx, []string{"k"})
+	if !errorIs(err, latch.ErrUnavailable, ErrConnectionLost) {
+		t.Fatalf("Lock answered Unavailable: %v, want ErrUnavailable and ErrConnectionLost", err)
+	}
+	eventually(t, "the session is resumed on the other server", func() bool { return c.server() == other.addr })
+	eventually(t, "k is given back", func() bool { return len(srv.holders("k")) == 0 })
+	eventually(t, "k can be requested again", func() bool {
+		l, err := c.TryLock(ctx, []string{"k"})
+		if errors.Is(err, latch.ErrAlreadyHeld) {
+			return false // not unreserved yet
+		}
+		if err != nil {
+			t.Fatalf("TryLock(k) after the resume: %v", err)
+		}
+		return l != nil
+	})
+	if isDone(held.Done()) || c.Err() != nil {
+		t.Fatalf("lock lost after the move: %v (Client: %v)", held.Err(), c.Err())
+	}
+	if got := srv.holders("held"); !slices.Equal(got, []latch.SessionID{c.SessionID()}) {
+		t.Fatalf("holders of held = %v, want the session %d", got, c.SessionID())
+	}
+}
+
+// An Unlock answered Unavailable fails with an error wrapping
+// latch.ErrUnavailable and ErrConnectionLost: its outcome is unknown (here
+// the server released the keys). The Client resumes its session on the
+// next server, unlocks the keys there, and they can be requested again.
+func TestUnavailableUnlock(t *testing.T) {
+	srv := startServer(t, 0)
+	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
+	clk := newFakeClock()
+	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	held, l := mustLock(t, c, "held"), mustLock(t, c, "k")
+
+	cutOff.cut(nil, []dlockpb.RequestType{dlockpb.RequestType_Unlock})
+	ctx := context.Background()
+	if err := l.Unlock(ctx); !errorIs(err, latch.ErrUnavailable, ErrConnectionLost) {
+		t.Fatalf("Unlock answered Unavailable: %v, want ErrUnavailable and ErrConnectionLost", err)
+	}
+	eventually(t, "the session is resumed on the other server", func() bool { return c.server() == other.addr })
+	eventually(t, "k can be requested again", func() bool {
+		_, err := c.TryLock(ctx, []string{"k"})
+		if errors.Is(err, latch.ErrAlreadyHeld) {
+			return false // not unreserved yet
+		}
+		if err != nil {
+			t.Fatalf("TryLock(k) after the resume: %v", err)
+		}
+		return true
+	})
+	if isDone(held.Done()) || c.Err() != nil {
+		t.Fatalf("lock lost after the move: %v (Client: %v)", held.Err(), c.Err())
+	}
+}

@@ -1,0 +1,126 @@
+package dlock
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/replica"
+	"github.com/latchd/latch/internal/replica/raftrep"
+)
+
+// newCutEnv starts, inside a synctest bubble, a cluster of two nodes in
+// memory and a dlock server over pipes on its leader, and returns it with
+// a function that cuts the two nodes apart: neither has a majority then.
+func newCutEnv(t *testing.T) (*env, func()) {
+	t.Helper()
+	ids := []string{"n1", "n2"}
+	var peers []raftrep.Peer
+	trans := make(map[string]*raft.InmemTransport)
+	for _, id := range ids {
+		peers = append(peers, raftrep.Peer{ID: id, Addr: id})
+		_, trans[id] = raft.NewInmemTransport(raft.ServerAddress(id))
+	}
+	trans["n1"].Connect("n2", trans["n2"])
+	trans["n2"].Connect("n1", trans["n1"])
+	nodes := make(map[string]*node.Node)
+	reps := make(map[string]*raftrep.Replicator)
+	for _, id := range ids {
+		n, err := node.New(node.Config{
+			NodeID: id,
+			Replicator: func(sm replica.StateMachine) (replica.Replicator, error) {
+				// No forwarding between the nodes: the dlock server is on
+				// the leader, which needs none.
+				r, err := raftrep.New(raftrep.Config{ID: id, Addr: id, Peers: peers, Transport: trans[id]}, sm)
+				reps[id] = r
+				return r, err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = n
+	}
+	lead := ""
+	for range 100 {
+		time.Sleep(100 * time.Millisecond)
+		for id, r := range reps {
+			if _, self, _ := r.Leader(); self {
+				lead = id
+			}
+		}
+		if lead != "" {
+			break
+		}
+	}
+	if lead == "" {
+		t.Fatal("no leader after 10 s")
+	}
+	time.Sleep(time.Second) // its promotion
+	e := &env{svc: nodes[lead], pl: newPipeListener()}
+	srv, err := New(e.svc, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = srv
+	if err := srv.Serve(e.pl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.shutdown()
+		for id, n := range nodes {
+			if id != lead {
+				n.Shutdown(context.Background())
+			}
+		}
+	})
+	cut := func() {
+		trans["n1"].Disconnect("n2")
+		trans["n2"].Disconnect("n1")
+	}
+	return e, cut
+}
+
+// A cluster node cut off from the majority answers a version 3 Ping
+// Unavailable, not General: it cannot keep the session alive. When it lets
+// go of its clients, the waiting Lock of a session with a TTL is answered
+// Unavailable (it may still be granted: the session lives on in the
+// cluster), and so is every later keepalive, Ping or Session, not
+// SessionExpired: the session has not ended, and its client should resume
+// it on another server. A connection whose session has no TTL is closed:
+// the node proposed the end of its session.
+func TestCutOffNodeAnswersUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, cut := newCutEnv(t)
+		c := e.dial(t)
+		c.mustV3(sessionReq(1, time.Minute), pb.ResponseStatus_Ok)
+		c.mustV3(v3Lock(2, []string{"k"}), pb.ResponseStatus_Ok)
+		bound := e.dial(t)
+		bound.mustV3(v3Lock(1, []string{"busy"}), pb.ResponseStatus_Ok)
+		c.sendPB(v3Lock(3, []string{"busy"}))
+		e.waitFor(t, "busy", "a waiter", waiters(1))
+		time.Sleep(time.Second) // a heartbeat commits
+
+		cut()
+		// Two election timeouts without a leader: proposals are refused.
+		time.Sleep(4 * time.Second)
+		c.mustV3(v3(4, pb.RequestType_Ping), pb.ResponseStatus_Unavailable)
+
+		// 80% of the node TTL after the last heartbeat that committed,
+		// the node lets go of its clients.
+		time.Sleep(6 * time.Second)
+		r := c.recvPB()
+		if r.GetRequestId() != 3 || r.GetStatus() != pb.ResponseStatus_Unavailable {
+			t.Fatalf("the waiting Lock answered %v, want Unavailable", r)
+		}
+		bound.expectEOF()
+		for _, req := range []*pb.Request{v3(5, pb.RequestType_Ping), sessionReq(6, time.Minute), v3Lock(7, []string{"x"})} {
+			c.mustV3(req, pb.ResponseStatus_Unavailable)
+		}
+	})
+}
