@@ -44,13 +44,20 @@ func TestSilentServerResumesElsewhere(t *testing.T) {
 	})
 
 	settle(t, clk, c, 2*silentTTL)
+	checkMoved(t, srv, c, l, "k")
+	mustLock(t, c, "k2")
+}
+
+// checkMoved fails t unless l, c's lock of key, outlived the move of c's
+// session: not done, and key held by the session on srv.
+func checkMoved(t *testing.T, srv *testServer, c *Client, l *Lock, key string) {
+	t.Helper()
 	if isDone(l.Done()) || c.Err() != nil {
 		t.Fatalf("lock lost after the move: %v (Client: %v)", l.Err(), c.Err())
 	}
-	if got := srv.holders("k"); !slices.Equal(got, []latch.SessionID{c.SessionID()}) {
-		t.Fatalf("holders of k = %v, want the moved session %d", got, c.SessionID())
+	if got := srv.holders(key); !slices.Equal(got, []latch.SessionID{c.SessionID()}) {
+		t.Fatalf("holders of %s = %v, want the moved session %d", key, got, c.SessionID())
 	}
-	mustLock(t, c, "k2")
 }
 
 // A server that is slow rather than gone (its answers held back for two

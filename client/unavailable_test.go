@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -197,12 +196,7 @@ func TestUnavailableServerResumesElsewhere(t *testing.T) {
 	}
 
 	settle(t, clk, c, 2*silentTTL)
-	if isDone(l.Done()) || c.Err() != nil {
-		t.Fatalf("lock lost after the move: %v (Client: %v)", l.Err(), c.Err())
-	}
-	if got := srv.holders("k"); !slices.Equal(got, []latch.SessionID{c.SessionID()}) {
-		t.Fatalf("holders of k = %v, want the moved session %d", got, c.SessionID())
-	}
+	checkMoved(t, srv, c, l, "k")
 	mustLock(t, c, "k2")
 }
 
@@ -236,12 +230,7 @@ func TestUnavailableLockIsGivenBack(t *testing.T) {
 		}
 		return l != nil
 	})
-	if isDone(held.Done()) || c.Err() != nil {
-		t.Fatalf("lock lost after the move: %v (Client: %v)", held.Err(), c.Err())
-	}
-	if got := srv.holders("held"); !slices.Equal(got, []latch.SessionID{c.SessionID()}) {
-		t.Fatalf("holders of held = %v, want the session %d", got, c.SessionID())
-	}
+	checkMoved(t, srv, c, held, "held")
 }
 
 // An Unlock answered Unavailable fails with an error wrapping
