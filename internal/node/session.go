@@ -305,51 +305,54 @@ func (s *session) Release(keys ...string) error {
 
 // ReleaseFunc is Release answered through done; see latch.AsyncSession.
 func (s *session) ReleaseFunc(keys []string, done func(error)) {
-	n := s.n
-	n.mu.Lock()
-	if s.ended != nil {
-		err := s.gone("release")
-		n.unlock()
+	c, err := s.funcCommand(fsm.OpRelease, "release")
+	if err != nil {
 		done(err)
 		return
 	}
-	c := n.command(fsm.OpRelease)
-	c.Session, c.Req.Keys = s.id, keys
-	n.proposeFunc(done, nil)
-	n.unlock()
+	c.Req.Keys = keys
+	s.n.proposeFunc(done, nil)
+	s.n.unlock()
 }
 
 // RenewFunc is Renew answered through done; see latch.AsyncSession.
 func (s *session) RenewFunc(lease time.Duration, keys []string, done func(latch.Grant, error)) {
-	n := s.n
-	n.mu.Lock()
-	if s.ended != nil {
-		err := s.gone("renew")
-		n.unlock()
+	c, err := s.funcCommand(fsm.OpRenew, "renew")
+	if err != nil {
 		done(latch.Grant{}, err)
 		return
 	}
-	c := n.command(fsm.OpRenew)
-	c.Session, c.Req.Keys, c.Req.Lease = s.id, keys, lease
-	n.proposeFunc(nil, done)
-	n.unlock()
+	c.Req.Keys, c.Req.Lease = keys, lease
+	s.n.proposeFunc(nil, done)
+	s.n.unlock()
 }
 
 // KeepAliveFunc is KeepAlive answered through done; see
 // latch.AsyncSession.
 func (s *session) KeepAliveFunc(done func(error)) {
-	n := s.n
-	n.mu.Lock()
-	if s.ended != nil {
-		err := s.gone("keepalive")
-		n.unlock()
+	if _, err := s.funcCommand(fsm.OpKeepAlive, "keepalive"); err != nil {
 		done(err)
 		return
 	}
-	c := n.command(fsm.OpKeepAlive)
+	s.n.proposeFunc(done, nil)
+	s.n.unlock()
+}
+
+// funcCommand starts the command op of a Func call of the session, with
+// n.mu held, which the caller proposes (proposeFunc) and then releases. On
+// a session that has ended it returns the error to report instead, with
+// n.mu released.
+func (s *session) funcCommand(op fsm.Op, what string) (*fsm.Command, error) {
+	n := s.n
+	n.mu.Lock()
+	if s.ended != nil {
+		err := s.gone(what)
+		n.unlock()
+		return nil, err
+	}
+	c := n.command(op)
 	c.Session = s.id
-	n.proposeFunc(done, nil)
-	n.unlock()
+	return c, nil
 }
 
 // Async reports whether the session's calls are answered once replicated
