@@ -80,14 +80,14 @@ type Client struct {
 	reconnecting bool
 	resuming     bool
 	cleanup      [][]string
-	// stale holds the connection given up as silent (connSilent), left
+	// stale is the connection given up as silent (connSilent), left
 	// open: its server may be alive, and would end the session if it saw
 	// the connection close. It is closed once the session is resumed on
 	// another connection (a server then ignores the end of an older one),
-	// or when the Client stops. (A slice, but it holds at most one: only a
-	// connection that carries the session can be given up as silent, and
-	// the resume that made it carry the session emptied stale.)
-	stale []net.Conn
+	// or when the Client stops. There is at most one: only the connection
+	// that carries the session can be given up as silent, and the resume
+	// that made it carry the session closed the one before.
+	stale net.Conn
 
 	// bg counts the reading and resuming goroutines.
 	bg sync.WaitGroup
@@ -262,7 +262,7 @@ func (c *Client) Close() error {
 }
 
 // closeConn closes the current connection, if there is one, and the stale
-// ones.
+// one (see stale).
 func (c *Client) closeConn() {
 	c.mu.Lock()
 	conn, stale := c.conn, c.stale
@@ -271,8 +271,8 @@ func (c *Client) closeConn() {
 	if conn != nil {
 		conn.Close()
 	}
-	for _, s := range stale {
-		s.Close()
+	if stale != nil {
+		stale.Close()
 	}
 }
 
@@ -565,7 +565,7 @@ func (c *Client) giveUp(conn net.Conn, err error, keepOpen bool) {
 	}
 	c.conn, c.resuming = nil, false
 	if keepOpen {
-		c.stale = append(c.stale, conn)
+		c.stale = conn
 		// Under mu: see sendOn.
 		conn.SetWriteDeadline(aLongTimeAgo)
 	}
@@ -697,8 +697,8 @@ func (c *Client) resumeOn(addr string) error {
 	stale := c.stale
 	c.stale = nil
 	c.mu.Unlock()
-	for _, s := range stale {
-		s.Close()
+	if stale != nil {
+		stale.Close()
 	}
 	c.log.Info("client: session resumed", "session", c.sessionID, "server", addr)
 	for _, keys := range cleanup {
