@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/tlsconf/tlstest"
 )
@@ -58,6 +59,8 @@ func TestServedEitherWay(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Loops = tt.loops
+			m := metrics.New()
+			cfg.Metrics = m.Protocol("redis")
 			cfg.IdleTimeout = 200 * time.Millisecond
 			cfg.ReadTimeout = 200 * time.Millisecond
 			if tt.tls {
@@ -139,6 +142,12 @@ func TestServedEitherWay(t *testing.T) {
 			}
 			if n := s.clients(); n != 0 {
 				t.Fatalf("%d connections after Shutdown", n)
+			}
+			// Each connection counted once, whichever way it was served.
+			for _, p := range m.Snapshot().Protocols {
+				if p.Protocol == "redis" && (p.ConnectionsTotal != 3 || p.Connections != 0) {
+					t.Fatalf("connections counted: %d in all, %d open; want 3, 0", p.ConnectionsTotal, p.Connections)
+				}
 			}
 		})
 	}

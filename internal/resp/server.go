@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/latchd/latch/internal/evloop"
@@ -131,25 +132,22 @@ func (s *Server) startLoops() {
 // serve serves nc: on an event loop if there is one and nc is a plain
 // socket, on a goroutine of its own otherwise.
 func (s *Server) serve(nc net.Conn) {
-	if len(s.loops) > 0 {
-		l := s.loops[s.next%len(s.loops)]
-		s.next++
+	if _, plain := nc.(syscall.Conn); plain && len(s.loops) > 0 {
 		c := newLoopConn(s, nc.RemoteAddr())
 		if !s.track(c) {
 			nc.Close()
 			return
 		}
-		err := l.Add(nc, c)
-		if err == nil {
-			return
-		}
-		s.forget(c)
-		if !errors.Is(err, evloop.ErrNotSocket) {
+		l := s.loops[s.next%len(s.loops)]
+		s.next++
+		if err := l.Add(nc, c); err != nil {
+			nc.Close() // already closed, unless evloop.ErrNotSocket
+			s.forget(c)
 			if !errors.Is(err, evloop.ErrClosed) {
 				s.log.Warn("redis: serving a connection", "peer", c.peer.String(), "err", err)
 			}
-			return
 		}
+		return
 	}
 	c := newConn(s, nc)
 	if !s.track(c) {
