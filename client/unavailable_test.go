@@ -22,62 +22,28 @@ import (
 // those of the types lie names, passed on and handled by the server (the
 // outcome the node cannot know: its request may still be applied).
 type cutProxy struct {
-	addr string
-	ln   net.Listener
-	wg   sync.WaitGroup
+	*proxy // its connections, each relayed by a cutConn (cut below is not the proxy's)
 
-	mu     sync.Mutex
+	rules  sync.Mutex // guards refuse and lie
 	refuse map[dlockpb.RequestType]bool
 	lie    map[dlockpb.RequestType]bool
-	conns  []net.Conn
 }
 
 func startCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{addr: ln.Addr().String(), ln: ln, refuse: map[dlockpb.RequestType]bool{}, lie: map[dlockpb.RequestType]bool{}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			pc := &cutConn{p: p, in: in, out: out, lies: map[uint64]bool{}}
-			p.wg.Add(2)
-			go pc.requests()
-			go pc.responses()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
+	cp := &cutProxy{refuse: map[dlockpb.RequestType]bool{}, lie: map[dlockpb.RequestType]bool{}}
+	cp.proxy = listenProxy(t, target, func(_ *proxy, in, out net.Conn) (up, down func()) {
+		pc := &cutConn{p: cp, in: in, out: out, lies: map[uint64]bool{}}
+		return pc.requests, pc.responses
 	})
-	return p
+	return cp
 }
 
 // cut makes the proxy answer the requests of the types refused (not
 // passed on) and lied about (passed on) Unavailable, from now on.
 func (p *cutProxy) cut(refused, liedAbout []dlockpb.RequestType) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.rules.Lock()
+	defer p.rules.Unlock()
 	for _, typ := range refused {
 		p.refuse[typ] = true
 	}
@@ -101,7 +67,6 @@ func unavailable(id uint64) *dlockpb.Response {
 
 // requests forwards the client's requests, or answers them.
 func (pc *cutConn) requests() {
-	defer pc.p.wg.Done()
 	defer pc.out.Close()
 	r := frame.NewReader(bufio.NewReader(pc.in), 0)
 	for {
@@ -113,9 +78,9 @@ func (pc *cutConn) requests() {
 		if err := proto.Unmarshal(b, req); err != nil {
 			return
 		}
-		pc.p.mu.Lock()
+		pc.p.rules.Lock()
 		refused, lie := pc.p.refuse[req.GetType()], pc.p.lie[req.GetType()]
-		pc.p.mu.Unlock()
+		pc.p.rules.Unlock()
 		if refused {
 			pc.answer(unavailable(req.GetId()))
 			continue
@@ -134,7 +99,6 @@ func (pc *cutConn) requests() {
 // responses forwards the server's answers, Unavailable for the requests
 // lied about.
 func (pc *cutConn) responses() {
-	defer pc.p.wg.Done()
 	defer pc.in.Close()
 	r := frame.NewReader(bufio.NewReader(pc.out), 0)
 	for {
