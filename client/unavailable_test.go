@@ -141,8 +141,7 @@ func (pc *cutConn) answer(resp *dlockpb.Response) bool {
 func TestUnavailableServerResumesElsewhere(t *testing.T) {
 	srv := startServer(t, 0)
 	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
-	clk := newFakeClock()
-	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	c, clk := dialSilent(t, cutOff.addr, other.addr)
 	l := mustLock(t, c, "k")
 	settle(t, clk, c, silentInterval) // the keepalive answered last was sent now
 	acked := time.Unix(0, c.pingsAnswered())
@@ -172,8 +171,7 @@ func TestUnavailableServerResumesElsewhere(t *testing.T) {
 func TestUnavailableLockIsGivenBack(t *testing.T) {
 	srv := startServer(t, 0)
 	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
-	clk := newFakeClock()
-	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	c, _ := dialSilent(t, cutOff.addr, other.addr)
 	held := mustLock(t, c, "held")
 
 	cutOff.cut(nil, []dlockpb.RequestType{dlockpb.RequestType_Lock})
@@ -204,8 +202,7 @@ func TestUnavailableLockIsGivenBack(t *testing.T) {
 func TestUnavailableUnlock(t *testing.T) {
 	srv := startServer(t, 0)
 	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
-	clk := newFakeClock()
-	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	c, _ := dialSilent(t, cutOff.addr, other.addr)
 	held, l := mustLock(t, c, "held"), mustLock(t, c, "k")
 
 	cutOff.cut(nil, []dlockpb.RequestType{dlockpb.RequestType_Unlock})
