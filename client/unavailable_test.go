@@ -134,6 +134,23 @@ func (pc *cutConn) answer(resp *dlockpb.Response) bool {
 	return err == nil
 }
 
+// lockableAgain waits until c takes key with TryLock, as it can once its
+// resumed session has given key back (ErrAlreadyHeld until then), and
+// fails t on any other error. The lock stays c's.
+func lockableAgain(t *testing.T, c *Client, key string) {
+	t.Helper()
+	eventually(t, key+" can be requested again", func() bool {
+		_, err := c.TryLock(context.Background(), []string{key})
+		if errors.Is(err, latch.ErrAlreadyHeld) {
+			return false // not unreserved yet
+		}
+		if err != nil {
+			t.Fatalf("TryLock(%s) after the resume: %v", key, err)
+		}
+		return true
+	})
+}
+
 // A server that answers a keepalive Unavailable (a cluster node cut off
 // from the majority: it cannot vouch for the session, which lives on in
 // the cluster) is given up at once, before it would count as silent: the
@@ -182,16 +199,7 @@ func TestUnavailableLockIsGivenBack(t *testing.T) {
 	}
 	eventually(t, "the session is resumed on the other server", func() bool { return c.server() == other.addr })
 	eventually(t, "k is given back", func() bool { return len(srv.holders("k")) == 0 })
-	eventually(t, "k can be requested again", func() bool {
-		l, err := c.TryLock(ctx, []string{"k"})
-		if errors.Is(err, latch.ErrAlreadyHeld) {
-			return false // not unreserved yet
-		}
-		if err != nil {
-			t.Fatalf("TryLock(k) after the resume: %v", err)
-		}
-		return l != nil
-	})
+	lockableAgain(t, c, "k")
 	checkMoved(t, srv, c, held, "held")
 }
 
@@ -211,16 +219,7 @@ func TestUnavailableUnlock(t *testing.T) {
 		t.Fatalf("Unlock answered Unavailable: %v, want ErrUnavailable and ErrConnectionLost", err)
 	}
 	eventually(t, "the session is resumed on the other server", func() bool { return c.server() == other.addr })
-	eventually(t, "k can be requested again", func() bool {
-		_, err := c.TryLock(ctx, []string{"k"})
-		if errors.Is(err, latch.ErrAlreadyHeld) {
-			return false // not unreserved yet
-		}
-		if err != nil {
-			t.Fatalf("TryLock(k) after the resume: %v", err)
-		}
-		return true
-	})
+	lockableAgain(t, c, "k")
 	if isDone(held.Done()) || c.Err() != nil {
 		t.Fatalf("lock lost after the move: %v (Client: %v)", held.Err(), c.Err())
 	}
