@@ -195,13 +195,7 @@ func TestClusterPartitionedNode(t *testing.T) {
 	const ttl = 20 * time.Second
 	var log syncBuffer
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(dctx, strings.Join(addrs, ","), client.SessionTTL(ttl), client.Logger(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialAll(t, "every node", addrs, client.SessionTTL(ttl), client.Logger(logger))
 	held, err := c.Lock(ctx, []string{"k"})
 	if err != nil {
 		t.Fatal(err)
