@@ -139,14 +139,22 @@ type proxy struct {
 
 func startProxy(t *testing.T, target string) *proxy {
 	t.Helper()
+	return listenProxy(t, target, (*proxy).pipes)
+}
+
+// listenProxy starts a proxy to target whose connections relay carries:
+// for a client's connection in and the proxy's own to the server out, it
+// returns the loops that forward what in sends (up) and what out sends
+// (down). Each runs in its goroutine; the proxy waits for both when it
+// closes, after closing every connection.
+func listenProxy(t *testing.T, target string, relay func(p *proxy, in, out net.Conn) (up, down func())) *proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &proxy{addr: ln.Addr().String(), ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.wg.Go(func() {
 		for {
 			in, err := ln.Accept()
 			if err != nil {
@@ -160,17 +168,22 @@ func startProxy(t *testing.T, target string) *proxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
-			p.wg.Add(2)
-			go p.pipe(in, out, nil)
-			go p.pipe(out, in, &p.gate)
+			up, down := relay(p, in, out)
+			p.wg.Go(up)
+			p.wg.Go(down)
 		}
-	}()
+	})
 	t.Cleanup(p.close)
 	return p
 }
 
+// pipes is startProxy's relay: bytes as they come, unless partitioned,
+// and what the server sends only while not held.
+func (p *proxy) pipes(in, out net.Conn) (up, down func()) {
+	return func() { p.pipe(in, out, nil) }, func() { p.pipe(out, in, &p.gate) }
+}
+
 func (p *proxy) pipe(src, dst net.Conn, gate *sync.RWMutex) {
-	defer p.wg.Done()
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)

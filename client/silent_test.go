@@ -18,6 +18,14 @@ const silentTTL, silentMargin = time.Minute, 15 * time.Second
 // silentMargin: (ttl-margin)/3.
 const silentInterval = (silentTTL - silentMargin) / 3
 
+// dialSilent dials a Client to addrs, in order, with silentTTL and
+// silentMargin, on a fake clock it returns.
+func dialSilent(t *testing.T, addrs ...string) (*Client, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock()
+	return dial(t, strings.Join(addrs, ","), SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk)), clk
+}
+
 // A server that stops answering but keeps the connection open (a stopped
 // process, a partition that drops packets) is given up two keepalive
 // intervals after the keepalive it answered last: the Client resumes its
@@ -25,8 +33,7 @@ const silentInterval = (silentTTL - silentMargin) / 3
 func TestSilentServerResumesElsewhere(t *testing.T) {
 	srv := startServer(t, 0)
 	silent, other := startProxy(t, srv.addr), startProxy(t, srv.addr)
-	clk := newFakeClock()
-	c := dial(t, silent.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	c, clk := dialSilent(t, silent.addr, other.addr)
 	l := mustLock(t, c, "k")
 	settle(t, clk, c, silentInterval) // the keepalive answered last was sent now
 
@@ -68,8 +75,7 @@ func checkMoved(t *testing.T, srv *testServer, c *Client, l *Lock, key string) {
 func TestSlowServerKeepsSession(t *testing.T) {
 	srv := startServer(t, 0)
 	p := startProxy(t, srv.addr)
-	clk := newFakeClock()
-	c := dial(t, p.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	c, clk := dialSilent(t, p.addr)
 	l := mustLock(t, c, "k")
 	settle(t, clk, c, silentInterval)
 

@@ -22,62 +22,28 @@ import (
 // those of the types lie names, passed on and handled by the server (the
 // outcome the node cannot know: its request may still be applied).
 type cutProxy struct {
-	addr string
-	ln   net.Listener
-	wg   sync.WaitGroup
+	*proxy // its connections, each relayed by a cutConn (cut below is not the proxy's)
 
-	mu     sync.Mutex
+	rules  sync.Mutex // guards refuse and lie
 	refuse map[dlockpb.RequestType]bool
 	lie    map[dlockpb.RequestType]bool
-	conns  []net.Conn
 }
 
 func startCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{addr: ln.Addr().String(), ln: ln, refuse: map[dlockpb.RequestType]bool{}, lie: map[dlockpb.RequestType]bool{}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			pc := &cutConn{p: p, in: in, out: out, lies: map[uint64]bool{}}
-			p.wg.Add(2)
-			go pc.requests()
-			go pc.responses()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
+	cp := &cutProxy{refuse: map[dlockpb.RequestType]bool{}, lie: map[dlockpb.RequestType]bool{}}
+	cp.proxy = listenProxy(t, target, func(_ *proxy, in, out net.Conn) (up, down func()) {
+		pc := &cutConn{p: cp, in: in, out: out, lies: map[uint64]bool{}}
+		return pc.requests, pc.responses
 	})
-	return p
+	return cp
 }
 
 // cut makes the proxy answer the requests of the types refused (not
 // passed on) and lied about (passed on) Unavailable, from now on.
 func (p *cutProxy) cut(refused, liedAbout []dlockpb.RequestType) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.rules.Lock()
+	defer p.rules.Unlock()
 	for _, typ := range refused {
 		p.refuse[typ] = true
 	}
@@ -101,7 +67,6 @@ func unavailable(id uint64) *dlockpb.Response {
 
 // requests forwards the client's requests, or answers them.
 func (pc *cutConn) requests() {
-	defer pc.p.wg.Done()
 	defer pc.out.Close()
 	r := frame.NewReader(bufio.NewReader(pc.in), 0)
 	for {
@@ -113,9 +78,9 @@ func (pc *cutConn) requests() {
 		if err := proto.Unmarshal(b, req); err != nil {
 			return
 		}
-		pc.p.mu.Lock()
+		pc.p.rules.Lock()
 		refused, lie := pc.p.refuse[req.GetType()], pc.p.lie[req.GetType()]
-		pc.p.mu.Unlock()
+		pc.p.rules.Unlock()
 		if refused {
 			pc.answer(unavailable(req.GetId()))
 			continue
@@ -134,7 +99,6 @@ func (pc *cutConn) requests() {
 // responses forwards the server's answers, Unavailable for the requests
 // lied about.
 func (pc *cutConn) responses() {
-	defer pc.p.wg.Done()
 	defer pc.in.Close()
 	r := frame.NewReader(bufio.NewReader(pc.out), 0)
 	for {
@@ -170,6 +134,23 @@ func (pc *cutConn) answer(resp *dlockpb.Response) bool {
 	return err == nil
 }
 
+// lockableAgain waits until c takes key with TryLock, as it can once its
+// resumed session has given key back (ErrAlreadyHeld until then), and
+// fails t on any other error. The lock stays c's.
+func lockableAgain(t *testing.T, c *Client, key string) {
+	t.Helper()
+	eventually(t, key+" can be requested again", func() bool {
+		_, err := c.TryLock(context.Background(), []string{key})
+		if errors.Is(err, latch.ErrAlreadyHeld) {
+			return false // not unreserved yet
+		}
+		if err != nil {
+			t.Fatalf("TryLock(%s) after the resume: %v", key, err)
+		}
+		return true
+	})
+}
+
 // A server that answers a keepalive Unavailable (a cluster node cut off
 // from the majority: it cannot vouch for the session, which lives on in
 // the cluster) is given up at once, before it would count as silent: the
@@ -177,8 +158,7 @@ func (pc *cutConn) answer(resp *dlockpb.Response) bool {
 func TestUnavailableServerResumesElsewhere(t *testing.T) {
 	srv := startServer(t, 0)
 	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
-	clk := newFakeClock()
-	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	c, clk := dialSilent(t, cutOff.addr, other.addr)
 	l := mustLock(t, c, "k")
 	settle(t, clk, c, silentInterval) // the keepalive answered last was sent now
 	acked := time.Unix(0, c.pingsAnswered())
@@ -208,8 +188,7 @@ func TestUnavailableServerResumesElsewhere(t *testing.T) {
 func TestUnavailableLockIsGivenBack(t *testing.T) {
 	srv := startServer(t, 0)
 	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
-	clk := newFakeClock()
-	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	c, _ := dialSilent(t, cutOff.addr, other.addr)
 	held := mustLock(t, c, "held")
 
 	cutOff.cut(nil, []dlockpb.RequestType{dlockpb.RequestType_Lock})
@@ -220,16 +199,7 @@ func TestUnavailableLockIsGivenBack(t *testing.T) {
 	}
 	eventually(t, "the session is resumed on the other server", func() bool { return c.server() == other.addr })
 	eventually(t, "k is given back", func() bool { return len(srv.holders("k")) == 0 })
-	eventually(t, "k can be requested again", func() bool {
-		l, err := c.TryLock(ctx, []string{"k"})
-		if errors.Is(err, latch.ErrAlreadyHeld) {
-			return false // not unreserved yet
-		}
-		if err != nil {
-			t.Fatalf("TryLock(k) after the resume: %v", err)
-		}
-		return l != nil
-	})
+	lockableAgain(t, c, "k")
 	checkMoved(t, srv, c, held, "held")
 }
 
@@ -240,8 +210,7 @@ func TestUnavailableLockIsGivenBack(t *testing.T) {
 func TestUnavailableUnlock(t *testing.T) {
 	srv := startServer(t, 0)
 	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
-	clk := newFakeClock()
-	c := dial(t, cutOff.addr+","+other.addr, SessionTTL(silentTTL), SafetyMargin(silentMargin), withClock(clk))
+	c, _ := dialSilent(t, cutOff.addr, other.addr)
 	held, l := mustLock(t, c, "held"), mustLock(t, c, "k")
 
 	cutOff.cut(nil, []dlockpb.RequestType{dlockpb.RequestType_Unlock})
@@ -250,16 +219,7 @@ func TestUnavailableUnlock(t *testing.T) {
 		t.Fatalf("Unlock answered Unavailable: %v, want ErrUnavailable and ErrConnectionLost", err)
 	}
 	eventually(t, "the session is resumed on the other server", func() bool { return c.server() == other.addr })
-	eventually(t, "k can be requested again", func() bool {
-		_, err := c.TryLock(ctx, []string{"k"})
-		if errors.Is(err, latch.ErrAlreadyHeld) {
-			return false // not unreserved yet
-		}
-		if err != nil {
-			t.Fatalf("TryLock(k) after the resume: %v", err)
-		}
-		return true
-	})
+	lockableAgain(t, c, "k")
 	if isDone(held.Done()) || c.Err() != nil {
 		t.Fatalf("lock lost after the move: %v (Client: %v)", held.Err(), c.Err())
 	}

@@ -157,11 +157,19 @@ func (p *node) lock(key string) (admin.Lock, error) {
 
 func (p *node) dial(t *testing.T, opts ...client.Option) *client.Client {
 	t.Helper()
+	return dialAll(t, p.name, []string{p.dlock}, opts...)
+}
+
+// dialAll connects a Client to the first of addrs that answers within
+// 10 s, or fails the test naming what (the nodes dialed), and closes it
+// when the test ends.
+func dialAll(t *testing.T, what string, addrs []string, opts ...client.Option) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, p.dlock, opts...)
+	c, err := client.Dial(ctx, strings.Join(addrs, ","), opts...)
 	if err != nil {
-		t.Fatalf("%s: dial: %v", p.name, err)
+		t.Fatalf("%s: dial: %v", what, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -315,14 +323,7 @@ func TestClusterKillLeader(t *testing.T) {
 		waited <- outcome{l, err}
 	}()
 	// A client with a TTL session on the leader, which knows every node.
-	all := procs[leader].dlock + "," + procs[f1].dlock + "," + procs[f2].dlock
-	ctx10, cancel10 := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel10()
-	mover, err := client.Dial(ctx10, all, client.SessionTTL(6*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mover.Close()
+	mover := dialAll(t, "every node", []string{procs[leader].dlock, procs[f1].dlock, procs[f2].dlock}, client.SessionTTL(6*time.Second))
 	moved, err := mover.Lock(ctx, []string{"r"})
 	if err != nil {
 		t.Fatal(err)
@@ -449,13 +450,7 @@ func TestClusterStopNode(t *testing.T) {
 	}
 	ctx := context.Background()
 	const ttl = 3 * time.Second
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(dctx, strings.Join(addrs, ","), client.SessionTTL(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialAll(t, "every node", addrs, client.SessionTTL(ttl))
 	held, err := c.Lock(ctx, []string{"k"})
 	if err != nil {
 		t.Fatal(err)

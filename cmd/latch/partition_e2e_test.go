@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/client"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 // raftNet carries the Raft and forwarding connections of a cluster whose
@@ -141,24 +141,6 @@ func startCutCluster(t *testing.T, extra ...string) (map[string]*node, map[strin
 	return procs, ips, rn
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use: a client's log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestClusterPartitionedNode: a follower is cut off from the other two
 // nodes by a partition that leaves its clients' connections open. It
 // answers a Go client's session Unavailable (it can no longer commit, and
@@ -193,15 +175,9 @@ func TestClusterPartitionedNode(t *testing.T) {
 	// after it lost its leader; what waits, when it lets go of its
 	// clients, 80% of the 2 s node TTL after its last heartbeat).
 	const ttl = 20 * time.Second
-	var log syncBuffer
+	var log latchtest.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := client.Dial(dctx, strings.Join(addrs, ","), client.SessionTTL(ttl), client.Logger(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialAll(t, "every node", addrs, client.SessionTTL(ttl), client.Logger(logger))
 	held, err := c.Lock(ctx, []string{"k"})
 	if err != nil {
 		t.Fatal(err)
