@@ -329,16 +329,9 @@ func (v *v3) watchDone(l *client.Lock) func() int64 {
 	}
 }
 
-// hold keeps l for d, or less if it is lost first.
-func hold(l *client.Lock, d time.Duration) {
-	select {
-	case <-time.After(d):
-	case <-l.Done():
-	}
-}
-
-// runV3 runs a v3 worker: next picks each request.
-func (w *workers) runV3(id int, next func(rng *rand.Rand) spec, maxHold time.Duration) {
+// runV3 runs a v3 worker: next picks each request, and work is what it
+// does while it holds the lock it was granted.
+func (w *workers) runV3(id int, next func(rng *rand.Rand) spec, work func(v *v3, s spec, l *client.Lock)) {
 	defer w.wg.Done()
 	v := w.newV3(id)
 	defer v.close()
@@ -357,7 +350,7 @@ func (w *workers) runV3(id int, next func(rng *rand.Rand) spec, maxHold time.Dur
 		}
 		lostAt := v.watchDone(l)
 		w.setHolding(id, v.target)
-		hold(l, time.Duration(v.rng.Int64N(int64(maxHold)+1)))
+		work(v, s, l)
 		w.setHolding(id, "")
 		v.release(l, s, lostAt)
 		if v.c == nil {
@@ -366,35 +359,26 @@ func (w *workers) runV3(id int, next func(rng *rand.Rand) spec, maxHold time.Dur
 	}
 }
 
+// holdUpTo is the work of a v3 lock workload: keep the lock for up to d,
+// or less if it is lost first.
+func holdUpTo(d time.Duration) func(v *v3, s spec, l *client.Lock) {
+	return func(v *v3, _ spec, l *client.Lock) {
+		select {
+		case <-time.After(time.Duration(v.rng.Int64N(int64(d) + 1))):
+		case <-l.Done():
+		}
+	}
+}
+
 // runFenced runs a worker of the fenced register: under a leased lock,
 // read the key's list with the lock's token, sometimes pause past the
 // lease, write the list back with a value appended, unlock.
 func (w *workers) runFenced(id int, keys int) {
-	defer w.wg.Done()
-	v := w.newV3(id)
-	defer v.close()
-	if !v.connect() {
-		return
-	}
-	for !w.stopped() {
-		s := spec{keys: []string{w.key("f", v.rng.IntN(keys))}, mode: check.Exclusive, lease: lease, wait: 2 * time.Second, strict: true}
-		l := v.acquire(s)
-		if l == nil {
-			if v.c == nil {
-				return
-			}
-			w.backOff(v.rng)
-			continue
-		}
-		lostAt := v.watchDone(l)
-		w.setHolding(id, v.target)
+	w.runV3(id, func(rng *rand.Rand) spec {
+		return spec{keys: []string{w.key("f", rng.IntN(keys))}, mode: check.Exclusive, lease: lease, wait: 2 * time.Second, strict: true}
+	}, func(v *v3, s spec, l *client.Lock) {
 		w.updateRegister(id, v.owner, s.keys[0], uint64(l.Token()), v.rng)
-		w.setHolding(id, "")
-		v.release(l, s, lostAt)
-		if v.c == nil {
-			return
-		}
-	}
+	})
 }
 
 // updateRegister is the fenced workload's work under a lock of key with
@@ -537,7 +521,7 @@ func (w *workers) start() {
 		w.runV3(id, func(rng *rand.Rand) spec {
 			return spec{keys: []string{w.key("m", rng.IntN(mutexKeys))}, mode: check.Exclusive,
 				wait: time.Duration(rng.IntN(3)) * 300 * time.Millisecond, strict: true}
-		}, 200*time.Millisecond)
+		}, holdUpTo(200*time.Millisecond))
 	})
 	for range 2 {
 		spawn(func(id int) { w.runConn(id, "v2", mutexKeys) })
@@ -556,7 +540,7 @@ func (w *workers) start() {
 		spawn(func(id int) {
 			w.runV3(id, func(rng *rand.Rand) spec {
 				return spec{keys: []string{w.key("sem", 0)}, mode: check.Shared, limit: 2, wait: time.Second}
-			}, 200*time.Millisecond)
+			}, holdUpTo(200*time.Millisecond))
 		})
 	}
 	for range 3 {
@@ -566,7 +550,7 @@ func (w *workers) start() {
 					return spec{keys: []string{w.key("rw", 0)}, mode: check.Exclusive, wait: time.Second, strict: true}
 				}
 				return spec{keys: []string{w.key("rw", 0)}, mode: check.Shared, wait: time.Second}
-			}, 150*time.Millisecond)
+			}, holdUpTo(150*time.Millisecond))
 		})
 	}
 	for range 3 {
@@ -579,7 +563,7 @@ func (w *workers) start() {
 					keys = append(keys, w.key("mk", i))
 				}
 				return spec{keys: keys, mode: check.Exclusive, wait: 2 * time.Second}
-			}, 100*time.Millisecond)
+			}, holdUpTo(100*time.Millisecond))
 		})
 	}
 }
