@@ -530,7 +530,7 @@ func (w *workers) start() {
 		spawn(func(id int) { w.runConn(id, "memcache", mutexKeys) })
 	}
 	for range 2 {
-		spawn(func(id int) { w.runRedis(id, mutexKeys) })
+		spawn(func(id int) { w.runRedisMutex(id, mutexKeys) })
 	}
 	for range 2 {
 		spawn(func(id int) { w.runFenced(id, fencedKeys) })
