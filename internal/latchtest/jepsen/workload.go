@@ -420,6 +420,12 @@ func (w *workers) updateRegister(id int, owner, key string, token uint64, rng *r
 func (w *workers) runConn(id int, proto string, keys int) {
 	defer w.wg.Done()
 	rng := rand.New(rand.NewPCG(w.seed, uint64(id)))
+	dial := func(t Target) (connLocker, error) {
+		if proto == "v2" {
+			return dialV2(t.DLock)
+		}
+		return dialMemcache(t.Memcache)
+	}
 	var conn connLocker
 	var owner, target string
 	connect := func() bool {
@@ -429,20 +435,8 @@ func (w *workers) runConn(id int, proto string, keys int) {
 		}
 		for !w.stopped() {
 			t := w.targets[rng.IntN(len(w.targets))]
-			var err error
-			if proto == "v2" {
-				var c *v2Conn
-				if c, err = dialV2(t.DLock); err == nil {
-					conn = c
-				}
-			} else {
-				var c *mcConn
-				if c, err = dialMemcache(t.Memcache); err == nil {
-					conn = c
-				}
-			}
-			if err == nil {
-				owner, target = w.owner(proto, id), t.ID
+			if c, err := dial(t); err == nil {
+				conn, owner, target = c, w.owner(proto, id), t.ID
 				return true
 			}
 			w.sleep(100 * time.Millisecond)
@@ -457,12 +451,16 @@ func (w *workers) runConn(id int, proto string, keys int) {
 			conn.close()
 		}
 	}()
+	newOp := func(kind check.Kind, key string) check.Op {
+		return check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: kind, Keys: []string{key}}
+	}
 	for !w.stopped() {
 		key := w.key("m", rng.IntN(keys))
 		// dlock v2 has no try-once (a wait of 0 waits forever); memcached's
 		// lock never waits.
 		wait := time.Duration(1+rng.IntN(3)) * 200 * time.Millisecond
-		op := check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: check.Acquire, Keys: []string{key}, Mode: check.Exclusive, Strict: true}
+		op := newOp(check.Acquire, key)
+		op.Mode, op.Strict = check.Exclusive, true
 		op.Call = w.h.Now()
 		out, err := conn.lock(key, wait)
 		op.Return, op.Outcome = w.h.Now(), out
@@ -474,7 +472,8 @@ func (w *workers) runConn(id int, proto string, keys int) {
 		}
 		w.h.Add(op)
 		if out == check.Unknown {
-			lost := check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: check.Lost, Keys: op.Keys, Call: op.Call, Outcome: check.Unknown}
+			lost := newOp(check.Lost, key)
+			lost.Call, lost.Outcome = op.Call, check.Unknown
 			w.h.Add(lost)
 		}
 		if out != check.OK {
@@ -491,7 +490,7 @@ func (w *workers) runConn(id int, proto string, keys int) {
 		w.setHolding(id, target)
 		time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
 		w.setHolding(id, "")
-		rel := check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: check.Release, Keys: op.Keys}
+		rel := newOp(check.Release, key)
 		rel.Call = w.h.Now()
 		out, err = conn.unlock(key)
 		rel.Return, rel.Outcome = w.h.Now(), out
