@@ -213,9 +213,8 @@ func inNamespace(t *testing.T) {
 	res, err := run(config{
 		duration: d, seed: seed, fencing: !control, fencedKeys: 2, targets: targets, out: out, logf: logf,
 		nemesis: func(ctx context.Context, w *workers) (map[string]int, error) {
-			n := &nemesis{kinds: kinds, c: c, fw: fw, w: w, rng: rand.New(rand.NewPCG(seed, 0)), logf: logf, counts: map[string]int{}}
-			err := n.run(ctx)
-			return n.counts, err
+			n := &nemesis{kinds: kinds, c: c, fw: fw, w: w, rng: rand.New(rand.NewPCG(seed, 0)), logf: logf}
+			return n.run(ctx)
 		},
 	})
 	for _, n := range c.Nodes {

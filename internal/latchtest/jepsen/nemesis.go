@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/latchd/latch/internal/latchtest/jepsen/cluster"
@@ -28,25 +27,19 @@ var faultKinds = []string{faultKill, faultKillLeader, faultPauseLeader, faultPau
 // nemesis injects faults into the cluster on a schedule drawn from a seed:
 // a healthy spell, one fault for a while, its end, and so on.
 type nemesis struct {
-	kinds  []string // the kinds of faults to draw from
-	c      *cluster.Cluster
-	fw     *cluster.Firewall
-	w      *workers
-	rng    *rand.Rand
-	logf   func(format string, args ...any)
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (n *nemesis) count(kind string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.counts[kind]++
+	kinds []string // the kinds of faults to draw from
+	c     *cluster.Cluster
+	fw    *cluster.Firewall
+	w     *workers
+	rng   *rand.Rand
+	logf  func(format string, args ...any)
 }
 
 // run injects faults until ctx ends, then heals everything: every node
-// runs, none is paused, no cut remains, and a leader is agreed on.
-func (n *nemesis) run(ctx context.Context) error {
+// runs, none is paused, no cut remains, and a leader is agreed on. It
+// returns how many faults of each kind it injected.
+func (n *nemesis) run(ctx context.Context) (map[string]int, error) {
+	counts := map[string]int{}
 	for ctx.Err() == nil {
 		sleep(ctx, time.Duration(2000+n.rng.IntN(3000))*time.Millisecond)
 		if ctx.Err() != nil {
@@ -56,13 +49,13 @@ func (n *nemesis) run(ctx context.Context) error {
 		d := time.Duration(1000+n.rng.IntN(5000)) * time.Millisecond
 		did, err := n.inject(ctx, kind, d)
 		if err != nil {
-			return err
+			return counts, err
 		}
 		if did {
-			n.count(kind)
+			counts[kind]++
 		}
 	}
-	return n.heal()
+	return counts, n.heal()
 }
 
 // inject injects one fault of kind for d; false when it could not (no

@@ -24,6 +24,7 @@ type redisClient struct {
 // redisHold is a lock a redisClient holds.
 type redisHold struct {
 	key, value string
+	lease      time.Duration
 	target     Target // the node it was acquired through
 	token      uint64 // its fencing token; 0 when not known
 }
@@ -112,7 +113,7 @@ func (rc *redisClient) acquire(key string, lease, wait time.Duration) *redisHold
 		rc.done(t, err)
 		switch out {
 		case check.OK:
-			h := &redisHold{key: key, value: value, target: t}
+			h := &redisHold{key: key, value: value, lease: lease, target: t}
 			tok, err := c.token(key, value)
 			rc.done(t, err)
 			if err != nil {
@@ -175,41 +176,52 @@ func (rc *redisClient) release(h *redisHold) {
 	rc.w.h.Add(op)
 }
 
-// runRedis runs a Redis worker on the mutex keys: acquire with a lease of
-// 0.3 to 1 s, trying for up to 0.6 s; hold up to 200 ms, and one time in
-// five past the lease, as a paused client would (another client may take
-// the key meanwhile, and the release is then answered 0); renew the lease
-// halfway one time in three; release.
-func (w *workers) runRedis(id int, keys int) {
+// runRedis runs a Redis worker: acquire asks for each lock (nil: not
+// granted), and work is what it does while it holds it; false when an
+// answer said the lock was no longer held, which is then not released.
+func (w *workers) runRedis(id int, acquire func(rc *redisClient) *redisHold, work func(rc *redisClient, h *redisHold) bool) {
 	defer w.wg.Done()
 	rc := w.newRedisClient(id)
 	defer rc.close()
 	for !w.stopped() {
-		lease := time.Duration(300+rc.rng.IntN(700)) * time.Millisecond
-		h := rc.acquire(w.key("m", rc.rng.IntN(keys)), lease, time.Duration(rc.rng.IntN(3))*300*time.Millisecond)
+		h := acquire(rc)
 		if h == nil {
 			w.backOff(rc.rng)
 			continue
 		}
 		w.setHolding(id, h.target.ID)
-		d := time.Duration(rc.rng.IntN(200)) * time.Millisecond
-		if rc.rng.IntN(5) == 0 {
-			d = lease + time.Duration(rc.rng.IntN(300))*time.Millisecond
-		}
-		held := true
-		if rc.rng.IntN(3) == 0 {
-			time.Sleep(d / 2)
-			held = rc.extend(h, lease)
-			d -= d / 2
-		}
-		if held {
-			time.Sleep(d)
-		}
+		held := work(rc, h)
 		w.setHolding(id, "")
 		if held {
 			rc.release(h)
 		}
 	}
+}
+
+// runRedisMutex runs a Redis worker on the mutex keys: acquire with a
+// lease of 0.3 to 1 s, trying for up to 0.6 s; hold up to 200 ms, and one
+// time in five past the lease, as a paused client would (another client
+// may take the key meanwhile, and the release is then answered 0); renew
+// the lease halfway one time in three; release.
+func (w *workers) runRedisMutex(id int, keys int) {
+	w.runRedis(id, func(rc *redisClient) *redisHold {
+		lease := time.Duration(300+rc.rng.IntN(700)) * time.Millisecond
+		return rc.acquire(w.key("m", rc.rng.IntN(keys)), lease, time.Duration(rc.rng.IntN(3))*300*time.Millisecond)
+	}, func(rc *redisClient, h *redisHold) bool {
+		d := time.Duration(rc.rng.IntN(200)) * time.Millisecond
+		if rc.rng.IntN(5) == 0 {
+			d = h.lease + time.Duration(rc.rng.IntN(300))*time.Millisecond
+		}
+		if rc.rng.IntN(3) == 0 {
+			time.Sleep(d / 2)
+			if !rc.extend(h, h.lease) {
+				return false
+			}
+			d -= d / 2
+		}
+		time.Sleep(d)
+		return true
+	})
 }
 
 // runRedisFenced runs a Redis worker of the fenced register: under a lock
@@ -218,20 +230,12 @@ func (w *workers) runRedis(id int, keys int) {
 // a lock whose lease ended before the token was read has none), then
 // releases.
 func (w *workers) runRedisFenced(id int, keys int) {
-	defer w.wg.Done()
-	rc := w.newRedisClient(id)
-	defer rc.close()
-	for !w.stopped() {
-		h := rc.acquire(w.key("f", rc.rng.IntN(keys)), lease, 2*time.Second)
-		if h == nil {
-			w.backOff(rc.rng)
-			continue
-		}
-		w.setHolding(id, h.target.ID)
+	w.runRedis(id, func(rc *redisClient) *redisHold {
+		return rc.acquire(w.key("f", rc.rng.IntN(keys)), lease, 2*time.Second)
+	}, func(rc *redisClient, h *redisHold) bool {
 		if h.token > 0 {
 			w.updateRegister(id, h.value, h.key, h.token, rc.rng)
 		}
-		w.setHolding(id, "")
-		rc.release(h)
-	}
+		return true
+	})
 }

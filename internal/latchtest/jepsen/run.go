@@ -65,7 +65,15 @@ type redisFigures struct {
 	unknown    int // requests whose outcome stayed unknown
 }
 
+// count counts op in r's figures.
 func (r *result) count(op check.Op) {
+	if op.Kind == check.Lost {
+		return // not a request
+	}
+	r.ops++
+	if op.Outcome == check.Unknown {
+		r.unknown++
+	}
 	if op.Kind == check.Acquire && op.Outcome == check.OK {
 		r.grants[op.Proto]++
 	}
@@ -73,7 +81,6 @@ func (r *result) count(op check.Op) {
 		return
 	}
 	switch {
-	case op.Kind == check.Lost:
 	case op.Outcome == check.Unknown:
 		r.redis.unknown++
 	case op.Kind == check.Acquire && op.Outcome == check.OK:
@@ -158,12 +165,6 @@ func run(cfg config) (result, error) {
 
 	ops := h.Ops()
 	for _, op := range ops {
-		if op.Kind != check.Lost {
-			res.ops++
-		}
-		if op.Outcome == check.Unknown && op.Kind != check.Lost {
-			res.unknown++
-		}
 		res.count(op)
 	}
 	res.pauses = w.pauses

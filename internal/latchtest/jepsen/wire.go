@@ -211,35 +211,17 @@ func dialRedis(addr string) (*redisConn, error) {
 	return &redisConn{c: c, r: bufio.NewReader(c)}, nil
 }
 
-// do sends the commands in one write and reads their replies.
-func (rc *redisConn) do(cmds ...[]string) ([]redisReply, error) {
-	rc.buf = rc.buf[:0]
-	for _, args := range cmds {
-		rc.buf = fmt.Appendf(rc.buf, "*%d\r\n", len(args))
-		for _, a := range args {
-			rc.buf = fmt.Appendf(rc.buf, "$%d\r\n%s\r\n", len(a), a)
-		}
+// cmd sends a command and reads its reply.
+func (rc *redisConn) cmd(args ...string) (redisReply, error) {
+	rc.buf = fmt.Appendf(rc.buf[:0], "*%d\r\n", len(args))
+	for _, a := range args {
+		rc.buf = fmt.Appendf(rc.buf, "$%d\r\n%s\r\n", len(a), a)
 	}
 	rc.c.SetDeadline(time.Now().Add(callSlack))
 	if _, err := rc.c.Write(rc.buf); err != nil {
-		return nil, err
-	}
-	replies := make([]redisReply, len(cmds))
-	for i := range replies {
-		var err error
-		if replies[i], err = readRedisReply(rc.r); err != nil {
-			return nil, err
-		}
-	}
-	return replies, nil
-}
-
-func (rc *redisConn) cmd(args ...string) (redisReply, error) {
-	r, err := rc.do(args)
-	if err != nil {
 		return redisReply{}, err
 	}
-	return r[0], nil
+	return readRedisReply(rc.r)
 }
 
 func readRedisReply(r *bufio.Reader) (redisReply, error) {

@@ -329,16 +329,9 @@ func (v *v3) watchDone(l *client.Lock) func() int64 {
 	}
 }
 
-// hold keeps l for d, or less if it is lost first.
-func hold(l *client.Lock, d time.Duration) {
-	select {
-	case <-time.After(d):
-	case <-l.Done():
-	}
-}
-
-// runV3 runs a v3 worker: next picks each request.
-func (w *workers) runV3(id int, next func(rng *rand.Rand) spec, maxHold time.Duration) {
+// runV3 runs a v3 worker: next picks each request, and work is what it
+// does while it holds the lock it was granted.
+func (w *workers) runV3(id int, next func(rng *rand.Rand) spec, work func(v *v3, s spec, l *client.Lock)) {
 	defer w.wg.Done()
 	v := w.newV3(id)
 	defer v.close()
@@ -357,7 +350,7 @@ func (w *workers) runV3(id int, next func(rng *rand.Rand) spec, maxHold time.Dur
 		}
 		lostAt := v.watchDone(l)
 		w.setHolding(id, v.target)
-		hold(l, time.Duration(v.rng.Int64N(int64(maxHold)+1)))
+		work(v, s, l)
 		w.setHolding(id, "")
 		v.release(l, s, lostAt)
 		if v.c == nil {
@@ -366,35 +359,26 @@ func (w *workers) runV3(id int, next func(rng *rand.Rand) spec, maxHold time.Dur
 	}
 }
 
+// holdUpTo is the work of a v3 lock workload: keep the lock for up to d,
+// or less if it is lost first.
+func holdUpTo(d time.Duration) func(v *v3, s spec, l *client.Lock) {
+	return func(v *v3, _ spec, l *client.Lock) {
+		select {
+		case <-time.After(time.Duration(v.rng.Int64N(int64(d) + 1))):
+		case <-l.Done():
+		}
+	}
+}
+
 // runFenced runs a worker of the fenced register: under a leased lock,
 // read the key's list with the lock's token, sometimes pause past the
 // lease, write the list back with a value appended, unlock.
 func (w *workers) runFenced(id int, keys int) {
-	defer w.wg.Done()
-	v := w.newV3(id)
-	defer v.close()
-	if !v.connect() {
-		return
-	}
-	for !w.stopped() {
-		s := spec{keys: []string{w.key("f", v.rng.IntN(keys))}, mode: check.Exclusive, lease: lease, wait: 2 * time.Second, strict: true}
-		l := v.acquire(s)
-		if l == nil {
-			if v.c == nil {
-				return
-			}
-			w.backOff(v.rng)
-			continue
-		}
-		lostAt := v.watchDone(l)
-		w.setHolding(id, v.target)
+	w.runV3(id, func(rng *rand.Rand) spec {
+		return spec{keys: []string{w.key("f", rng.IntN(keys))}, mode: check.Exclusive, lease: lease, wait: 2 * time.Second, strict: true}
+	}, func(v *v3, s spec, l *client.Lock) {
 		w.updateRegister(id, v.owner, s.keys[0], uint64(l.Token()), v.rng)
-		w.setHolding(id, "")
-		v.release(l, s, lostAt)
-		if v.c == nil {
-			return
-		}
-	}
+	})
 }
 
 // updateRegister is the fenced workload's work under a lock of key with
@@ -436,6 +420,12 @@ func (w *workers) updateRegister(id int, owner, key string, token uint64, rng *r
 func (w *workers) runConn(id int, proto string, keys int) {
 	defer w.wg.Done()
 	rng := rand.New(rand.NewPCG(w.seed, uint64(id)))
+	dial := func(t Target) (connLocker, error) {
+		if proto == "v2" {
+			return dialV2(t.DLock)
+		}
+		return dialMemcache(t.Memcache)
+	}
 	var conn connLocker
 	var owner, target string
 	connect := func() bool {
@@ -445,20 +435,8 @@ func (w *workers) runConn(id int, proto string, keys int) {
 		}
 		for !w.stopped() {
 			t := w.targets[rng.IntN(len(w.targets))]
-			var err error
-			if proto == "v2" {
-				var c *v2Conn
-				if c, err = dialV2(t.DLock); err == nil {
-					conn = c
-				}
-			} else {
-				var c *mcConn
-				if c, err = dialMemcache(t.Memcache); err == nil {
-					conn = c
-				}
-			}
-			if err == nil {
-				owner, target = w.owner(proto, id), t.ID
+			if c, err := dial(t); err == nil {
+				conn, owner, target = c, w.owner(proto, id), t.ID
 				return true
 			}
 			w.sleep(100 * time.Millisecond)
@@ -473,12 +451,16 @@ func (w *workers) runConn(id int, proto string, keys int) {
 			conn.close()
 		}
 	}()
+	newOp := func(kind check.Kind, key string) check.Op {
+		return check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: kind, Keys: []string{key}}
+	}
 	for !w.stopped() {
 		key := w.key("m", rng.IntN(keys))
 		// dlock v2 has no try-once (a wait of 0 waits forever); memcached's
 		// lock never waits.
 		wait := time.Duration(1+rng.IntN(3)) * 200 * time.Millisecond
-		op := check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: check.Acquire, Keys: []string{key}, Mode: check.Exclusive, Strict: true}
+		op := newOp(check.Acquire, key)
+		op.Mode, op.Strict = check.Exclusive, true
 		op.Call = w.h.Now()
 		out, err := conn.lock(key, wait)
 		op.Return, op.Outcome = w.h.Now(), out
@@ -490,7 +472,8 @@ func (w *workers) runConn(id int, proto string, keys int) {
 		}
 		w.h.Add(op)
 		if out == check.Unknown {
-			lost := check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: check.Lost, Keys: op.Keys, Call: op.Call, Outcome: check.Unknown}
+			lost := newOp(check.Lost, key)
+			lost.Call, lost.Outcome = op.Call, check.Unknown
 			w.h.Add(lost)
 		}
 		if out != check.OK {
@@ -507,7 +490,7 @@ func (w *workers) runConn(id int, proto string, keys int) {
 		w.setHolding(id, target)
 		time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
 		w.setHolding(id, "")
-		rel := check.Op{Worker: id, Owner: owner, Proto: proto, Node: target, Kind: check.Release, Keys: op.Keys}
+		rel := newOp(check.Release, key)
 		rel.Call = w.h.Now()
 		out, err = conn.unlock(key)
 		rel.Return, rel.Outcome = w.h.Now(), out
@@ -537,7 +520,7 @@ func (w *workers) start() {
 		w.runV3(id, func(rng *rand.Rand) spec {
 			return spec{keys: []string{w.key("m", rng.IntN(mutexKeys))}, mode: check.Exclusive,
 				wait: time.Duration(rng.IntN(3)) * 300 * time.Millisecond, strict: true}
-		}, 200*time.Millisecond)
+		}, holdUpTo(200*time.Millisecond))
 	})
 	for range 2 {
 		spawn(func(id int) { w.runConn(id, "v2", mutexKeys) })
@@ -546,7 +529,7 @@ func (w *workers) start() {
 		spawn(func(id int) { w.runConn(id, "memcache", mutexKeys) })
 	}
 	for range 2 {
-		spawn(func(id int) { w.runRedis(id, mutexKeys) })
+		spawn(func(id int) { w.runRedisMutex(id, mutexKeys) })
 	}
 	for range 2 {
 		spawn(func(id int) { w.runFenced(id, fencedKeys) })
@@ -556,7 +539,7 @@ func (w *workers) start() {
 		spawn(func(id int) {
 			w.runV3(id, func(rng *rand.Rand) spec {
 				return spec{keys: []string{w.key("sem", 0)}, mode: check.Shared, limit: 2, wait: time.Second}
-			}, 200*time.Millisecond)
+			}, holdUpTo(200*time.Millisecond))
 		})
 	}
 	for range 3 {
@@ -566,7 +549,7 @@ func (w *workers) start() {
 					return spec{keys: []string{w.key("rw", 0)}, mode: check.Exclusive, wait: time.Second, strict: true}
 				}
 				return spec{keys: []string{w.key("rw", 0)}, mode: check.Shared, wait: time.Second}
-			}, 150*time.Millisecond)
+			}, holdUpTo(150*time.Millisecond))
 		})
 	}
 	for range 3 {
@@ -579,7 +562,7 @@ func (w *workers) start() {
 					keys = append(keys, w.key("mk", i))
 				}
 				return spec{keys: keys, mode: check.Exclusive, wait: 2 * time.Second}
-			}, 100*time.Millisecond)
+			}, holdUpTo(100*time.Millisecond))
 		})
 	}
 }

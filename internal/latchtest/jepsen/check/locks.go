@@ -304,13 +304,17 @@ func (r *LockReport) countTokenRegressions(key string, kops []keyOp) {
 	}
 }
 
+// maxProblems is how many problems a report describes at the most.
 const maxProblems = 20
 
-func (r *LockReport) problem(format string, args ...any) {
-	if len(r.Problems) < maxProblems {
-		r.Problems = append(r.Problems, sprintf(format, args...))
+// addProblem describes a problem in problems, unless it has maxProblems.
+func addProblem(problems *[]string, format string, args ...any) {
+	if len(*problems) < maxProblems {
+		*problems = append(*problems, fmt.Sprintf(format, args...))
 	}
 }
+
+func (r *LockReport) problem(format string, args ...any) { addProblem(&r.Problems, format, args...) }
 
 // fileName makes a key usable in a file name.
 func fileName(k string) string {
@@ -321,5 +325,3 @@ func fileName(k string) string {
 		return r
 	}, k)
 }
-
-var sprintf = fmt.Sprintf

@@ -102,7 +102,5 @@ func Register(ops []Op, final map[string][]int, accepted map[string][]Accepted) 
 }
 
 func (r *RegisterReport) problem(format string, args ...any) {
-	if len(r.Problems) < maxProblems {
-		r.Problems = append(r.Problems, sprintf(format, args...))
-	}
+	addProblem(&r.Problems, format, args...)
 }
