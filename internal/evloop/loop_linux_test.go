@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -239,5 +241,27 @@ func TestReadTimeoutCountsFromLastRequest(t *testing.T) {
 	}
 	if err := closedWith(t, closed); !errors.Is(err, ErrReadTimeout) {
 		t.Fatalf("Closed(%v), want ErrReadTimeout once the stream stops", err)
+	}
+}
+
+// TestBusyLoopYields: a loop that never waits still passes through Go's
+// scheduler every yieldEvery or so, so that the runtime does not take its
+// P away during a system call (see yieldEvery).
+func TestBusyLoopYields(t *testing.T) {
+	var yields atomic.Int64
+	gosched = func() { yields.Add(1) }
+	t.Cleanup(func() { gosched = runtime.Gosched })
+	_, addr, _ := serve(t, Config{})
+	nc, br := dial(t, addr)
+	for start := time.Now(); time.Since(start) < 4*yieldEvery || yields.Load() == 0; {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("no yield in 5 s of requests")
+		}
+		if _, err := nc.Write([]byte("ping\n")); err != nil {
+			t.Fatal(err)
+		}
+		if got := readLine(t, br); got != "PING\n" {
+			t.Fatalf("got %q", got)
+		}
 	}
 }
