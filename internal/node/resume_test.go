@@ -122,3 +122,26 @@ func TestResumedSessionCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestEndResumedSession: an operator's end-session of a session resumed
+// on this node ends it: it is of the session's current generation.
+func TestEndResumedSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, Config{})
+		old := open(t, n, latch.SessionOptions{TTL: time.Minute})
+		mustAcquire(t, old, x(0, "k"))
+		s, err := n.ResumeSession(old.ID(), latch.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.EndSession(s.ID()); err != nil {
+			t.Fatalf("end of the resumed session: %v", err)
+		}
+		if !isClosed(s.Done()) {
+			t.Error("the resumed session's Done is open after its end")
+		}
+		if _, ok := n.Lock("k"); ok {
+			t.Error("k held after its session ended")
+		}
+	})
+}
