@@ -13,7 +13,8 @@ package fsm
 //
 // A field's encoding depends on its type:
 //
-//	Session, Waiter, Token, CAS, Delta    uvarint
+//	Session, Gen, Waiter, Token           uvarint
+//	CAS, Delta                            uvarint
 //	Req.Limit, Flags                      uvarint, at most math.MaxUint32
 //	At, Exptime                           varint
 //	Req.Wait, Req.Lease, TTL, LockDelay   varint, in nanoseconds
@@ -30,11 +31,19 @@ package fsm
 //	                                      uvarint, Expires varint, Owner
 //	                                      (length and bytes)
 //
-// A batch is a version byte (BatchVersion), a uvarint count and that many
-// commands, with nothing after them.
+// A batch is a version byte, a uvarint count and that many commands, with
+// nothing after them. AppendBatch writes version 2 (BatchVersion), in
+// which the commands that act on a session's behalf (see carriesGen) carry
+// its generation, Gen. DecodeBatch reads version 2 and version 1, the
+// encoding before Gen, which a log written by an older latch holds:
+// version 1 is version 2 without Gen, and its commands decode with Gen set
+// to AnyGen, so that they apply as they did when they were written, the
+// generation unchecked. DecodeCommand reads version 2. (An older latch,
+// which reads version 1 only, cannot apply what this one writes.)
 //
 // The encoding is canonical: the decoder accepts only what AppendCommand
-// and AppendBatch write, so that decoding and encoding again gives the
+// and AppendBatch write (and, for version 1, what an older latch wrote),
+// so that decoding and encoding again, in the same version, gives the
 // same bytes. Varints must be minimal and enumerated values known. Fields
 // an Op does not use are not encoded at all, and decode as zero; a nil
 // slice and an empty one encode alike, and decode as nil.
@@ -60,8 +69,13 @@ import (
 )
 
 // BatchVersion is the version of the batch encoding that AppendBatch
-// writes and DecodeBatch reads: the first byte of every encoded batch.
-const BatchVersion = 1
+// writes and DecodeBatch reads (besides batchVersion1): the first byte of
+// every encoded batch.
+const BatchVersion = 2
+
+// batchVersion1 is the version before session generations (Command.Gen):
+// DecodeBatch still reads it, for logs written by an older latch.
+const batchVersion1 = 1
 
 var (
 	// ErrMalformed is wrapped by every error of DecodeCommand and
@@ -70,7 +84,7 @@ var (
 	// larger than the input left, an unknown mode, or trailing bytes.
 	ErrMalformed = errors.New("fsm: malformed encoding")
 	// ErrVersion is wrapped by DecodeBatch's error about a batch whose
-	// version byte is not BatchVersion.
+	// version byte is neither BatchVersion nor 1.
 	ErrVersion = errors.New("fsm: unknown batch version")
 )
 
@@ -80,6 +94,7 @@ type fields uint32
 
 const (
 	fSession fields = 1 << iota
+	fGen            // from version 2 on
 	fKeys           // Req.Keys
 	fMode           // Req.Mode
 	fLimit          // Req.Limit
@@ -119,18 +134,20 @@ func opFields(op Op) (fields, bool) {
 		return fTTL, true
 	case OpNodeAlive, OpEndOwner:
 		return fKey, true
-	case OpKeepAlive, OpReleaseAll, OpItemUnlockAll, OpResume:
+	case OpKeepAlive, OpReleaseAll:
+		return fSession | fGen, true
+	case OpItemUnlockAll, OpResume:
 		return fSession, true
 	case OpEndSession:
 		return fSession | fToken, true
 	case OpAcquire:
-		return fSession | fKeys | fMode | fLimit | fWait | fLease | fRelock, true
+		return fSession | fGen | fKeys | fMode | fLimit | fWait | fLease | fRelock, true
 	case OpCancel:
 		return fWaiter, true
 	case OpRelease:
-		return fSession | fKeys, true
+		return fSession | fGen | fKeys, true
 	case OpRenew:
-		return fSession | fKeys | fLease, true
+		return fSession | fGen | fKeys | fLease, true
 	case OpForceRelease:
 		return fKey, true
 	case OpTick:
@@ -165,15 +182,21 @@ func opFields(op Op) (fields, bool) {
 // byte and three one-byte varints (OpTick).
 const minCommandLen = 4
 
-// AppendCommand appends the encoding of c to dst and returns the extended
-// buffer. Only the fields c.Op uses are encoded; the others are ignored.
-// It allocates only to grow dst.
+// AppendCommand appends the encoding of c to dst, of version BatchVersion,
+// and returns the extended buffer. Only the fields c.Op uses are encoded;
+// the others are ignored. It allocates only to grow dst.
 //
 // AppendCommand panics if c.Op is not valid, or if c.Req.Mode,
 // c.Req.Relock or c.LockMode, when c.Op uses it, holds an unknown value:
 // DecodeCommand would reject such an encoding, so the caller must check
 // these before proposing c.
 func AppendCommand(dst []byte, c *Command) []byte {
+	return appendCommand(dst, c, BatchVersion)
+}
+
+// appendCommand is AppendCommand in the encoding of version (BatchVersion
+// or batchVersion1, which leaves Gen out).
+func appendCommand(dst []byte, c *Command, version byte) []byte {
 	f, ok := opFields(c.Op)
 	if !ok {
 		if c.Op.Valid() {
@@ -187,6 +210,9 @@ func AppendCommand(dst []byte, c *Command) []byte {
 	dst = binary.AppendUvarint(dst, c.Seq)
 	if f&fSession != 0 {
 		dst = binary.AppendUvarint(dst, uint64(c.Session))
+	}
+	if f&fGen != 0 && version != batchVersion1 {
+		dst = binary.AppendUvarint(dst, c.Gen)
 	}
 	if f&fKeys != 0 {
 		dst = binary.AppendUvarint(dst, uint64(len(c.Req.Keys)))
@@ -269,7 +295,7 @@ func AppendCommand(dst []byte, c *Command) []byte {
 			if c.Tx[i].Op != OpOwned {
 				panic(fmt.Sprintf("fsm: AppendCommand of %v holding %v", c.Op, c.Tx[i].Op))
 			}
-			dst = AppendCommand(dst, &c.Tx[i])
+			dst = appendCommand(dst, &c.Tx[i], version)
 		}
 	}
 	if f&fWatch != 0 {
@@ -292,9 +318,9 @@ func validLockMode(m cache.LockMode) bool {
 	return m == cache.LockOnly || m == cache.LockGet || m == cache.LockTouch
 }
 
-// DecodeCommand decodes one command from the front of b into *c,
-// overwriting all of it, and returns the number of bytes it used; bytes
-// after them are left alone. The fields c.Op does not use are zero, and
+// DecodeCommand decodes one command of version BatchVersion from the front
+// of b into *c, overwriting all of it, and returns the number of bytes it
+// used; bytes after them are left alone. The fields c.Op does not use are zero, and
 // empty slices are nil.
 //
 // Key and Value alias b (with their capacity cut to their length, so
@@ -304,7 +330,13 @@ func validLockMode(m cache.LockMode) bool {
 // If b does not begin with a valid encoding, DecodeCommand zeroes *c and
 // returns an error wrapping ErrMalformed. It never panics.
 func DecodeCommand(b []byte, c *Command) (n int, err error) {
-	d := decoder{b: b}
+	return decodeCommand(b, c, BatchVersion)
+}
+
+// decodeCommand is DecodeCommand for the encoding of version (BatchVersion
+// or batchVersion1).
+func decodeCommand(b []byte, c *Command, version byte) (n int, err error) {
+	d := decoder{b: b, version: version}
 	d.command(c)
 	if d.err != nil {
 		*c = Command{}
@@ -313,14 +345,21 @@ func DecodeCommand(b []byte, c *Command) (n int, err error) {
 	return d.off, nil
 }
 
-// AppendBatch appends the encoding of a batch of cmds to dst and returns
-// the extended buffer. It panics as AppendCommand does on a command that
-// cannot be encoded.
+// AppendBatch appends the encoding of a batch of cmds, of version
+// BatchVersion, to dst and returns the extended buffer. It panics as
+// AppendCommand does on a command that cannot be encoded.
 func AppendBatch(dst []byte, cmds []Command) []byte {
-	dst = append(dst, BatchVersion)
+	return appendBatch(dst, cmds, BatchVersion)
+}
+
+// appendBatch is AppendBatch in the encoding of version (BatchVersion, or
+// batchVersion1, which leaves Gen out: what an older latch wrote, for the
+// tests).
+func appendBatch(dst []byte, cmds []Command, version byte) []byte {
+	dst = append(dst, version)
 	dst = binary.AppendUvarint(dst, uint64(len(cmds)))
 	for i := range cmds {
-		dst = AppendCommand(dst, &cmds[i])
+		dst = appendCommand(dst, &cmds[i], version)
 	}
 	return dst
 }
@@ -329,19 +368,21 @@ func AppendBatch(dst []byte, cmds []Command) []byte {
 // their storage. As with DecodeCommand, the commands' Key and Value alias
 // data.
 //
-// DecodeBatch returns an error wrapping ErrVersion if data is not of
-// version BatchVersion, and one wrapping ErrMalformed if data is not
-// otherwise a valid encoding of a batch, with nothing after it. On error, b
-// is left empty. It never panics.
+// DecodeBatch reads versions BatchVersion and 1; the commands of a version
+// 1 batch that carry a generation from version 2 on have Gen AnyGen. It
+// returns an error wrapping ErrVersion if data is of another version, and
+// one wrapping ErrMalformed if data is not otherwise a valid encoding of a
+// batch, with nothing after it. On error, b is left empty. It never
+// panics.
 func DecodeBatch(data []byte, b *Batch) error {
 	b.Reset()
 	if len(data) == 0 {
 		return fmt.Errorf("fsm: decode batch: empty: %w", ErrMalformed)
 	}
-	if data[0] != BatchVersion {
-		return fmt.Errorf("fsm: decode batch: version %d, want %d: %w", data[0], BatchVersion, ErrVersion)
+	if v := data[0]; v != BatchVersion && v != batchVersion1 {
+		return fmt.Errorf("fsm: decode batch: version %d, want %d or %d: %w", v, BatchVersion, batchVersion1, ErrVersion)
 	}
-	d := decoder{b: data, off: 1}
+	d := decoder{b: data, off: 1, version: data[0]}
 	count := d.count("count", "commands", minCommandLen)
 	if d.err != nil {
 		return fmt.Errorf("fsm: decode batch: %w", d.err)
@@ -362,13 +403,15 @@ func DecodeBatch(data []byte, b *Batch) error {
 	return nil
 }
 
-// A decoder reads an encoding from the front of b[off:]. The first problem
-// it meets is kept in err, which wraps ErrMalformed; after it, every read
-// returns a zero value, so that a caller checks err once at the end.
+// A decoder reads an encoding of version from the front of b[off:]. The
+// first problem it meets is kept in err, which wraps ErrMalformed; after
+// it, every read returns a zero value, so that a caller checks err once at
+// the end.
 type decoder struct {
-	b   []byte
-	off int
-	err error
+	b       []byte
+	off     int
+	err     error
+	version byte
 }
 
 // fail records the problem with field, unless one is already recorded.
@@ -411,6 +454,13 @@ func (d *decoder) fields(c *Command) {
 	c.Seq = d.uvarint("Seq")
 	if f&fSession != 0 {
 		c.Session = latch.SessionID(d.uvarint("Session"))
+	}
+	if f&fGen != 0 {
+		if d.version == batchVersion1 {
+			c.Gen = AnyGen
+		} else {
+			c.Gen = d.uvarint("Gen")
+		}
 	}
 	if f&fKeys != 0 {
 		c.Req.Keys = d.keys("Req.Keys")

@@ -38,10 +38,10 @@ func testCommands() map[Op]Command {
 	add(hdr(OpOpenSession, 2), func(c *Command) {
 		c.TTL, c.LockDelay, c.Key = 30*time.Second, 15*time.Second, []byte("node-b")
 	})
-	add(hdr(OpKeepAlive, 3), func(c *Command) { c.Session = 17 })
+	add(hdr(OpKeepAlive, 3), func(c *Command) { c.Session, c.Gen = 17, 2 })
 	add(hdr(OpEndSession, 4), func(c *Command) { c.Session, c.Token = 18, 2 })
 	add(hdr(OpAcquire, 5), func(c *Command) {
-		c.Session = 17
+		c.Session, c.Gen = 17, 2
 		c.Req = latch.LockRequest{
 			Keys:   []string{"jobs/nightly", "db:users:42", strings.Repeat("k", latch.MaxKeyLen)},
 			Mode:   latch.Shared,
@@ -53,12 +53,12 @@ func testCommands() map[Op]Command {
 	})
 	add(hdr(OpCancel, 6), func(c *Command) { c.Waiter = 1234 })
 	add(hdr(OpRelease, 7), func(c *Command) {
-		c.Session = 17
+		c.Session, c.Gen = 17, 2
 		c.Req.Keys = []string{"jobs/nightly", "db:users:42"}
 	})
-	add(hdr(OpReleaseAll, 8), func(c *Command) { c.Session = 17 })
+	add(hdr(OpReleaseAll, 8), func(c *Command) { c.Session, c.Gen = 17, 2 })
 	add(hdr(OpRenew, 9), func(c *Command) {
-		c.Session = 17
+		c.Session, c.Gen = 17, 2
 		c.Req.Keys = []string{"jobs/nightly"}
 		c.Req.Lease = 90 * time.Second
 	})
@@ -158,18 +158,20 @@ func normalize(c *Command) bool {
 		n.TTL = c.TTL
 	case OpNodeAlive, OpEndOwner:
 		n.Key = c.Key
-	case OpKeepAlive, OpReleaseAll, OpItemUnlockAll, OpResume:
+	case OpKeepAlive, OpReleaseAll:
+		n.Session, n.Gen = c.Session, c.Gen
+	case OpItemUnlockAll, OpResume:
 		n.Session = c.Session
 	case OpEndSession:
 		n.Session, n.Token = c.Session, c.Token
 	case OpAcquire:
-		n.Session, n.Req = c.Session, c.Req
+		n.Session, n.Gen, n.Req = c.Session, c.Gen, c.Req
 	case OpCancel:
 		n.Waiter = c.Waiter
 	case OpRelease:
-		n.Session, n.Req.Keys = c.Session, c.Req.Keys
+		n.Session, n.Gen, n.Req.Keys = c.Session, c.Gen, c.Req.Keys
 	case OpRenew:
-		n.Session, n.Req.Keys, n.Req.Lease = c.Session, c.Req.Keys, c.Req.Lease
+		n.Session, n.Gen, n.Req.Keys, n.Req.Lease = c.Session, c.Gen, c.Req.Keys, c.Req.Lease
 	case OpForceRelease:
 		n.Key = c.Key
 	case OpTick:
@@ -224,7 +226,7 @@ func normalize(c *Command) bool {
 // other than zero, valid for the codec.
 func fullCommand(op Op) Command {
 	c := hdr(op, 99)
-	c.Session = 7
+	c.Session, c.Gen = 7, 6
 	c.Req = latch.LockRequest{
 		Keys:   []string{"a", "bb"},
 		Mode:   latch.Shared,
@@ -465,6 +467,50 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
+// TestBatchVersion1 checks the reading of version 1, the encoding before
+// generations: it is the current one without Gen, its commands decode with
+// Gen AnyGen, and it is canonical too.
+func TestBatchVersion1(t *testing.T) {
+	cmds := testBatch(t)
+	want := make([]Command, len(cmds))
+	v2 := []byte{BatchVersion, byte(len(cmds))}
+	v1 := []byte{batchVersion1, byte(len(cmds))}
+	for i, c := range cmds {
+		want[i] = c
+		enc := AppendCommand(nil, &c)
+		if carriesGen(c.Op) {
+			want[i].Gen = AnyGen
+			// Gen, one byte here, follows the header and Session.
+			c.Gen = 0
+			g := len(AppendCommand(nil, &Command{Op: OpTick, At: c.At, Origin: c.Origin, Seq: c.Seq})) +
+				len(binary.AppendUvarint(nil, uint64(c.Session)))
+			v1 = append(v1, enc[:g]...)
+			v1 = append(v1, enc[g+1:]...)
+		} else {
+			v1 = append(v1, enc...)
+		}
+		v2 = append(v2, enc...)
+	}
+	if got := AppendBatch(nil, cmds); !bytes.Equal(got, v2) {
+		t.Fatalf("AppendBatch = %x; want %x", got, v2)
+	}
+	if got := appendBatch(nil, want, batchVersion1); !bytes.Equal(got, v1) {
+		t.Errorf("appendBatch of version 1 = %x; want %x", got, v1)
+	}
+	var b Batch
+	if err := DecodeBatch(v1, &b); err != nil {
+		t.Fatalf("DecodeBatch of version 1: %v", err)
+	}
+	if diff := cmp.Diff(want, b.Cmds); diff != "" {
+		t.Errorf("version 1 batch (-want +got):\n%s", diff)
+	}
+	// Re-encoded in the current version, AnyGen stays.
+	var b2 Batch
+	if err := DecodeBatch(AppendBatch(nil, b.Cmds), &b2); err != nil || !cmp.Equal(b2.Cmds, want) {
+		t.Errorf("version 1 batch re-encoded: %v (-want +got):\n%s", err, cmp.Diff(want, b2.Cmds))
+	}
+}
+
 // TestDecodeTruncated checks that every proper prefix of a valid encoding
 // is rejected as malformed, command or batch.
 func TestDecodeTruncated(t *testing.T) {
@@ -518,8 +564,9 @@ func raw(parts ...any) []byte {
 func TestDecodeCommandRejects(t *testing.T) {
 	// head is the header At, Origin, Seq, all 0.
 	head := []byte{0, 0, 0}
-	// acquire is OpAcquire up to its Mode, by session 1, of key "a".
-	acquire := raw(OpAcquire, head, uint64(1), uint64(1), uint64(1), "a")
+	// acquire is OpAcquire up to its Mode, by session 1 of generation 0,
+	// of key "a".
+	acquire := raw(OpAcquire, head, uint64(1), uint64(0), uint64(1), uint64(1), "a")
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -534,10 +581,13 @@ func TestDecodeCommandRejects(t *testing.T) {
 		{"At overflows", raw(OpTick, bytes.Repeat([]byte{0xff}, 9), byte(0x02), byte(0), byte(0))},
 		{"Origin non-minimal", raw(OpTick, byte(0), byte(0x81), byte(0), byte(0))},
 		{"Seq overflows", raw(OpTick, byte(0), byte(0), bytes.Repeat([]byte{0x80}, 11))},
-		{"keys count above the bytes left", raw(OpRelease, head, uint64(1), uint64(3), uint64(0), uint64(0))},
-		{"keys count huge", raw(OpRelease, head, uint64(1), uint64(math.MaxUint64), uint64(0))},
-		{"key length above the bytes left", raw(OpRelease, head, uint64(1), uint64(2), uint64(1), "a", uint64(5), "bcd")},
-		{"key length huge", raw(OpRelease, head, uint64(1), uint64(1), uint64(math.MaxUint64), "abc")},
+		{"keys count above the bytes left", raw(OpRelease, head, uint64(1), uint64(0), uint64(3), uint64(0), uint64(0))},
+		{"keys count huge", raw(OpRelease, head, uint64(1), uint64(0), uint64(math.MaxUint64), uint64(0))},
+		{"key length above the bytes left", raw(OpRelease, head, uint64(1), uint64(0), uint64(2), uint64(1), "a", uint64(5), "bcd")},
+		{"key length huge", raw(OpRelease, head, uint64(1), uint64(0), uint64(1), uint64(math.MaxUint64), "abc")},
+		{"Gen truncated", raw(OpKeepAlive, head, uint64(1))},
+		{"Gen non-minimal", raw(OpKeepAlive, head, uint64(1), byte(0x80), byte(0))},
+		{"Gen overflows", raw(OpKeepAlive, head, uint64(1), bytes.Repeat([]byte{0xff}, 10), byte(0x01))},
 		{"Mode 2", raw(acquire, byte(2), uint64(0), int64(0), int64(0), byte(0))},
 		{"Mode 255", raw(acquire, byte(255), uint64(0), int64(0), int64(0), byte(0))},
 		{"Limit above 32 bits", raw(acquire, byte(1), uint64(1<<32), int64(0), int64(0), byte(0))},
@@ -574,7 +624,7 @@ func TestDecodeBatchRejects(t *testing.T) {
 	}{
 		{"empty", nil, ErrMalformed},
 		{"version 0", raw(byte(0), uint64(0)), ErrVersion},
-		{"version 2", raw(byte(2), uint64(1), tick), ErrVersion},
+		{"version 3", raw(byte(3), uint64(1), tick), ErrVersion},
 		{"version 255", raw(byte(255)), ErrVersion},
 		{"no count", raw(byte(BatchVersion)), ErrMalformed},
 		{"count non-minimal", raw(byte(BatchVersion), byte(0x81), byte(0), tick), ErrMalformed},

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/latchd/latch"
@@ -24,7 +25,7 @@ const (
 	// session (a connection-bound session of a cluster node): OpNodeAlive
 	// keeps it alive, OpEndOwner ends it.
 	OpOpenSession
-	// OpKeepAlive restarts Session's TTL.
+	// OpKeepAlive restarts Session's TTL (of generation Gen).
 	OpKeepAlive
 	// OpEndSession ends Session as if it died: its waiters are aborted,
 	// its holds without a lease released with its lock-delay, and its
@@ -32,18 +33,21 @@ const (
 	// connection that ends it (OpResume): an older one than the
 	// session's is ignored (ErrSuperseded).
 	OpEndSession
-	// OpAcquire asks for Req on behalf of Session. The result is Granted
-	// (Token, Expires), queued (Waiter), or Err.
+	// OpAcquire asks for Req on behalf of Session (of generation Gen).
+	// The result is Granted (Token, Expires), queued (Waiter), or Err.
 	OpAcquire
-	// OpCancel withdraws the queued request Waiter.
+	// OpCancel withdraws the queued request Waiter. It carries no
+	// generation: an OpResume aborts the session's queued requests, and
+	// waiter ids are never reused, so a late cancel from the old
+	// connection finds nothing to withdraw.
 	OpCancel
-	// OpRelease releases Req.Keys, held by Session.
+	// OpRelease releases Req.Keys, held by Session (of generation Gen).
 	OpRelease
-	// OpReleaseAll releases everything Session holds; Count says how many
-	// keys.
+	// OpReleaseAll releases everything Session (of generation Gen) holds;
+	// Count says how many keys.
 	OpReleaseAll
-	// OpRenew resets the lease of Req.Keys, held by Session, to
-	// Req.Lease; the result carries Token and Expires.
+	// OpRenew resets the lease of Req.Keys, held by Session (of generation
+	// Gen), to Req.Lease; the result carries Token and Expires.
 	OpRenew
 	// OpForceRelease releases every holder of Key (an operator's
 	// command), memcached item locks included; Count says how many.
@@ -66,11 +70,14 @@ const (
 	// OpResume hands Session, a session with a TTL that no node owns,
 	// over to a new connection: its waiting requests are aborted, its TTL
 	// restarts, and its generation goes up by one (the result's Count):
-	// an OpEndSession of an older generation (the old connection closing
-	// late) is ignored.
+	// a command of an older generation (Command.Gen, OpEndSession's
+	// Token), which the old connection's node proposed late, is refused
+	// with ErrSuperseded.
 	OpResume
 
 	// The item cache's commands (memcached), by Session (0 for none).
+	// They carry no generation: their sessions (memcached connections')
+	// have no TTL or are owned by their node, and cannot be resumed.
 
 	// OpItemSet, OpItemAdd, OpItemReplace and OpItemCAS store Value under
 	// Key with Flags and Exptime (CAS: compare first, 0 = none); the
@@ -196,6 +203,13 @@ type Command struct {
 	Seq    uint64
 
 	Session latch.SessionID
+	// Gen is the generation of Session (see OpResume) as the proposer's
+	// connection knows it, for the commands that act on the session's
+	// behalf (OpKeepAlive, OpAcquire, OpRelease, OpReleaseAll, OpRenew:
+	// see carriesGen): Apply refuses one of an older generation than
+	// the session's with ErrSuperseded, and it changes nothing. AnyGen,
+	// what a version 1 batch decodes to, is never older.
+	Gen uint64
 	// Req is OpAcquire's request; OpRelease and OpRenew use its Keys, and
 	// OpRenew its Lease.
 	Req latch.LockRequest
@@ -227,6 +241,25 @@ type Command struct {
 	// its proposer's for OpOwnedTx's results (Result.Tx), used when it is
 	// large enough, so that a front end that applies batches reuses one.
 	TxResults []Result
+}
+
+// AnyGen is the Gen of a command that acts whatever the generation of its
+// session: the commands of a version 1 batch, written before commands
+// carried one, apply as they did then.
+const AnyGen = math.MaxUint64
+
+// carriesGen reports whether commands of op act on behalf of their Session
+// and carry its generation in Gen, which Apply checks: the session-bound
+// changes a client makes on its connection. OpEndSession carries its
+// generation in Token instead (it did before Gen existed); OpCancel names
+// no session; OpOpenSession and OpResume make a generation; the item
+// commands' sessions cannot be resumed (see OpResume).
+func carriesGen(op Op) bool {
+	switch op {
+	case OpKeepAlive, OpAcquire, OpRelease, OpReleaseAll, OpRenew:
+		return true
+	}
+	return false
 }
 
 // Result is what applying a Command gave. Only the fields its Op sets

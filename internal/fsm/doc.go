@@ -9,7 +9,12 @@
 // only At, and replicas that apply the same commands in the same order
 // hold the same state, give the same results and report the same events.
 // A command whose (Origin, Seq) was already applied is a resend and is
-// answered ErrDuplicate without being applied again.
+// answered ErrDuplicate without being applied again. A command on a
+// session's behalf carries the session's generation as its proposer's
+// connection knows it (Gen; OpEndSession's Token), which OpResume raises
+// when the session moves to another connection: one of an older
+// generation, proposed on the old connection before the move and applied
+// after it, is answered ErrSuperseded and changes nothing.
 //
 // A memcached lock lives in both parts of the state, in the lock table (it
 // excludes every protocol's lockers) and as the item's lock mark (the item
@@ -25,9 +30,10 @@
 // OpItemEvict commands: applying a write never evicts.
 //
 // Commands and batches have a versioned binary encoding (AppendCommand,
-// AppendBatch, DecodeBatch) for a log to carry; the whole state has a
-// versioned snapshot (AppendSnapshot, Restore), from which a replica
-// continues exactly as the state it was taken from.
+// AppendBatch, DecodeBatch) for a log to carry, whose older version,
+// without generations, still decodes and applies as it did (codec.go);
+// the whole state has a versioned snapshot (AppendSnapshot, Restore), from
+// which a replica continues exactly as the state it was taken from.
 //
 // A State is not safe for concurrent use: its driver (internal/node, under
 // the replicator's lock) serialises calls.

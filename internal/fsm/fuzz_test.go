@@ -19,9 +19,10 @@ import (
 // and fail only with ErrMalformed or ErrVersion, leaving the batch empty.
 // When it succeeds, the encoding must be canonical: every command is
 // normalized (it has no field its Op does not use, and no empty slice),
-// re-encoding the commands gives back the input byte for byte, decoding
-// that gives the same commands, and DecodeCommand, run along the input,
-// finds them too.
+// re-encoding the commands in the input's version gives back the input
+// byte for byte, decoding that gives the same commands, and DecodeCommand,
+// run along the input, finds them too. A version 1 batch's commands have
+// every generation AnyGen, and keep it re-encoded in the current version.
 func FuzzDecodeBatch(f *testing.F) {
 	cmds := testBatch(f)
 	f.Add(AppendBatch(nil, nil))
@@ -34,6 +35,8 @@ func FuzzDecodeBatch(f *testing.F) {
 		full = append(full, fullCommand(op))
 	}
 	f.Add(AppendBatch(nil, full))
+	f.Add(appendBatch(nil, cmds, batchVersion1))
+	f.Add(appendBatch(nil, full, batchVersion1))
 	tick := []byte{byte(OpTick), 0, 0, 0}
 	for _, junk := range [][]byte{
 		{},
@@ -47,6 +50,10 @@ func FuzzDecodeBatch(f *testing.F) {
 		{BatchVersion, 1, byte(OpTick), 0x80, 0, 0, 0},
 		{BatchVersion, 1, byte(OpRelease), 0, 0, 0, 1, 2, 1, 'a'},
 		{BatchVersion, 1, byte(OpAcquire), 0, 0, 0, 1, 1, 1, 'a', 2, 0, 0, 0, 0},
+		{BatchVersion, 1, byte(OpAcquire), 0, 0, 0, 1, 0, 1, 1, 'a', 2, 0, 0, 0, 0},
+		{batchVersion1, 1, byte(OpAcquire), 0, 0, 0, 1, 1, 1, 'a', 0, 0, 0, 0, 0},
+		{batchVersion1, 1, byte(OpKeepAlive), 0, 0, 0, 1, 0},
+		{3, 1, byte(OpTick), 0, 0, 0},
 		bytes.Repeat([]byte{0xff}, 32),
 		[]byte("\x01\x03 not a batch at all"),
 	} {
@@ -74,7 +81,15 @@ func FuzzDecodeBatch(f *testing.F) {
 				t.Fatalf("command %d is not normalized (-normalized +decoded):\n%s", i, diff)
 			}
 		}
-		enc := AppendBatch(nil, b.Cmds)
+		version := data[0]
+		if version == batchVersion1 {
+			for i, c := range b.Cmds {
+				if carriesGen(c.Op) && c.Gen != AnyGen {
+					t.Fatalf("command %d: version 1 %v decoded with generation %d, not AnyGen", i, c.Op, c.Gen)
+				}
+			}
+		}
+		enc := appendBatch(nil, b.Cmds, version)
 		if !bytes.Equal(enc, data) {
 			t.Fatalf("re-encoding differs from the input:\n%x\n%x", data, enc)
 		}
@@ -85,8 +100,17 @@ func FuzzDecodeBatch(f *testing.F) {
 		if diff := cmp.Diff(b.Cmds, b2.Cmds); diff != "" {
 			t.Fatalf("re-encoded batch decodes to other commands (-first +second):\n%s", diff)
 		}
-		if enc2 := AppendBatch(nil, b2.Cmds); !bytes.Equal(enc2, enc) {
+		if enc2 := appendBatch(nil, b2.Cmds, version); !bytes.Equal(enc2, enc) {
 			t.Fatalf("second re-encoding differs:\n%x\n%x", enc, enc2)
+		}
+		if version != BatchVersion {
+			var b3 Batch
+			if err := DecodeBatch(AppendBatch(nil, b.Cmds), &b3); err != nil {
+				t.Fatalf("decoding the batch re-encoded in version %d: %v", BatchVersion, err)
+			}
+			if diff := cmp.Diff(b.Cmds, b3.Cmds); diff != "" {
+				t.Fatalf("the batch re-encoded in version %d decodes to other commands (-first +second):\n%s", BatchVersion, diff)
+			}
 		}
 
 		// The commands one by one, after the version and count.
@@ -94,7 +118,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		off++
 		for i := range b.Cmds {
 			var c Command
-			n, err := DecodeCommand(data[off:], &c)
+			n, err := decodeCommand(data[off:], &c, version)
 			if err != nil {
 				t.Fatalf("DecodeCommand of command %d: %v", i, err)
 			}
@@ -115,7 +139,7 @@ func FuzzDecodeBatch(f *testing.F) {
 // normalized self, which encodes as it does.
 func FuzzCommandRoundTrip(f *testing.F) {
 	add := func(c Command) {
-		f.Add(uint8(c.Op), c.At, c.Origin, c.Seq, uint64(c.Session),
+		f.Add(uint8(c.Op), c.At, c.Origin, c.Seq, uint64(c.Session), c.Gen,
 			strings.Join(c.Req.Keys, "\x00"), uint8(c.Req.Mode), c.Req.Limit,
 			int64(c.Req.Wait), int64(c.Req.Lease), uint8(c.Req.Relock),
 			uint64(c.Waiter), int64(c.TTL), int64(c.LockDelay), uint64(c.Token),
@@ -129,7 +153,7 @@ func FuzzCommandRoundTrip(f *testing.F) {
 		add(fullCommand(op))
 	}
 
-	f.Fuzz(func(t *testing.T, op uint8, at int64, origin, seq, session uint64,
+	f.Fuzz(func(t *testing.T, op uint8, at int64, origin, seq, session, gen uint64,
 		keys string, mode uint8, limit uint32, wait, lease int64, relock uint8,
 		waiter uint64, ttl, lockDelay int64, token uint64,
 		key, value []byte, flags uint32, exptime int64, cas, delta uint64, lockMode uint8,
@@ -141,6 +165,7 @@ func FuzzCommandRoundTrip(f *testing.F) {
 			Seq:    seq,
 
 			Session: latch.SessionID(session),
+			Gen:     gen,
 			Req: latch.LockRequest{
 				Mode:   latch.Mode(mode % 2),
 				Limit:  limit,

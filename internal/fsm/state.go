@@ -13,8 +13,10 @@ import (
 // (Origin, Seq) was applied before: a resend.
 var ErrDuplicate = errors.New("fsm: command already applied")
 
-// ErrSuperseded is the result of an OpEndSession from a connection the
-// session has moved away from (OpResume): it is not applied.
+// ErrSuperseded is the result of a command on a session's behalf from a
+// connection the session has moved away from (OpResume): an OpEndSession,
+// or a command that carries a generation (Command.Gen), of an older
+// generation than the session's. It is not applied.
 var ErrSuperseded = errors.New("fsm: the session was resumed on another connection")
 
 // ErrUnknownOp is the result of a command whose Op this version does not
@@ -157,6 +159,11 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 	}
 	var evs []engine.Event
 	now := c.At
+	if r.Err = s.superseded(c); r.Err != nil {
+		evs = s.eng.Tick(now)
+		s.expired(now, evs)
+		return evs
+	}
 	switch c.Op {
 	case OpSeed:
 		s.eng.SeedToken(c.Token)
@@ -220,6 +227,21 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 	}
 	s.expired(now, evs)
 	return evs
+}
+
+// superseded returns the error of c if it carries a generation (carriesGen)
+// older than its session's, nil otherwise: the command comes from the
+// session's connection before the session was resumed elsewhere, late, and
+// must change nothing. The session's generation is 0 unless it was
+// resumed; AnyGen (a version 1 command) is never older.
+func (s *State) superseded(c *Command) error {
+	if len(s.gens) == 0 || !carriesGen(c.Op) {
+		return nil
+	}
+	if gen := s.gens[c.Session]; c.Gen < gen {
+		return fmt.Errorf("%v of session %d of generation %d, now %d: %w", c.Op, c.Session, c.Gen, gen, ErrSuperseded)
+	}
+	return nil
 }
 
 // ended forgets what the state keeps beside the lock table about session

@@ -204,6 +204,11 @@ func (h *history) next() Command {
 			c.Op, c.Key = OpEndOwner, node
 		}
 	}
+	if carriesGen(c.Op) {
+		// Mostly the first two generations (resumes are rare); sometimes
+		// a version 1 command's.
+		c.Gen = []uint64{0, 0, 1, 1, 2, AnyGen}[h.rng.IntN(6)]
+	}
 	if h.rng.IntN(50) == 0 && h.seq > 1 {
 		c.Seq = h.rng.Uint64N(h.seq) // a resend: not applied again
 	}
@@ -421,4 +426,157 @@ func ExampleState_Apply() {
 	s.Apply(&Command{Op: OpAcquire, At: 2, Origin: 1, Seq: 1, Session: sess, Req: latch.LockRequest{Keys: []string{"deploy"}}}, &r)
 	fmt.Println(r.Granted, r.Token)
 	// Output: true 101
+}
+
+// resumedState returns a state with one session of TTL ttl, which holds
+// "held" with a lease of a minute and was then resumed (generation 1),
+// and the function that applies the next command of its proposer, one
+// millisecond after the last.
+func resumedState(t *testing.T, ttl time.Duration) (*State, latch.SessionID, func(Command) Result) {
+	t.Helper()
+	s := newState(t)
+	seq := uint64(0)
+	do := func(c Command) Result {
+		seq++
+		c.At, c.Origin, c.Seq = t0+int64(seq)*int64(time.Millisecond), 1, seq
+		var r Result
+		s.Apply(&c, &r)
+		return r
+	}
+	id := do(Command{Op: OpOpenSession, TTL: ttl}).Session
+	if r := do(Command{Op: OpAcquire, Session: id, Req: latch.LockRequest{Keys: []string{"held"}, Lease: time.Minute}}); !r.Granted {
+		t.Fatalf("acquire held: %+v", r)
+	}
+	if r := do(Command{Op: OpResume, Session: id}); r.Err != nil || r.Count != 1 {
+		t.Fatalf("resume: %+v", r)
+	}
+	return s, id, do
+}
+
+// TestStaleGeneration: once OpResume moved a session to generation 1, a
+// command on its behalf of generation 0 (its old connection's node
+// proposed it before the resume, and it is applied after) is refused with
+// ErrSuperseded and changes nothing: the state ends as if a tick had been
+// applied in its place. The same command of generation 1 acts, and so
+// does one of AnyGen (a version 1 command).
+func TestStaleGeneration(t *testing.T) {
+	const ttl = time.Minute
+	// at is the instant of the command under test: the fourth.
+	at := t0 + 4*int64(time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		c    Command // Session is set by the test
+		// acted checks the result and state of the command that acted.
+		acted func(t *testing.T, s *State, id latch.SessionID, r Result)
+	}{
+		{
+			name: "acquire",
+			c:    Command{Op: OpAcquire, Req: latch.LockRequest{Keys: []string{"free"}, Wait: latch.WaitForever}},
+			acted: func(t *testing.T, s *State, id latch.SessionID, r Result) {
+				if st, ok := s.Engine().Key("free"); !r.Granted || !ok || len(st.Holders) != 1 || st.Holders[0].Session != id {
+					t.Errorf("acquire: %+v, free %+v; want granted to session %d", r, st, id)
+				}
+			},
+		},
+		{
+			name: "release",
+			c:    Command{Op: OpRelease, Req: latch.LockRequest{Keys: []string{"held"}}},
+			acted: func(t *testing.T, s *State, _ latch.SessionID, r Result) {
+				if st, ok := s.Engine().Key("held"); r.Err != nil || ok {
+					t.Errorf("release: %v, held %+v; want released", r.Err, st)
+				}
+			},
+		},
+		{
+			name: "release all",
+			c:    Command{Op: OpReleaseAll},
+			acted: func(t *testing.T, s *State, _ latch.SessionID, r Result) {
+				if st, ok := s.Engine().Key("held"); r.Err != nil || r.Count != 1 || ok {
+					t.Errorf("release all: %+v, held %+v; want 1 released", r, st)
+				}
+			},
+		},
+		{
+			name: "renew",
+			c:    Command{Op: OpRenew, Req: latch.LockRequest{Keys: []string{"held"}, Lease: time.Hour}},
+			acted: func(t *testing.T, _ *State, _ latch.SessionID, r Result) {
+				if r.Err != nil || r.Expires != at+int64(time.Hour) {
+					t.Errorf("renew: %+v; want the lease to end at %d", r, at+int64(time.Hour))
+				}
+			},
+		},
+		{
+			name: "keepalive",
+			c:    Command{Op: OpKeepAlive},
+			acted: func(t *testing.T, s *State, id latch.SessionID, r Result) {
+				if st, _ := s.Engine().Session(id); r.Err != nil || st.Expires != at+int64(ttl) {
+					t.Errorf("keepalive: %v, session %+v; want its TTL to end at %d", r.Err, st, at+int64(ttl))
+				}
+			},
+		},
+	} {
+		for _, gen := range []uint64{0, 1, AnyGen} {
+			name := fmt.Sprintf("%s/gen %d", tc.name, gen)
+			if gen == AnyGen {
+				name = tc.name + "/gen any"
+			}
+			t.Run(name, func(t *testing.T) {
+				s, id, do := resumedState(t, ttl)
+				c := tc.c
+				c.Session, c.Gen = id, gen
+				r := do(c)
+				if gen != 0 {
+					tc.acted(t, s, id, r)
+					return
+				}
+				if !errors.Is(r.Err, ErrSuperseded) {
+					t.Fatalf("%v of generation 0 after the resume: %+v; want ErrSuperseded", c.Op, r)
+				}
+				if r.Granted || r.Count != 0 || r.Expires != 0 {
+					t.Errorf("refused %v has a result: %+v", c.Op, r)
+				}
+				twin, _, doTwin := resumedState(t, ttl)
+				doTwin(Command{Op: OpTick})
+				if got, want := s.AppendSnapshot(nil), twin.AppendSnapshot(nil); !bytes.Equal(got, want) {
+					t.Errorf("the refused %v changed the state: its snapshot differs from a tick's", c.Op)
+				}
+			})
+		}
+	}
+}
+
+// TestVersion1AppliesUnchecked: a version 1 batch, written before
+// commands carried a generation, decodes with AnyGen and applies as it
+// did: a session's acquire from such a log is granted after the session
+// was resumed.
+func TestVersion1AppliesUnchecked(t *testing.T) {
+	s, id, do := resumedState(t, time.Minute)
+	data := raw(byte(1), uint64(2),
+		OpAcquire, int64(t0+int64(time.Second)), uint64(2), uint64(1), uint64(id),
+		uint64(1), uint64(4), "free", byte(latch.Exclusive), uint64(0), int64(latch.NoWait), int64(0), byte(latch.RelockReject),
+		OpRenew, int64(t0+int64(time.Second)), uint64(2), uint64(2), uint64(id),
+		uint64(1), uint64(4), "free", int64(time.Hour))
+	var b Batch
+	if err := DecodeBatch(data, &b); err != nil {
+		t.Fatalf("DecodeBatch of version 1: %v", err)
+	}
+	for i, c := range b.Cmds {
+		if c.Gen != AnyGen {
+			t.Errorf("command %d (%v): Gen %d; want AnyGen", i, c.Op, c.Gen)
+		}
+	}
+	b.Results = make([]Result, len(b.Cmds))
+	for i := range b.Cmds {
+		s.Apply(&b.Cmds[i], &b.Results[i])
+	}
+	if r := b.Results[0]; !r.Granted {
+		t.Errorf("version 1 acquire after the resume: %+v; want granted", r)
+	}
+	if r := b.Results[1]; r.Err != nil || r.Expires != t0+int64(time.Second)+int64(time.Hour) {
+		t.Errorf("version 1 renew after the resume: %+v; want the lease renewed", r)
+	}
+	// The session's current connection goes on as before.
+	if r := do(Command{Op: OpRelease, Session: id, Gen: 1, Req: latch.LockRequest{Keys: []string{"free"}}}); r.Err != nil {
+		t.Errorf("release of generation 1: %v", r.Err)
+	}
 }

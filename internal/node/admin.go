@@ -144,7 +144,7 @@ func (n *Node) EndSession(id latch.SessionID) error {
 		return fmt.Errorf("end session %d: %w", id, latch.ErrNoSession)
 	}
 	c := n.command(fsm.OpEndSession)
-	c.Session = id
+	c.Session, c.Token = id, latch.Token(s.gen) // not superseded if it was resumed here
 	if err := n.propose().Err; err != nil {
 		// The lock table ended it first (TTL lapsed at an instant now
 		// passed); dispatch has closed Done.

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,6 +52,96 @@ func TestResumeSession(t *testing.T) {
 		}
 		if _, err := n.ResumeSession(other.ID(), latch.SessionOptions{}); !errors.Is(err, latch.ErrInvalidRequest) {
 			t.Errorf("resume of a connection-bound session: %v, want ErrInvalidRequest", err)
+		}
+	})
+}
+
+// TestResumedSessionCalls: every call of a resumed session's new handle
+// is proposed with the session's new generation and acts; none is refused
+// as the old connection's late commands are (fsm.ErrSuperseded).
+func TestResumedSessionCalls(t *testing.T) {
+	ctx := context.Background()
+	async := func(s latch.Session) latch.AsyncSession { return s.(latch.AsyncSession) }
+	errOf := func(f func(done func(error))) error {
+		ch := make(chan error, 1)
+		f(func(err error) { ch <- err })
+		return <-ch
+	}
+	for _, tc := range []struct {
+		name string
+		call func(s latch.Session) error
+	}{
+		{"acquire", func(s latch.Session) error { _, err := s.Acquire(ctx, x(0, "new")); return err }},
+		{"acquire func", func(s latch.Session) error {
+			ch := make(chan error, 1)
+			_, _, err := s.AcquireFunc(x(0, "new"), func(_ latch.Grant, err error) { ch <- err })
+			if err != nil {
+				return err
+			}
+			select {
+			case err := <-ch:
+				return err
+			default:
+				return nil // granted at once
+			}
+		}},
+		{"release", func(s latch.Session) error { return s.Release("k") }},
+		{"release func", func(s latch.Session) error {
+			return errOf(func(done func(error)) { async(s).ReleaseFunc([]string{"k"}, done) })
+		}},
+		{"release all", func(s latch.Session) error {
+			n, err := s.ReleaseAll()
+			if err == nil && n != 1 {
+				return fmt.Errorf("released %d keys, want 1", n)
+			}
+			return err
+		}},
+		{"renew", func(s latch.Session) error { _, err := s.Renew(time.Minute, "k"); return err }},
+		{"renew func", func(s latch.Session) error {
+			return errOf(func(done func(error)) {
+				async(s).RenewFunc(time.Minute, []string{"k"}, func(_ latch.Grant, err error) { done(err) })
+			})
+		}},
+		{"keepalive", func(s latch.Session) error { return s.KeepAlive() }},
+		{"keepalive func", func(s latch.Session) error { return errOf(async(s).KeepAliveFunc) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newNode(t, Config{})
+				old := open(t, n, latch.SessionOptions{TTL: time.Minute})
+				mustAcquire(t, old, x(0, "k"))
+				s, err := n.ResumeSession(old.ID(), latch.SessionOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.call(s); err != nil {
+					t.Errorf("%s of the resumed session: %v", tc.name, err)
+				}
+				s.Close()
+			})
+		})
+	}
+}
+
+// TestEndResumedSession: an operator's end-session of a session resumed
+// on this node ends it: it is of the session's current generation.
+func TestEndResumedSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, Config{})
+		old := open(t, n, latch.SessionOptions{TTL: time.Minute})
+		mustAcquire(t, old, x(0, "k"))
+		s, err := n.ResumeSession(old.ID(), latch.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.EndSession(s.ID()); err != nil {
+			t.Fatalf("end of the resumed session: %v", err)
+		}
+		if !isClosed(s.Done()) {
+			t.Error("the resumed session's Done is open after its end")
+		}
+		if _, ok := n.Lock("k"); ok {
+			t.Error("k held after its session ended")
 		}
 	})
 }

@@ -77,6 +77,23 @@ func (n *Node) putWaiter(w *waiter) {
 
 func (s *session) ID() latch.SessionID { return s.id }
 
+// command starts a batch of one command of op on the session's behalf, for
+// the caller to fill in and propose: it names the session and carries its
+// generation on this record's connection (fsm.Command.Gen). If the session
+// moves to another connection (fsm.OpResume, on this node or another)
+// before the command is applied, the state machine refuses it
+// (fsm.ErrSuperseded): a request that was in flight on the old connection,
+// whose client learnt no outcome, neither takes nor releases a key after
+// the move. Every op of the session's own requests carries it (acquire,
+// release, release all, renew, keepalive); OpCancel names a waiter, not a
+// session, and OpEndSession carries the generation in Token. Called with
+// n.mu held.
+func (s *session) command(op fsm.Op) *fsm.Command {
+	c := s.n.command(op)
+	c.Session, c.Gen = s.id, s.gen
+	return c
+}
+
 func (s *session) Done() <-chan struct{} { return s.done }
 
 // gone returns the error of a call on an ended session: it wraps
@@ -153,8 +170,8 @@ func (s *session) startAsync(req latch.LockRequest, done func(latch.Grant, error
 		}
 		return 0, s.gone("acquire")
 	}
-	c := n.command(fsm.OpAcquire)
-	c.Session, c.Req = s.id, req
+	c := s.command(fsm.OpAcquire)
+	c.Req = req
 	seq := c.Seq
 	w := n.getWaiter()
 	w.sess, w.done, w.seq = s, done, seq
@@ -181,8 +198,8 @@ func (s *session) start(req latch.LockRequest, done func(latch.Grant, error)) (l
 		n.unlock()
 		return latch.Grant{}, 0, nil, err
 	}
-	c := n.command(fsm.OpAcquire)
-	c.Session, c.Req = s.id, req
+	c := s.command(fsm.OpAcquire)
+	c.Req = req
 	var w *waiter
 	if req.Wait != latch.NoWait {
 		w = n.getWaiter()
@@ -298,8 +315,8 @@ func (s *session) Release(keys ...string) error {
 	if s.ended != nil {
 		return s.gone("release")
 	}
-	c := n.command(fsm.OpRelease)
-	c.Session, c.Req.Keys = s.id, keys
+	c := s.command(fsm.OpRelease)
+	c.Req.Keys = keys
 	return n.propose().Err
 }
 
@@ -350,9 +367,7 @@ func (s *session) funcCommand(op fsm.Op, what string) (*fsm.Command, error) {
 		n.unlock()
 		return nil, err
 	}
-	c := n.command(op)
-	c.Session = s.id
-	return c, nil
+	return s.command(op), nil
 }
 
 // Async reports whether the session's calls are answered once replicated
@@ -367,8 +382,7 @@ func (s *session) ReleaseAll() (int, error) {
 	if s.ended != nil {
 		return 0, s.gone("release all")
 	}
-	c := n.command(fsm.OpReleaseAll)
-	c.Session = s.id
+	s.command(fsm.OpReleaseAll)
 	r := n.propose()
 	return r.Count, r.Err
 }
@@ -382,8 +396,8 @@ func (s *session) Renew(lease time.Duration, keys ...string) (latch.Grant, error
 	if s.ended != nil {
 		return latch.Grant{}, s.gone("renew")
 	}
-	c := n.command(fsm.OpRenew)
-	c.Session, c.Req.Keys, c.Req.Lease = s.id, keys, lease
+	c := s.command(fsm.OpRenew)
+	c.Req.Keys, c.Req.Lease = keys, lease
 	r := n.propose()
 	if r.Err != nil {
 		return latch.Grant{}, r.Err
@@ -399,8 +413,7 @@ func (s *session) KeepAlive() error {
 	if s.ended != nil {
 		return s.gone("keepalive")
 	}
-	c := n.command(fsm.OpKeepAlive)
-	c.Session = s.id
+	s.command(fsm.OpKeepAlive)
 	return n.propose().Err
 }
 

@@ -364,6 +364,60 @@ func TestCutOffNodeSessions(t *testing.T) {
 	})
 }
 
+// TestStaleAcquireAfterResume: a Lock that a node cut off from the
+// majority proposed for a session with a TTL, and answered
+// latch.ErrUnavailable when it let go of its clients, stays in its outbox;
+// the session is resumed on another node, and when the partition heals
+// the old node sends the acquire again. It is applied after the resume,
+// and must not take the key: the client does not know the session holds
+// it, and the session lives on, so the key would be held for good.
+func TestStaleAcquireAfterResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		f1 := c.other(lead)
+		s := c.open(f1, latch.SessionOptions{TTL: time.Minute})
+		time.Sleep(time.Second) // a heartbeat of f1 commits
+		c.net.partition(f1)
+		lock := make(chan error, 1)
+		go func() {
+			_, err := s.Acquire(ctx, latch.LockRequest{Keys: []string{"leak"}, Wait: latch.NoWait})
+			lock <- err
+		}()
+
+		// The node lets go of its clients (80% of the node TTL): the
+		// outcome of the Lock is unknown.
+		time.Sleep(9 * time.Second)
+		select {
+		case err := <-lock:
+			if !errors.Is(err, latch.ErrUnavailable) {
+				t.Fatalf("Lock on the cut-off node: %v, want ErrUnavailable", err)
+			}
+		default:
+			t.Fatal("the Lock on the cut-off node was not answered when it let go")
+		}
+		resumed, err := c.nodes[lead].ResumeSession(s.ID(), latch.SessionOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("resume on %s: %v", lead, err)
+		}
+
+		// The old node rejoins and sends its outbox again.
+		c.net.heal()
+		time.Sleep(5 * time.Second)
+		c.leader() // the cluster settles after the heal
+		for id, n := range c.nodes {
+			if info, ok := n.Lock("leak"); ok {
+				t.Errorf("on %s, leak is held after the resume, by the old connection's Lock: %+v", id, info)
+			}
+		}
+		if _, err := resumed.Acquire(ctx, latch.LockRequest{Keys: []string{"leak"}, Wait: latch.NoWait}); err != nil {
+			t.Errorf("Lock of the resumed session: %v", err)
+		}
+		resumed.Close()
+	})
+}
+
 // TestRestartFromDisk: a node stopped and started again from its data dir
 // rejoins, catches up on what happened without it, and a lease taken
 // before keeps its holder.
