@@ -19,7 +19,12 @@ import (
 // its proposer wrote into At.
 const entryVersion = 1
 
-var errEntry = errors.New("raftrep: malformed entry")
+var (
+	errEntry = errors.New("raftrep: malformed entry")
+	// errEntryVersion is decodeEntry's error about an entry of a version
+	// this latch does not know: a newer latch wrote it.
+	errEntryVersion = errors.New("raftrep: unknown entry version")
+)
 
 // appendEntry appends the header of an entry of count batches.
 func appendEntryHeader(dst []byte, stamp int64, count int) []byte {
@@ -36,8 +41,11 @@ func appendUnit(dst, batch []byte) []byte {
 
 // decodeEntry calls visit with the stamp and each batch of data, in order.
 func decodeEntry(data []byte, visit func(stamp int64, batch []byte)) error {
-	if len(data) == 0 || data[0] != entryVersion {
-		return fmt.Errorf("unknown version: %w", errEntry)
+	if len(data) == 0 {
+		return fmt.Errorf("empty: %w", errEntry)
+	}
+	if data[0] != entryVersion {
+		return fmt.Errorf("version %d, want %d: %w", data[0], entryVersion, errEntryVersion)
 	}
 	b := data[1:]
 	stamp, n := binary.Varint(b)

@@ -3,6 +3,7 @@ package raftrep
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
@@ -17,6 +18,34 @@ import (
 type machine struct {
 	r     *Replicator
 	batch fsm.Batch
+	// halt stops the node at a committed entry it cannot apply; nil:
+	// haltNewer.
+	halt func(index uint64, err error)
+}
+
+// haltNewer panics: the entry at index is of a version that a newer latch
+// wrote (err wraps fsm.ErrVersion or errEntryVersion). Skipping it would
+// let this node's state drift from the nodes that apply it, and answer
+// clients from a lock table the cluster does not have; stopping leaves the
+// others to serve, and the node resumes once it runs the newer latch.
+func haltNewer(index uint64, err error) {
+	panic(fmt.Sprintf("raftrep: log entry %d was written by a newer latch (%v): this node cannot apply it and stops; upgrade it", index, err))
+}
+
+// undecodable handles a committed entry, or a batch of it, that does not
+// decode. A malformed one is skipped, as every node running this latch
+// skips it; one of an unknown version halts the node.
+func (m *machine) undecodable(index uint64, what string, err error) {
+	if errors.Is(err, fsm.ErrVersion) || errors.Is(err, errEntryVersion) {
+		halt := m.halt
+		if halt == nil {
+			halt = haltNewer
+		}
+		m.r.log.Error("raftrep: stopping at "+what+" of a newer latch", "index", index, "err", err)
+		halt(index, err)
+		return
+	}
+	m.r.log.Error("raftrep: skipping "+what+" that does not decode", "index", index, "err", err)
 }
 
 var _ raft.BatchingFSM = (*machine)(nil)
@@ -36,7 +65,7 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 		err := decodeEntry(l.Data, func(at int64, batch []byte) {
 			stamp = at
 			if err := fsm.DecodeBatch(batch, &m.batch); err != nil {
-				m.r.log.Error("raftrep: skipping a batch that does not decode", "index", l.Index, "err", err)
+				m.undecodable(l.Index, "a batch", err)
 				return
 			}
 			for i := range m.batch.Cmds {
@@ -46,7 +75,7 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 			m.r.applied(&m.batch)
 		})
 		if err != nil {
-			m.r.log.Error("raftrep: skipping an entry that does not decode", "index", l.Index, "err", err)
+			m.undecodable(l.Index, "an entry", err)
 		}
 		m.r.stamped(stamp, l.Index)
 	}
