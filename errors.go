@@ -50,8 +50,9 @@ var (
 	// ErrShutdown: the server is shutting down.
 	ErrShutdown = errors.New("latch: server shutting down")
 	// ErrUnavailable: the server cannot reach a majority of its cluster,
-	// so it cannot change the lock table now. The request was not
-	// applied, or its outcome is unknown: the server let go of the
+	// so it cannot change the lock table now, or it is shutting down and
+	// leaves a session with a TTL to the replicated state. The request
+	// was not applied, or its outcome is unknown: the server let go of the
 	// session, ending it when it is bound to its connection (the error
 	// then wraps ErrSessionEnded too) or leaving it to the cluster when
 	// it has a TTL (its client may resume it on another server). A

@@ -113,18 +113,20 @@ func newCall() *call { return &call{ch: make(chan *dlockpb.Response, 1)} }
 // listener) and opens a session with the TTL of SessionTTL. The Client
 // keeps the session alive until Close, or until it may have been lost.
 //
-// addr may list the servers of a cluster, separated by commas: Dial
-// connects to the first that answers. When the connection breaks, or its
-// server falls silent (no keepalive answered for two keepalive intervals:
-// a server stopped, or cut off by a partition that keeps the connection
-// open), or answers Unavailable (it cannot reach a majority of its
-// cluster, so it cannot vouch for the session), the Client resumes its
-// session on the next server that answers (the same one included, after
-// a restart), within the session's TTL: its locks stay held, and requests
-// that were in flight fail with an error wrapping ErrConnectionLost, which
-// may be retried. Only when the session may have ended (no server took it
-// back in time, or one answered that it ended) does the Client stop and
-// its locks' Done close.
+// addr may list the servers of a cluster, separated by commas: Dial opens
+// the session on the first that takes it, passing over a server that
+// cannot be reached or that answers Unavailable (cut off from the
+// majority of its cluster) or ShuttingDown. When the connection breaks,
+// or its server falls silent (no keepalive answered for two keepalive
+// intervals: a server stopped, or cut off by a partition that keeps the
+// connection open), or answers Unavailable (it cannot reach a majority of
+// its cluster, or it is shutting down, so it cannot vouch for the
+// session), the Client resumes its session on the next server that
+// answers (the same one included, after a restart), within the session's
+// TTL: its locks stay held, and requests that were in flight fail with an
+// error wrapping ErrConnectionLost, which may be retried. Only when the
+// session may have ended (no server took it back in time, or one answered
+// that it ended) does the Client stop and its locks' Done close.
 func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -154,23 +156,32 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		dctx, cancel = context.WithTimeout(ctx, o.dialTimeout)
 		defer cancel()
 	}
-	var conn net.Conn
 	var errs []error
 	for _, a := range addrs {
-		if conn, err = dial(dctx, a); err == nil {
-			addr = a
-			break
+		c, next, err := connect(dctx, o, addrs, a, dial)
+		if err == nil {
+			return c, nil
 		}
 		errs = append(errs, err)
-		if dctx.Err() != nil {
+		if !next || dctx.Err() != nil {
 			break
 		}
 	}
-	if conn == nil {
-		return nil, fmt.Errorf("client: %w", errors.Join(errs...))
+	return nil, fmt.Errorf("client: %w", errors.Join(errs...))
+}
+
+// connect connects to addr, one of addrs, and opens the session there.
+// On failure, next reports whether Dial may try the next server: addr
+// could not be reached, or it answered that it cannot take a session now
+// (Unavailable, ShuttingDown); any other answer (a refused access token,
+// not a dlock server) fails Dial.
+func connect(ctx context.Context, o options, addrs []string, addr string, dial func(context.Context, string) (net.Conn, error)) (c *Client, next bool, err error) {
+	conn, err := dial(ctx, addr)
+	if err != nil {
+		return nil, true, err
 	}
 	interval := (o.sessionTTL - o.margin) / 3
-	c := &Client{
+	c = &Client{
 		addrs:    addrs,
 		dial:     dial,
 		addr:     addr,
@@ -190,12 +201,13 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	c.bg.Add(1)
 	go c.readLoop(conn, addr)
-	if err := c.openSession(dctx); err != nil {
+	if err := c.openSession(ctx); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("client: %s: open session: %w", addr, err)
+		next = errors.Is(err, latch.ErrUnavailable) || errors.Is(err, latch.ErrShutdown)
+		return nil, next, fmt.Errorf("%s: open session: %w", addr, err)
 	}
 	c.log.Debug("client: session open", "server", addr, "session", c.sessionID, "ttl", c.ttl, "keepalive", c.interval, "silent_after", c.silentAfter)
-	return c, nil
+	return c, false, nil
 }
 
 // openSession sets the session's TTL and starts the keepalives.

@@ -53,15 +53,17 @@
 // # Clusters and resuming
 //
 // Dial takes several addresses, separated by commas: the servers of a
-// cluster. When the connection breaks, the Client resumes its session on
-// the next server that answers (or the same one, restarted with its data
-// dir), within the TTL: the session lives in the cluster's replicated
-// state, so its locks stay held, and Done does not close. Requests in
-// flight when the connection broke fail with ErrConnectionLost and may be
-// retried; the keys of a Lock or Unlock that was in flight are given back
-// once the session is resumed. If no server takes the session back before
-// the keepalive watch gives it up, or one answers that it ended, the
-// Client stops as above.
+// cluster. It opens the session on the first server that takes it,
+// passing over those it cannot reach and those that answer Unavailable
+// or ShuttingDown. When the connection breaks, the Client resumes its
+// session on the next server that answers (or the same one, restarted
+// with its data dir), within the TTL: the session lives in the cluster's
+// replicated state, so its locks stay held, and Done does not close.
+// Requests in flight when the connection broke fail with ErrConnectionLost
+// and may be retried; the keys of a Lock or Unlock that was in flight are
+// given back once the session is resumed. If no server takes the session
+// back before the keepalive watch gives it up, or one answers that it
+// ended, the Client stops as above.
 //
 // A server that stops answering without closing the connection (a stopped
 // process, a partition that drops packets) is treated the same way: when
@@ -76,14 +78,15 @@
 // before the session is open, Dial's timeout bounds the wait.
 //
 // A server that answers Unavailable (a cluster node that cannot reach a
-// majority of its cluster: it cannot keep the session alive, but the
-// session lives on in the cluster until its TTL lapses) is given up at
-// once, as a silent one is, connection kept open, and the session resumed
-// on the next server: Done does not close. The request so answered fails
-// with an error wrapping latch.ErrUnavailable and ErrConnectionLost: its
-// outcome is unknown (a Lock may be granted in the session later), and the
-// keys of a Lock or Unlock are given back once the session is resumed, as
-// for a request in flight when a connection broke.
+// majority of its cluster, or one shutting down, as in a rolling restart:
+// it cannot keep the session alive, but the session lives on in the
+// cluster until its TTL lapses) is given up at once, as a silent one is,
+// connection kept open, and the session resumed on the next server: Done
+// does not close. The request so answered fails with an error wrapping
+// latch.ErrUnavailable and ErrConnectionLost: its outcome is unknown (a
+// Lock may be granted in the session later), and the keys of a Lock or
+// Unlock are given back once the session is resumed, as for a request in
+// flight when a connection broke.
 // Fencing tokens (Lock.Token) cover what these assumptions do not.
 //
 // # Errors

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,5 +223,77 @@ func TestUnavailableUnlock(t *testing.T) {
 	lockableAgain(t, c, "k")
 	if isDone(held.Done()) || c.Err() != nil {
 		t.Fatalf("lock lost after the move: %v (Client: %v)", held.Err(), c.Err())
+	}
+}
+
+// refusingServer starts a dlock server that answers every request with
+// status, as a cluster node that cannot take a session does, and returns
+// its address.
+func refusingServer(t *testing.T, status dlockpb.ResponseStatus) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				r := frame.NewReader(bufio.NewReader(conn), 0)
+				for {
+					b, err := r.Read()
+					if err != nil {
+						return
+					}
+					req := new(dlockpb.Request)
+					if err := proto.Unmarshal(b, req); err != nil {
+						return
+					}
+					resp := unavailable(req.GetId())
+					resp.Status = status
+					out, err := proto.Marshal(resp)
+					if err != nil {
+						panic(err)
+					}
+					if _, err := conn.Write(frame.Append(nil, out)); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Dial passes over a server that answers the opening of the session
+// Unavailable (a cluster node cut off from the majority, or shutting down
+// and leaving its sessions to the cluster) or ShuttingDown, and opens the
+// session on the next one. Any other refusal fails Dial.
+func TestDialPassesOverUnavailableServer(t *testing.T) {
+	srv := startServer(t, 0)
+	cutOff, other := startCutProxy(t, srv.addr), startProxy(t, srv.addr)
+	cutOff.cut([]dlockpb.RequestType{dlockpb.RequestType_Session}, nil)
+	shutting := refusingServer(t, dlockpb.ResponseStatus_ShuttingDown)
+	c := dial(t, strings.Join([]string{cutOff.addr, shutting, other.addr}, ","))
+	if got := c.server(); got != other.addr {
+		t.Fatalf("session opened on %q, want %q", got, other.addr)
+	}
+	mustLock(t, c, "k")
+
+	refusing := refusingServer(t, dlockpb.ResponseStatus_Unauthorized)
+	if c, err := Dial(t.Context(), refusing+","+other.addr); !errors.Is(err, ErrUnauthorized) {
+		if err == nil {
+			c.Close()
+		}
+		t.Fatalf("Dial past a server that refused the token: %v, want ErrUnauthorized", err)
 	}
 }

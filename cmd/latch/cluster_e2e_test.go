@@ -532,6 +532,118 @@ func TestClusterStopNode(t *testing.T) {
 	}
 }
 
+// TestClusterShutdownNode: a node shut down gracefully (SIGTERM), as in a
+// rolling restart, a follower or the leader, lets go of the Go client's
+// TTL session without ending it: the Lock the client had waiting through
+// it fails with latch.ErrUnavailable and client.ErrConnectionLost (not
+// ShuttingDown, which would end the session), the client resumes its
+// session on another node, and its lock stays held with the same fencing
+// token.
+func TestClusterShutdownNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	for _, leads := range []bool{false, true} {
+		name := "follower"
+		if leads {
+			name = "leader"
+		}
+		t.Run(name, func(t *testing.T) { testShutdownNode(t, leads) })
+	}
+}
+
+// testShutdownNode is TestClusterShutdownNode, shutting down the leader
+// when leads is set, a follower otherwise.
+func testShutdownNode(t *testing.T, leads bool) {
+	procs, _ := startCluster(t)
+	leader := waitLeader(t, procs)
+	var down, up *node // up stays up
+	var addrs []string
+	for id, p := range procs {
+		if down == nil && (id == leader) == leads {
+			down = p
+			addrs = append([]string{p.dlock}, addrs...)
+			continue
+		}
+		up = p
+		addrs = append(addrs, p.dlock)
+	}
+	ctx := context.Background()
+	const ttl = 5 * time.Second
+	c := dialAll(t, "every node", addrs, client.SessionTTL(ttl))
+	held, err := c.Lock(ctx, []string{"k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.dial(t).Lock(ctx, []string{"busy"}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		_, err := c.Lock(lctx, []string{"busy"})
+		waited <- err
+	}()
+	for range 200 {
+		if l, err := up.lock("busy"); err == nil && len(l.Waiters) == 1 {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+
+	if err := down.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-down.exited:
+		if err != nil {
+			t.Errorf("%s exited after SIGTERM: %v", down.name, err)
+		}
+		down.cmd = nil
+		down.log.Close()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not exit within 20 s of SIGTERM; log: %s", down.name, down.logText())
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, latch.ErrUnavailable) || !errors.Is(err, client.ErrConnectionLost) {
+			t.Errorf("the Lock waiting through %s: %v, want ErrUnavailable and ErrConnectionLost", down.name, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the Lock waiting through %s was not answered", down.name)
+	}
+
+	// The session moves and takes locks again.
+	var again *client.Lock
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		lctx, cancel := context.WithTimeout(ctx, ttl)
+		again, err = c.Lock(lctx, []string{"k2"})
+		cancel()
+		if !errors.Is(err, client.ErrConnectionLost) && !errors.Is(err, latch.ErrAlreadyHeld) || time.Since(start) > 2*ttl {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("lock through the session after %s shut down: %v (client: %v)", down.name, err, c.Err())
+	}
+	select {
+	case <-held.Done():
+		t.Fatalf("the lock ended: %v", held.Err())
+	default:
+	}
+	l, err := up.lock("k")
+	if err != nil || len(l.Holders) != 1 || l.Holders[0].Session != uint64(c.SessionID()) || l.Holders[0].Token != uint64(held.Token()) {
+		t.Fatalf("k = %+v, %v; want held by the session %d with token %d", l, err, c.SessionID(), held.Token())
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Errorf("unlock k: %v", err)
+	}
+	if err := again.Unlock(ctx); err != nil {
+		t.Errorf("unlock k2: %v", err)
+	}
+}
+
 // waitLeader waits until every process agrees on a leader among them.
 // startCluster starts three cluster nodes, n1 to n3, each with extra
 // flags, and returns them and their Raft addresses (n1's first).

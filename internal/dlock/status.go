@@ -44,7 +44,10 @@ var statuses = []struct {
 	v2text string
 }{
 	// First: a shutdown also ends sessions, and its errors wrap
-	// ErrNoSession too.
+	// ErrNoSession too. Not those of a session with a TTL on a
+	// replicated node, which its shutdown leaves to the cluster: they
+	// wrap ErrUnavailable alone (below), for its client to resume it on
+	// another server.
 	{latch.ErrShutdown, pb.ResponseStatus_ShuttingDown, pb.ResponseStatus_General, "ShuttingDown"},
 	{errVersion, pb.ResponseStatus_Version, pb.ResponseStatus_Version, ""},
 	{errInvalidType, pb.ResponseStatus_InvalidType, pb.ResponseStatus_InvalidType, ""},

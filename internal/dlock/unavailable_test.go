@@ -73,9 +73,13 @@ func newCutEnv(t *testing.T) (*env, func()) {
 	}
 	t.Cleanup(func() {
 		e.shutdown()
+		// Bounded: without the leader, a node's last proposals may wait
+		// for one forever.
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
 		for id, n := range nodes {
 			if id != lead {
-				n.Shutdown(context.Background())
+				n.Shutdown(ctx)
 			}
 		}
 	})
@@ -122,5 +126,48 @@ func TestCutOffNodeAnswersUnavailable(t *testing.T) {
 		for _, req := range []*pb.Request{v3(5, pb.RequestType_Ping), sessionReq(6, time.Minute), v3Lock(7, []string{"x"})} {
 			c.mustV3(req, pb.ResponseStatus_Unavailable)
 		}
+	})
+}
+
+// A cluster node shutting down leaves its sessions with a TTL to the
+// cluster, as one cut off from the majority does: their waiting Lock and
+// their later requests are answered Unavailable, not ShuttingDown, and so
+// is a Session request resuming one, so that the client resumes its
+// session on another node; the session lives on in the lock table. A new
+// session is refused ShuttingDown, and a session without a TTL ends: its
+// connection closes, as on a single node.
+func TestShuttingDownNodeAnswersUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := newCutEnv(t)
+		c := e.dial(t)
+		r := c.mustV3(sessionReq(1, time.Minute), pb.ResponseStatus_Ok)
+		id := r.GetSessionId()
+		c.mustV3(v3Lock(2, []string{"k"}), pb.ResponseStatus_Ok)
+		bound := e.dial(t)
+		bound.mustV3(v3Lock(1, []string{"busy"}), pb.ResponseStatus_Ok)
+		c.sendPB(v3Lock(3, []string{"busy"}))
+		e.waitFor(t, "busy", "a waiter", waiters(1))
+
+		e.svc.Shutdown(context.Background())
+		if r := c.recvPB(); r.GetRequestId() != 3 || r.GetStatus() != pb.ResponseStatus_Unavailable {
+			t.Fatalf("the waiting Lock answered %v, want Unavailable", r)
+		}
+		c.mustV3(v3(4, pb.RequestType_Ping), pb.ResponseStatus_Unavailable)
+		resume := &pb.Request{Version: 3, Id: 1, Type: pb.RequestType_Session,
+			Session: &pb.RequestSession{TtlMicro: uint64(time.Minute / time.Microsecond), ResumeSessionId: id}}
+		e.dial(t).mustV3(resume, pb.ResponseStatus_Unavailable)
+		e.dial(t).mustV3(sessionReq(1, time.Minute), pb.ResponseStatus_ShuttingDown)
+		sessions := e.svc.Sessions()
+		if len(sessions) != 1 || uint64(sessions[0].ID) != id {
+			t.Errorf("sessions after the shutdown = %+v, want the one with a TTL (%d) only", sessions, id)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := e.srv.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.expectEOF()
+		bound.expectEOF()
 	})
 }

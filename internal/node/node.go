@@ -333,6 +333,10 @@ func (n *Node) ResumeSession(id latch.SessionID, opts latch.SessionOptions) (lat
 	n.mu.Lock()
 	defer n.unlock()
 	if n.shutdown {
+		if n.cfg.Replicator != nil {
+			// The session may live on: not this node's to answer for.
+			return nil, fmt.Errorf("resume session %d: this node is shutting down; resume it on another node: %w", id, latch.ErrUnavailable)
+		}
 		return nil, fmt.Errorf("resume session %d: %w", id, latch.ErrShutdown)
 	}
 	proto := NoProto
@@ -364,7 +368,13 @@ func (n *Node) ResumeSession(id latch.SessionID, opts latch.SessionOptions) (lat
 
 // Shutdown stops the node: it refuses new sessions (latch.ErrShutdown),
 // answers every parked request with latch.ErrShutdown, ends every session
-// of its own (closing its Done channel) and stops the timer. It does not
+// of its own (closing its Done channel) and stops the timer. A replicated
+// node (a cluster's, or a durable one) ends only its sessions bound to
+// connections in the lock table: a session with a TTL lives on there, so
+// this node lets go of it as letGo does, its parked requests and later
+// calls failing with an error that wraps latch.ErrUnavailable alone
+// (shutdownErr), for its client to resume it on another node (or on this
+// one restarted); ResumeSession then fails likewise. It does not
 // wait for anything, so ctx is not consulted; it returns nil. Shutdown is
 // idempotent. The admin view still works afterwards and shows what was
 // left (leased locks), frozen at the instant of the shutdown.
@@ -415,7 +425,7 @@ func (n *Node) shutdownLocked(ctx context.Context) bool {
 	}
 	for _, id := range sids {
 		s := n.sessions[id]
-		if n.cfg.Replicator != nil && s.opts.TTL > 0 {
+		if s.survives() {
 			continue // lives on in the cluster, for its client to resume elsewhere
 		}
 		c := n.add(fsm.OpEndSession, at)
@@ -429,11 +439,12 @@ func (n *Node) shutdownLocked(ctx context.Context) bool {
 	for _, id := range slices.Backward(wids) {
 		if w := n.waiters[id]; w != nil {
 			n.forget(id)
-			n.deliver(w, result{err: latch.ErrShutdown})
+			n.deliver(w, result{err: w.sess.shutdownErr()})
 		}
 	}
 	for _, id := range sids {
-		n.endSession(n.sessions[id], latch.ErrShutdown)
+		s := n.sessions[id]
+		n.endSession(s, s.shutdownErr())
 	}
 	// Requests parked while the batch was applied (their sessions ended
 	// with it) have been aborted by it; none is left.

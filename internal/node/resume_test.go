@@ -145,3 +145,55 @@ func TestEndResumedSession(t *testing.T) {
 		}
 	})
 }
+
+// TestShutdownLeavesTTLSessions: a replicated node (the second run of the
+// tests, a cluster of one) that shuts down lets go of its sessions with a
+// TTL without ending them: their parked requests, their later calls and
+// their resume on the node fail with an error wrapping
+// latch.ErrUnavailable alone, for their clients to resume them on another
+// node, and they stay in the lock table with their locks. A session
+// without a TTL ends (latch.ErrShutdown), and so does every session of a
+// node in memory, whose lock table goes with it.
+func TestShutdownLeavesTTLSessions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, Config{})
+		kept := open(t, n, latch.SessionOptions{TTL: time.Minute})
+		bound := open(t, n, latch.SessionOptions{})
+		mustAcquire(t, kept, x(0, "k"))
+		mustAcquire(t, bound, x(0, "busy"))
+		waiting := goAcquire(context.Background(), kept, x(latch.WaitForever, "busy"))
+
+		if err := n.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_, err := kept.Acquire(context.Background(), x(0, "other"))
+		_, rerr := n.ResumeSession(kept.ID(), latch.SessionOptions{})
+		errs := map[string]error{"the parked request": waiting.result(t).err, "Acquire": err, "KeepAlive": kept.KeepAlive(), "ResumeSession": rerr}
+		for what, err := range errs {
+			if !asyncReplicas {
+				if !errors.Is(err, latch.ErrShutdown) {
+					t.Errorf("%s after the shutdown of a node in memory: %v, want ErrShutdown", what, err)
+				}
+				continue
+			}
+			if !errors.Is(err, latch.ErrUnavailable) || errors.Is(err, latch.ErrShutdown) || errors.Is(err, latch.ErrSessionEnded) || errors.Is(err, latch.ErrNoSession) {
+				t.Errorf("%s after the shutdown: %v, want ErrUnavailable alone", what, err)
+			}
+		}
+		if !isClosed(kept.Done()) {
+			t.Error("the session's handle is not done after the shutdown")
+		}
+		if _, err := bound.Acquire(context.Background(), x(0, "other")); !errors.Is(err, latch.ErrShutdown) {
+			t.Errorf("Acquire of the session without a TTL after the shutdown: %v, want ErrShutdown", err)
+		}
+		if !asyncReplicas {
+			return
+		}
+		if got := holders(n, "k"); len(got) != 1 || got[0] != kept.ID() {
+			t.Errorf("k after the shutdown: held by %v, want the session with a TTL", got)
+		}
+		if got := holders(n, "busy"); len(got) != 0 {
+			t.Errorf("busy after the shutdown: held by %v, want released with the session without a TTL", got)
+		}
+	})
+}

@@ -111,6 +111,34 @@ func (s *session) gone(op string) error {
 	return fmt.Errorf("%s: session %d: %w", op, s.id, latch.ErrNoSession)
 }
 
+// refused returns the error of a call op of s that the node does not
+// take: s ended (gone), or the node is shutting down (shutdownErr).
+// Called with n.mu held.
+func (s *session) refused(op string) error {
+	if s.ended != nil {
+		return s.gone(op)
+	}
+	return fmt.Errorf("%s: %w", op, s.shutdownErr())
+}
+
+// survives reports whether s outlives this node's shutdown: it has a TTL
+// and lives in replicated state (a cluster's, or a durable node's on
+// disk), which the node leaves it in, so that its client can resume it on
+// another node, or on this one restarted within the TTL.
+func (s *session) survives() bool { return s.opts.TTL > 0 && s.n.cfg.Replicator != nil }
+
+// shutdownErr is why s ends on this node when the node shuts down, and the
+// error of its parked requests then: latch.ErrShutdown, or, for a session
+// that survives the shutdown, the error of a session the node let go of
+// without ending it (unvouched), which wraps latch.ErrUnavailable alone.
+// s may be nil.
+func (s *session) shutdownErr() error {
+	if s != nil && s.survives() {
+		return unvouched("shutting down", s.id)
+	}
+	return latch.ErrShutdown
+}
+
 // Acquire takes the keys of req. A request the engine cannot grant at once
 // and may wait is parked: the caller blocks until the engine reports the
 // request's end (granted, timed out at req.Wait, aborted because the session
@@ -165,10 +193,7 @@ func (s *session) startAsync(req latch.LockRequest, done func(latch.Grant, error
 	n.mu.Lock()
 	defer n.unlock()
 	if s.ended != nil || n.shutdown {
-		if s.ended == nil {
-			return 0, fmt.Errorf("acquire: %w", latch.ErrShutdown)
-		}
-		return 0, s.gone("acquire")
+		return 0, s.refused("acquire")
 	}
 	c := s.command(fsm.OpAcquire)
 	c.Req = req
@@ -191,10 +216,7 @@ func (s *session) start(req latch.LockRequest, done func(latch.Grant, error)) (l
 	n := s.n
 	n.mu.Lock()
 	if s.ended != nil || n.shutdown {
-		err := s.gone("acquire")
-		if s.ended == nil {
-			err = fmt.Errorf("acquire: %w", latch.ErrShutdown)
-		}
+		err := s.refused("acquire")
 		n.unlock()
 		return latch.Grant{}, 0, nil, err
 	}
