@@ -374,9 +374,11 @@ func (n *Node) ResumeSession(id latch.SessionID, opts latch.SessionOptions) (lat
 // this node lets go of it as letGo does, its parked requests and later
 // calls failing with an error that wraps latch.ErrUnavailable alone
 // (shutdownErr), for its client to resume it on another node (or on this
-// one restarted); ResumeSession then fails likewise. It does not
-// wait for anything, so ctx is not consulted; it returns nil. Shutdown is
-// idempotent. The admin view still works afterwards and shows what was
+// one restarted); ResumeSession then fails likewise. The proposals of
+// the last tick, the withdrawals and the ends wait for their commit at
+// most until ctx is done (a replicated node that cannot commit gives up
+// then, and its connection-bound sessions end a node TTL later, as a dead
+// node's do); it returns nil. Shutdown is idempotent. The admin view still works afterwards and shows what was
 // left (leased locks), frozen at the instant of the shutdown.
 //
 // Parked requests are withdrawn before any session ends, newest first: a
