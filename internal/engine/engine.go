@@ -337,6 +337,12 @@ func (e *Engine) ForceRelease(now int64, name string) (int, []Event) {
 // call.
 func (e *Engine) Drops() []Drop { return e.drops }
 
+// ClearDrops empties Drops, for a caller whose next operation may end
+// without a call that changes the table (a state machine's command
+// refused before it reaches the table): Drops would still hold the drops
+// of the call before, and they would be counted twice.
+func (e *Engine) ClearDrops() { e.drops = e.drops[:0] }
+
 // Stats returns counts of the table's state.
 func (e *Engine) Stats() Stats {
 	return Stats{

@@ -131,6 +131,7 @@ func (s *State) fresh(c *Command) bool {
 // are in Drops() until then too, when the engine records them.
 func (s *State) Apply(c *Command, r *Result) []engine.Event {
 	*r = Result{}
+	s.eng.ClearDrops() // c may not reach the lock table
 	if s.multi {
 		clear(s.drops)
 		s.drops, s.multi = s.drops[:0], false

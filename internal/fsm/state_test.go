@@ -580,3 +580,40 @@ func TestVersion1AppliesUnchecked(t *testing.T) {
 		t.Errorf("release of generation 1: %v", r.Err)
 	}
 }
+
+// TestDropsPerCommand: Drops holds the holds that the last command ended,
+// and nothing for a command that ended none, even one refused before it
+// reached the lock table (a compare-and-delete by another owner, a
+// resent command), whose Drops were once the command before's, counted
+// again by the metrics.
+func TestDropsPerCommand(t *testing.T) {
+	cfg := testConfig()
+	cfg.Engine.RecordDrops = true
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = int64(time.Second)
+	owned := func(seq uint64, kind OwnedKind, value string) *Command {
+		return &Command{Op: OpOwned, At: at, Origin: 1, Seq: seq, Owned: kind, OwnedFlags: OwnedMatch,
+			Req: latch.LockRequest{Keys: []string{"k"}, Lease: time.Minute}, Value: []byte(value)}
+	}
+	release := owned(2, OwnedRelease, "a")
+	for _, step := range []struct {
+		name  string
+		c     *Command
+		drops int
+	}{
+		{"acquire", owned(1, OwnedAcquire, "a"), 0},
+		{"release by the owner", release, 1},
+		{"release by another owner", owned(3, OwnedRelease, "b"), 0},
+		{"the release again", release, 0},
+		{"an unknown op", &Command{Op: Op(200), At: at}, 0},
+	} {
+		var r Result
+		s.Apply(step.c, &r)
+		if got := len(s.Drops()); got != step.drops {
+			t.Errorf("%s: %d drops, want %d (result %+v)", step.name, got, step.drops, r)
+		}
+	}
+}
