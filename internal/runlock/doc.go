@@ -43,7 +43,9 @@
 // keepalive intervals (until A + 2(T - margin)/3: about 0.47T with the
 // default kill-after), does not lose the lock by itself: the client
 // resumes the session on a server of Addr, and A moves on once one takes
-// it back.
+// it back. A lock request that such a failover took (waiting, or sent
+// with -n) is sent again once the session has moved, within what is left
+// of the wait: its keys are not held until then (see lockRetrying).
 //
 // What the guarantee does not cover: a server that ends the session itself
 // closes the connection at the same time (a crash, a shutdown, an

@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	defer c.Close()
 
 	log.Debug("waiting for the lock", "keys", cfg.Keys, "mode", cfg.Mode)
-	l, err := lock(waitCtx, c, cfg)
+	l, err := lockRetrying(waitCtx, c, cfg, log)
 	stopWatching()
 	if err != nil {
 		var busy *latch.BusyError
@@ -128,8 +128,71 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	return supervise(ctx, l, ch, sigs, tm, log)
 }
 
-// lock takes the keys as cfg asks.
-func lock(ctx context.Context, c *client.Client, cfg Config) (*client.Lock, error) {
+// The pauses between the attempts of lockRetrying while the Client moves
+// its session: doubling from retryMin up to retryMax.
+const (
+	retryMin = 10 * time.Millisecond
+	retryMax = 250 * time.Millisecond
+)
+
+// lockRetrying takes the keys as cfg asks, as lock does, and sends the
+// request again when a failover of the session lost its answer: it failed
+// with an error wrapping client.ErrConnectionLost (its server died, fell
+// silent, shut down, or answered Unavailable), so its outcome is unknown,
+// but the Client resumes the session on another server and gives the
+// request's keys back there. It retries while the session lives (the
+// Client's Done is open), ctx is not done, and cfg.Wait, counted from the
+// first attempt, has time left; with NoWait too, whose answer was lost.
+//
+// Until the session has moved, a request fails at once with
+// ErrConnectionLost, and then with latch.ErrAlreadyHeld while the Client
+// gives the keys back; the Client has no signal for the end of the move,
+// so those attempts are retried after a short pause. The move ends within
+// the session TTL: the session is resumed, or the Client stops.
+func lockRetrying(ctx context.Context, c *client.Client, cfg Config, log *slog.Logger) (*client.Lock, error) {
+	var deadline time.Time
+	if cfg.Wait > 0 {
+		deadline = time.Now().Add(cfg.Wait)
+	}
+	wait := cfg.Wait
+	var pause time.Duration // 0 until a failover
+	for {
+		sent := time.Now()
+		l, err := lock(ctx, c, cfg, wait)
+		moving := errors.Is(err, client.ErrConnectionLost) || pause > 0 && errors.Is(err, latch.ErrAlreadyHeld)
+		if err == nil || !moving {
+			return l, err
+		}
+		if !deadline.IsZero() {
+			if wait = time.Until(deadline); wait <= 0 {
+				return nil, err
+			}
+		}
+		if pause == 0 || time.Since(sent) >= retryMax {
+			// The first failover, or a later one that took a request
+			// sent once the session had moved.
+			log.Warn("lock request lost in a failover of the session; retrying it", "keys", cfg.Keys, "err", err)
+			pause = retryMin
+		} else {
+			log.Debug("retrying the lock request", "err", err)
+			pause = min(2*pause, retryMax)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-c.Done():
+			t.Stop()
+			return nil, fmt.Errorf("retrying the lock request after a failover: %w", c.Err())
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
+// lock takes the keys as cfg asks, waiting at most wait (cfg.Wait, or what
+// is left of it).
+func lock(ctx context.Context, c *client.Client, cfg Config, wait time.Duration) (*client.Lock, error) {
 	var opts []client.LockOption
 	if cfg.Lease > 0 {
 		opts = append(opts, client.Lease(cfg.Lease))
@@ -137,8 +200,8 @@ func lock(ctx context.Context, c *client.Client, cfg Config) (*client.Lock, erro
 	if cfg.Limit > 0 {
 		opts = append(opts, client.Limit(cfg.Limit))
 	}
-	if cfg.Wait > 0 {
-		opts = append(opts, client.Wait(cfg.Wait))
+	if wait > 0 {
+		opts = append(opts, client.Wait(wait))
 	}
 	switch {
 	case cfg.Mode == latch.Shared && cfg.Wait == latch.NoWait:
