@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -122,6 +124,16 @@ func (p *node) start() {
 		}
 	}
 	p.t.Fatalf("%s: admin API not up in 10 s; log: %s", p.name, p.logText())
+}
+
+// logsOf returns the tails of the logs of procs, by name, for a failure's
+// message.
+func logsOf(procs map[string]*node) string {
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(procs)) {
+		fmt.Fprintf(&b, "--- %s's log:\n%s\n", id, procs[id].logText())
+	}
+	return b.String()
 }
 
 func (p *node) logText() string {
@@ -625,7 +637,7 @@ func testShutdownNode(t *testing.T, leads bool) {
 		}
 	}
 	if err != nil {
-		t.Fatalf("lock through the session after %s shut down: %v (client: %v)", down.name, err, c.Err())
+		t.Fatalf("lock through the session after %s shut down: %v (client: %v)\n%s", down.name, err, c.Err(), logsOf(procs))
 	}
 	select {
 	case <-held.Done():

@@ -570,3 +570,26 @@ func TestMembership(t *testing.T) {
 		holder.Close()
 	})
 }
+
+// TestCloseHandsOverLeadership: a leader that stops gracefully hands its
+// leadership over first, so that the others have a leader again within a
+// round of votes, not after a heartbeat timeout (1 s here) and an
+// election.
+func TestCloseHandsOverLeadership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		start := time.Now()
+		c.stop(lead)
+		for {
+			id, _, ok := c.reps[c.other()].Leader()
+			if ok && id != lead {
+				break
+			}
+			if time.Since(start) > 500*time.Millisecond {
+				t.Fatalf("no new leader %v after the leader %s stopped", time.Since(start), lead)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}

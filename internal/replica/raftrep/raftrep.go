@@ -392,7 +392,17 @@ func (r *Replicator) Barrier(ctx context.Context) error {
 }
 
 // Close stops Raft and the replicator's goroutines, and closes the stores.
+// A leader first hands its leadership to another voter (handOver), so that
+// a graceful stop (a rolling restart) costs the cluster a round of votes,
+// not an election timeout without a leader.
 func (r *Replicator) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	r.handOver()
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -415,6 +425,32 @@ func (r *Replicator) Close() error {
 	r.wg.Wait()
 	r.closeStore()
 	return err
+}
+
+// handOver transfers the leadership to the most up-to-date other voter,
+// when this node leads and has one; Raft bounds the transfer by an
+// election timeout, and so does handOver (a leader cut off from the others
+// gets no answer). A failed transfer only leaves the election to the
+// timeouts, as a crash would.
+func (r *Replicator) handOver() {
+	if r.raft.State() != raft.Leader {
+		return
+	}
+	f := r.raft.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	t := time.NewTimer(r.cfg.ElectionTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			r.log.Info("raftrep: leadership not handed over before stopping", "err", err)
+			return
+		}
+		r.log.Info("raftrep: leadership handed over before stopping")
+	case <-t.C:
+		r.log.Info("raftrep: leadership not handed over before stopping: no answer within an election timeout")
+	}
 }
 
 var _ replica.Replicator = (*Replicator)(nil)
