@@ -33,8 +33,6 @@ import (
 // until the session is resumed elsewhere, which aborts them.
 type nodeProxy struct {
 	addr string
-	ln   net.Listener
-	wg   sync.WaitGroup
 
 	mu     sync.Mutex
 	silent bool
@@ -53,40 +51,14 @@ type proxyConn struct {
 }
 
 func startNodeProxy(t *testing.T, target string) *nodeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &nodeProxy{addr: ln.Addr().String(), ln: ln}
-	p.wg.Go(func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			pc := &proxyConn{p: p, in: in, out: out, flight: map[uint64]struct{}{}}
-			p.mu.Lock()
-			p.conns = append(p.conns, pc)
-			p.mu.Unlock()
-			p.wg.Go(pc.requests)
-			p.wg.Go(pc.responses)
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
+	p := &nodeProxy{}
+	p.addr = relay(t, target, func(wg *sync.WaitGroup, in, out net.Conn) {
+		pc := &proxyConn{p: p, in: in, out: out, flight: map[uint64]struct{}{}}
 		p.mu.Lock()
-		for _, pc := range p.conns {
-			pc.in.Close()
-			pc.out.Close()
-		}
+		p.conns = append(p.conns, pc)
 		p.mu.Unlock()
-		p.wg.Wait()
+		wg.Go(pc.requests)
+		wg.Go(pc.responses)
 	})
 	return p
 }

@@ -368,21 +368,34 @@ func TestRunShared(t *testing.T) {
 // every byte both ways and keeps the connections open.
 type proxy struct {
 	addr        string
-	ln          net.Listener
 	partitioned atomic.Bool
-	wg          sync.WaitGroup
-	mu          sync.Mutex
-	conns       []net.Conn
 }
 
 func startProxy(t *testing.T, target string) *proxy {
+	p := &proxy{}
+	p.addr = relay(t, target, func(wg *sync.WaitGroup, in, out net.Conn) {
+		wg.Go(func() { p.pipe(in, out) })
+		wg.Go(func() { p.pipe(out, in) })
+	})
+	return p
+}
+
+// relay listens on loopback and returns its address. It dials target for
+// each connection it accepts and hands both ends to serve, which starts
+// the goroutines that pass their bytes on (in wg). The test's cleanup
+// closes the listener and every connection, and waits for wg.
+func relay(t *testing.T, target string, serve func(wg *sync.WaitGroup, in, out net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{addr: ln.Addr().String(), ln: ln}
-	p.wg.Go(func() {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
 		for {
 			in, err := ln.Accept()
 			if err != nil {
@@ -393,23 +406,22 @@ func startProxy(t *testing.T, target string) *proxy {
 				in.Close()
 				continue
 			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(in, out) })
-			p.wg.Go(func() { p.pipe(out, in) })
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			serve(&wg, in, out)
 		}
 	})
 	t.Cleanup(func() {
 		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
+		mu.Lock()
+		for _, c := range conns {
 			c.Close()
 		}
-		p.mu.Unlock()
-		p.wg.Wait()
+		mu.Unlock()
+		wg.Wait()
 	})
-	return p
+	return ln.Addr().String()
 }
 
 func (p *proxy) pipe(src, dst net.Conn) {
