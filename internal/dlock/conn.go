@@ -49,6 +49,11 @@ type conn struct {
 
 	// drained is set when the connection ends in a shutdown (sessionErr).
 	drained atomic.Bool
+	// resumed is set when the connection's session is one it resumed
+	// (RequestSession.resume_session_id), and usedAfter when a request
+	// was read after that: finish leaves a resumed session that was not
+	// used rather than end it (leaver).
+	resumed, usedAfter atomic.Bool
 
 	// wmu guards the waiting version 3 Locks. It is never held across a
 	// call of the lock service, so that a Lock's end, reported from
@@ -172,6 +177,9 @@ func (c *conn) readLoop() (drain bool) {
 				log.Debug("dlock: connection lost inside a frame", "peer", c.peer, "err", err)
 			}
 			return false
+		}
+		if c.resumed.Load() {
+			c.usedAfter.Store(true)
 		}
 		req, err := c.dec.decode(body)
 		if err != nil {
@@ -345,7 +353,8 @@ func (c *conn) stopReading() {
 // the server is shutting down: queued requests are still answered (the lock
 // service fails them at once) and every answer is written before the
 // connection closes. Otherwise the client is gone: the session ends at once
-// and queued requests are dropped.
+// (unless the connection resumed it and made no request since: it is left,
+// see leaver) and queued requests are dropped.
 func (c *conn) finish(drain bool) {
 	if !drain {
 		c.aborted.Store(true)
@@ -364,7 +373,9 @@ func (c *conn) finish(drain bool) {
 	// Ending the session releases its locks without a lease and fails its
 	// waiting requests, which answers them and lets the version 2 queue's
 	// server end.
-	if sess != nil {
+	if l, ok := sess.(leaver); ok && !drain && c.resumed.Load() && !c.usedAfter.Load() {
+		l.Leave()
+	} else if sess != nil {
 		sess.Close()
 	}
 	c.wg.Wait()
@@ -426,8 +437,21 @@ func (c *conn) resume(ttl time.Duration, setTTL bool, id latch.SessionID) (latch
 		return nil, err
 	}
 	c.sess, c.ttl = sess, ttl
+	if id != 0 {
+		c.resumed.Store(true)
+	}
 	return sess, nil
 }
+
+// A leaver is a session with a TTL that a connection can leave without
+// ending it (the node's Leave): it lives on until its TTL lapses or a
+// client resumes it. finish leaves a session that its connection resumed
+// and then made no request on: its client went away without learning that
+// the resume succeeded, perhaps because it gave the resume up as late and
+// took the session back on another server. The late resume, applied
+// last, made this connection the session's; ending the session with it
+// would end the session the client holds elsewhere.
+type leaver interface{ Leave() }
 
 // openSession returns the connection's session and its TTL if it has one,
 // or nil.

@@ -171,3 +171,55 @@ func TestShuttingDownNodeAnswersUnavailable(t *testing.T) {
 		bound.expectEOF()
 	})
 }
+
+// A connection that resumed a session and went away without another
+// request leaves the session rather than end it: its client may have
+// given that resume up as late and taken the session back elsewhere,
+// where ending it would end it. A connection that made a request after
+// its resume ends the session when it goes, as any connection does.
+func TestResumedUnusedSessionLeft(t *testing.T) {
+	e := newEnv(t, nil)
+	resume := func(id uint64) *pb.Request {
+		return &pb.Request{Version: 3, Id: 1, Type: pb.RequestType_Session,
+			Session: &pb.RequestSession{TtlMicro: uint64(time.Minute / time.Microsecond), ResumeSessionId: id}}
+	}
+	// gone closes c and waits until the server has finished with it.
+	gone := func(c *client) {
+		t.Helper()
+		peer := c.peer()
+		c.nc.Close()
+		for deadline := time.Now().Add(testTimeout); ; time.Sleep(time.Millisecond) {
+			e.srv.mu.Lock()
+			open := false
+			for x := range e.srv.conns {
+				open = open || x.peer == peer
+			}
+			e.srv.mu.Unlock()
+			if !open {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("connection %s not finished", peer)
+			}
+		}
+	}
+	first := e.dial(t)
+	id := first.mustV3(sessionReq(1, time.Minute), pb.ResponseStatus_Ok).GetSessionId()
+	first.mustV3(v3Lock(2, []string{"k"}), pb.ResponseStatus_Ok)
+
+	unused := e.dial(t)
+	unused.mustV3(resume(id), pb.ResponseStatus_Ok)
+	gone(unused)
+	if ki, ok := e.svc.Lock("k"); !ok || len(ki.Holders) != 1 || uint64(ki.Holders[0].Session) != id {
+		t.Fatalf("k after the unused resume's connection went: %+v, want held by session %d", ki, id)
+	}
+
+	used := e.dial(t)
+	used.mustV3(resume(id), pb.ResponseStatus_Ok)
+	used.mustV3(v3(2, pb.RequestType_Ping), pb.ResponseStatus_Ok)
+	gone(used)
+	if ki, ok := e.svc.Lock("k"); ok && len(ki.Holders) > 0 {
+		t.Errorf("k after the used resume's connection went: %+v, want released with its session", ki)
+	}
+	e.dial(t).mustV3(resume(id), pb.ResponseStatus_SessionExpired)
+}

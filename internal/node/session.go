@@ -439,6 +439,47 @@ func (s *session) KeepAlive() error {
 	return n.propose().Err
 }
 
+// Leave lets go of a session with a TTL on this node without ending it,
+// as letGo does: it lives on in the lock table until its TTL lapses or a
+// client resumes it (ResumeSession), and its handle ends here with an
+// error wrapping latch.ErrUnavailable. A session without a TTL, or with a
+// request parked on this node, is Closed instead.
+//
+// A front end leaves, rather than closes, a session that its connection
+// resumed when the client went away without a request after the resume:
+// the client may have given that resume up, its answer late, and taken the
+// session back on another node, where ending it now would end it (the
+// resume here, applied last, made this connection's generation the
+// session's).
+func (s *session) Leave() {
+	n := s.n
+	n.mu.Lock()
+	if s.ended != nil {
+		n.unlock()
+		return
+	}
+	if s.opts.TTL == 0 || n.parkedOf(s) {
+		n.unlock()
+		s.Close()
+		return
+	}
+	s.closing = true
+	n.log.Info("node: session left by its connection", "session", s.id, "generation", s.gen)
+	n.endSession(s, unvouched("left by its connection", s.id))
+	n.unlock()
+}
+
+// parkedOf reports whether s has a request parked on this node. Called
+// with n.mu held.
+func (n *Node) parkedOf(s *session) bool {
+	for _, w := range n.waiters {
+		if w.sess == s {
+			return true
+		}
+	}
+	return false
+}
+
 // Close ends the session as EndSession does: its waiting requests fail with
 // latch.ErrSessionEnded, its locks without a lease are released at once
 // (memcached item locks included) and its leased locks stay until their
