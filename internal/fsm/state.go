@@ -16,8 +16,11 @@ var ErrDuplicate = errors.New("fsm: command already applied")
 // ErrSuperseded is the result of a command on a session's behalf from a
 // connection the session has moved away from (OpResume): an OpEndSession,
 // or a command that carries a generation (Command.Gen), of an older
-// generation than the session's. It is not applied.
-var ErrSuperseded = errors.New("fsm: the session was resumed on another connection")
+// generation than the session's. It is not applied. It wraps
+// latch.ErrUnavailable: the connection can no longer vouch for the
+// session, and its client should resume it (a resume it gave up as late
+// may have been applied after the one it kept).
+var ErrSuperseded = fmt.Errorf("fsm: the session was resumed on another connection: %w", latch.ErrUnavailable)
 
 // ErrUnknownOp is the result of a command whose Op this version does not
 // know.

@@ -529,8 +529,8 @@ func TestStaleGeneration(t *testing.T) {
 					tc.acted(t, s, id, r)
 					return
 				}
-				if !errors.Is(r.Err, ErrSuperseded) {
-					t.Fatalf("%v of generation 0 after the resume: %+v; want ErrSuperseded", c.Op, r)
+				if !errors.Is(r.Err, ErrSuperseded) || !errors.Is(r.Err, latch.ErrUnavailable) {
+					t.Fatalf("%v of generation 0 after the resume: %+v; want ErrSuperseded, which wraps latch.ErrUnavailable (the client resumes)", c.Op, r)
 				}
 				if r.Granted || r.Count != 0 || r.Expires != 0 {
 					t.Errorf("refused %v has a result: %+v", c.Op, r)
