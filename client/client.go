@@ -352,7 +352,7 @@ func (c *Client) sendOn(on net.Conn, req *dlockpb.Request, cl *call) (*call, uin
 		conn = on
 	} else if conn == nil || c.resuming {
 		c.mu.Unlock()
-		return nil, 0, fmt.Errorf("client: %w", ErrConnectionLost)
+		return nil, 0, ErrConnectionLost
 	}
 	c.pending[id] = cl
 	c.mu.Unlock()
@@ -393,7 +393,7 @@ func (c *Client) sendOn(on net.Conn, req *dlockpb.Request, cl *call) (*call, uin
 	c.wmu.Unlock()
 	if givenUp {
 		if registered {
-			return nil, 0, fmt.Errorf("client: %w", ErrConnectionLost)
+			return nil, 0, ErrConnectionLost
 		}
 		// Giving conn up failed cl (await returns ErrConnectionLost) and
 		// left its keys to the cleanup, as for a request lost in flight.
@@ -420,7 +420,7 @@ func (c *Client) await(ctx context.Context, cl *call) (*dlockpb.Response, error)
 	select {
 	case r := <-cl.ch:
 		if r == nil {
-			return nil, fmt.Errorf("client: %w", ErrConnectionLost)
+			return nil, ErrConnectionLost
 		}
 		return r, nil
 	case <-ctx.Done():
@@ -694,7 +694,7 @@ func (c *Client) resumeOn(addr string) error {
 		c.mu.Unlock()
 		conn.Close()
 		if err == nil {
-			err = fmt.Errorf("client: %w", ErrConnectionLost)
+			err = ErrConnectionLost
 		}
 		return err
 	}
