@@ -428,12 +428,12 @@ func (r *Replicator) Close() error {
 }
 
 // handOver transfers the leadership to the most up-to-date other voter,
-// when this node leads and has one; Raft bounds the transfer by an
+// when this node leads and has one (hasOtherVoter); Raft bounds the transfer by an
 // election timeout, and so does handOver (a leader cut off from the others
 // gets no answer). A failed transfer only leaves the election to the
 // timeouts, as a crash would.
 func (r *Replicator) handOver() {
-	if r.raft.State() != raft.Leader {
+	if r.raft.State() != raft.Leader || !r.hasOtherVoter() {
 		return
 	}
 	f := r.raft.LeadershipTransfer()
@@ -451,6 +451,21 @@ func (r *Replicator) handOver() {
 	case <-t.C:
 		r.log.Info("raftrep: leadership not handed over before stopping: no answer within an election timeout")
 	}
+}
+
+// hasOtherVoter reports whether the configuration has a voter besides
+// this node (a durable single node has none to hand anything to).
+func (r *Replicator) hasOtherVoter() bool {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != r.cfg.ID {
+			return true
+		}
+	}
+	return false
 }
 
 var _ replica.Replicator = (*Replicator)(nil)
