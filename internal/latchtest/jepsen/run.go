@@ -50,9 +50,11 @@ type result struct {
 	pauses  int
 	locks   check.LockReport
 	reg     check.RegisterReport
-	// grants counts the granted Acquires of each protocol.
-	grants map[string]int
-	redis  redisFigures
+	// grants counts the granted Acquires of each protocol; lost the holds
+	// that ended without their holder asking (a v3 Lock's Done, a closed
+	// connection, a Redis request whose outcome was lost).
+	grants, lost map[string]int
+	redis        redisFigures
 }
 
 // redisFigures are the Redis clients' figures.
@@ -68,6 +70,7 @@ type redisFigures struct {
 // count counts op in r's figures.
 func (r *result) count(op check.Op) {
 	if op.Kind == check.Lost {
+		r.lost[op.Proto]++
 		return // not a request
 	}
 	r.ops++
@@ -110,18 +113,22 @@ func (r result) summary() string {
 
 // details are the figures behind the summary, one per line.
 func (r result) details() []string {
-	var faults, grants []string
+	var faults, grants, lost []string
 	for _, k := range slices.Sorted(maps.Keys(r.faults)) {
 		faults = append(faults, fmt.Sprintf("%s=%d", k, r.faults[k]))
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.grants)) {
 		grants = append(grants, fmt.Sprintf("%s=%d", k, r.grants[k]))
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.lost)) {
+		lost = append(lost, fmt.Sprintf("%s=%d", k, r.lost[k]))
+	}
 	d := []string{
 		fmt.Sprintf("faults: %s", strings.Join(faults, " ")),
 		fmt.Sprintf("locks: keys=%d grants=%d unknown_outcomes=%d token_regressions=%d partial_grants=%d stuck=%d",
 			r.locks.Keys, r.locks.Grants, r.unknown, r.locks.TokenRegressions, r.locks.PartialGrants, r.locks.Stuck),
 		fmt.Sprintf("grants: %s", strings.Join(grants, " ")),
+		fmt.Sprintf("holds lost without their holder asking: %s", strings.Join(lost, " ")),
 		fmt.Sprintf("redis: grants=%d tokens=%d renewals=%d lease_ended=%d unknown_outcomes=%d",
 			r.redis.grants, r.redis.tokens, r.redis.renewals, r.redis.leaseEnded, r.redis.unknown),
 		fmt.Sprintf("register: writes=%d acked=%d refused_stale=%d client_pauses=%d lost_writes=%d token_violations=%d",
@@ -143,7 +150,7 @@ func run(cfg config) (result, error) {
 	w.start()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
 	defer cancel()
-	res := result{faults: map[string]int{}, grants: map[string]int{}}
+	res := result{faults: map[string]int{}, grants: map[string]int{}, lost: map[string]int{}}
 	var nemErr error
 	if cfg.nemesis != nil {
 		res.faults, nemErr = cfg.nemesis(ctx, w)

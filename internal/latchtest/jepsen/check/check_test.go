@@ -157,6 +157,9 @@ func TestLocks(t *testing.T) {
 		{"busy while a lease may still run", []Op{
 			leased(acq("a", 0, 10, OK, 1), 100), acq("b", 50, 60, Busy, 0), acq("c", 150, 160, Busy, 0), acq("d", 170, 180, OK, 2), rel("d", 200, 210, OK),
 		}, true, 0, 0, 0, 0},
+		{"a grant answered after its lease ended, another holder meanwhile", []Op{
+			leased(acq("a", 0, 150, OK, 1), 100), acq("b", 120, 130, OK, 2), leased(rel("a", 155, 160, Fail), 0), rel("b", 200, 210, OK),
+		}, true, 0, 0, 0, 0},
 		{"a lease's token below an earlier grant's", []Op{
 			acq("b", 0, 10, OK, 5), rel("b", 20, 30, OK), leased(acq("a", 40, 50, OK, 3), 100), leased(rel("a", 60, 70, OK), 0),
 		}, false, 0, 1, 0, 0},

@@ -241,8 +241,13 @@ func porcupineOps(kops []keyOp) []porcupine.Operation {
 }
 
 // countDoubleGrants counts the holds of key that began while holds their
-// mode excludes were confirmed.
+// mode excludes were confirmed. A leased grant answered only once its
+// lease may have ended (until <= start: a reply delayed by a partition or
+// a pause) confirms no hold: its client, which counts the lease from its
+// call, knows the lock may be gone before it learns it had it, and a
+// fenced write of it is refused as stale.
 func (r *LockReport) countDoubleGrants(key string, hs []hold) {
+	hs = slices.DeleteFunc(hs, func(h hold) bool { return h.leased && h.until <= h.start })
 	slices.SortFunc(hs, func(a, b hold) int { return cmp.Compare(a.start, b.start) })
 	for i, h := range hs {
 		var excl, shared []hold
