@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 // cutProxy forwards dlock connections to a server frame by frame and
@@ -69,48 +69,29 @@ func unavailable(id uint64) *dlockpb.Response {
 // requests forwards the client's requests, or answers them.
 func (pc *cutConn) requests() {
 	defer pc.out.Close()
-	r := frame.NewReader(bufio.NewReader(pc.in), 0)
-	for {
-		b, err := r.Read()
-		if err != nil {
-			return
-		}
-		req := new(dlockpb.Request)
-		if err := proto.Unmarshal(b, req); err != nil {
-			return
-		}
+	latchtest.EachMessage(pc.in, func() *dlockpb.Request { return new(dlockpb.Request) }, func(b []byte, req *dlockpb.Request) bool {
 		pc.p.rules.Lock()
 		refused, lie := pc.p.refuse[req.GetType()], pc.p.lie[req.GetType()]
 		pc.p.rules.Unlock()
 		if refused {
 			pc.answer(unavailable(req.GetId()))
-			continue
+			return true
 		}
 		if lie {
 			pc.mu.Lock()
 			pc.lies[req.GetId()] = true
 			pc.mu.Unlock()
 		}
-		if _, err := pc.out.Write(frame.Append(nil, b)); err != nil {
-			return
-		}
-	}
+		_, err := pc.out.Write(frame.Append(nil, b))
+		return err == nil
+	})
 }
 
 // responses forwards the server's answers, Unavailable for the requests
 // lied about.
 func (pc *cutConn) responses() {
 	defer pc.in.Close()
-	r := frame.NewReader(bufio.NewReader(pc.out), 0)
-	for {
-		b, err := r.Read()
-		if err != nil {
-			return
-		}
-		resp := new(dlockpb.Response)
-		if err := proto.Unmarshal(b, resp); err != nil {
-			return
-		}
+	latchtest.EachMessage(pc.out, func() *dlockpb.Response { return new(dlockpb.Response) }, func(_ []byte, resp *dlockpb.Response) bool {
 		pc.mu.Lock()
 		lie := pc.lies[resp.GetRequestId()]
 		delete(pc.lies, resp.GetRequestId())
@@ -118,10 +99,8 @@ func (pc *cutConn) responses() {
 		if lie {
 			resp = unavailable(resp.GetRequestId())
 		}
-		if !pc.answer(resp) {
-			return
-		}
-	}
+		return pc.answer(resp)
+	})
 }
 
 func (pc *cutConn) answer(resp *dlockpb.Response) bool {
@@ -248,26 +227,16 @@ func refusingServer(t *testing.T, status dlockpb.ResponseStatus) string {
 			}
 			wg.Go(func() {
 				defer conn.Close()
-				r := frame.NewReader(bufio.NewReader(conn), 0)
-				for {
-					b, err := r.Read()
-					if err != nil {
-						return
-					}
-					req := new(dlockpb.Request)
-					if err := proto.Unmarshal(b, req); err != nil {
-						return
-					}
+				latchtest.EachMessage(conn, func() *dlockpb.Request { return new(dlockpb.Request) }, func(_ []byte, req *dlockpb.Request) bool {
 					resp := unavailable(req.GetId())
 					resp.Status = status
 					out, err := proto.Marshal(resp)
 					if err != nil {
 						panic(err)
 					}
-					if _, err := conn.Write(frame.Append(nil, out)); err != nil {
-						return
-					}
-				}
+					_, err = conn.Write(frame.Append(nil, out))
+					return err == nil
+				})
 			})
 		}
 	})

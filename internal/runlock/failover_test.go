@@ -3,7 +3,6 @@
 package runlock
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"github.com/latchd/latch/client"
 	"github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
+	"github.com/latchd/latch/internal/latchtest"
 )
 
 // nodeProxy stands for a cluster node in front of a server: it forwards
@@ -92,18 +92,8 @@ func unavailable(id uint64) *dlockpb.Response {
 
 // requests passes the client's requests on, or answers them.
 func (pc *proxyConn) requests() {
-	r := frame.NewReader(bufio.NewReader(pc.in), 0)
-	for {
-		b, err := r.Read()
-		if err != nil {
-			pc.out.Close()
-			return
-		}
-		req := new(dlockpb.Request)
-		if err := proto.Unmarshal(b, req); err != nil {
-			pc.out.Close()
-			return
-		}
+	defer pc.out.Close()
+	latchtest.EachMessage(pc.in, func() *dlockpb.Request { return new(dlockpb.Request) }, func(b []byte, req *dlockpb.Request) bool {
 		p := pc.p
 		p.mu.Lock()
 		if p.downOnLock && req.GetType() == dlockpb.RequestType_Lock {
@@ -120,26 +110,17 @@ func (pc *proxyConn) requests() {
 			pc.answer(unavailable(req.GetId()))
 		default:
 			if _, err := pc.out.Write(frame.Append(nil, b)); err != nil {
-				return
+				return false
 			}
 		}
-	}
+		return true
+	})
 }
 
 // responses passes the server's answers on, while the proxy works.
 func (pc *proxyConn) responses() {
-	r := frame.NewReader(bufio.NewReader(pc.out), 0)
-	for {
-		b, err := r.Read()
-		if err != nil {
-			pc.in.Close()
-			return
-		}
-		resp := new(dlockpb.Response)
-		if err := proto.Unmarshal(b, resp); err != nil {
-			pc.in.Close()
-			return
-		}
+	defer pc.in.Close()
+	latchtest.EachMessage(pc.out, func() *dlockpb.Response { return new(dlockpb.Response) }, func(_ []byte, resp *dlockpb.Response) bool {
 		p := pc.p
 		p.mu.Lock()
 		_, inFlight := pc.flight[resp.GetRequestId()]
@@ -149,7 +130,8 @@ func (pc *proxyConn) responses() {
 		if pass {
 			pc.answer(resp)
 		}
-	}
+		return true
+	})
 }
 
 func (pc *proxyConn) answer(resp *dlockpb.Response) {
