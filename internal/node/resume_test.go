@@ -108,12 +108,7 @@ func TestResumedSessionCalls(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				n := newNode(t, Config{})
-				old := open(t, n, latch.SessionOptions{TTL: time.Minute})
-				mustAcquire(t, old, x(0, "k"))
-				s, err := n.ResumeSession(old.ID(), latch.SessionOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := resumedHolder(t, n)
 				if err := tc.call(s); err != nil {
 					t.Errorf("%s of the resumed session: %v", tc.name, err)
 				}
@@ -128,12 +123,7 @@ func TestResumedSessionCalls(t *testing.T) {
 func TestEndResumedSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNode(t, Config{})
-		old := open(t, n, latch.SessionOptions{TTL: time.Minute})
-		mustAcquire(t, old, x(0, "k"))
-		s, err := n.ResumeSession(old.ID(), latch.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := resumedHolder(t, n)
 		if err := n.EndSession(s.ID()); err != nil {
 			t.Fatalf("end of the resumed session: %v", err)
 		}
@@ -196,4 +186,17 @@ func TestShutdownLeavesTTLSessions(t *testing.T) {
 			t.Errorf("busy after the shutdown: held by %v, want released with the session without a TTL", got)
 		}
 	})
+}
+
+// resumedHolder opens a session with a TTL on n that takes k, and returns
+// its handle resumed on n: of generation 1.
+func resumedHolder(t *testing.T, n *Node) latch.Session {
+	t.Helper()
+	old := open(t, n, latch.SessionOptions{TTL: time.Minute})
+	mustAcquire(t, old, x(0, "k"))
+	s, err := n.ResumeSession(old.ID(), latch.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
