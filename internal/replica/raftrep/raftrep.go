@@ -169,7 +169,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		obs:      make(chan raft.Observation, 64),
 		inflight: make(chan struct{}, 2),
 	}
-	r.m = &machine{r: r}
+	r.m = &machine{r: r, halt: haltNewer}
 	r.ctx, r.done = context.WithCancel(context.Background())
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
