@@ -1,0 +1,40 @@
+// Package wal owns a write-ahead log on disk: an append-only sequence of
+// records numbered consecutively, kept in segment files, each append made
+// durable by one fdatasync. Records leave it only at its ends: from the
+// head once they are no longer needed (a snapshot holds their effect) and
+// from the tail when they are overridden (a Raft follower's entries that
+// the leader never committed). The package knows nothing of what the
+// records mean; package raftrep keeps Raft's log in it.
+//
+// # Why not bbolt
+//
+// A bbolt transaction syncs twice (its pages, then its meta page), and a
+// Raft commit waits for the leader's write, then a follower's, in series:
+// four syncs per commit. This log syncs once per append, which halves the
+// commit latency on disks where a sync costs a few hundred microseconds
+// (docs/benchmarks.md).
+//
+// # On disk
+//
+// A log is a directory of segments, each named for the index of its first
+// record (20 decimal digits, then ".seg"). A segment is a sequence of
+// frames:
+//
+//	size     uint32, little endian: the payload's length, at least 1
+//	checksum uint32, little endian: CRC-32C (Castagnoli) of the payload
+//	payload  size bytes
+//
+// Only the last segment is written to; once it holds Options.SegmentSize
+// bytes, the next append starts a new one. An append is acknowledged only
+// after its frames are synced, so a crash can leave at most a cut-short or
+// unsynced tail on the last segment: Open cuts it off at the last frame
+// whose checksum holds. A bad frame anywhere else is corruption, and Open
+// refuses the log rather than lose acknowledged records.
+//
+// Removing records from the head deletes the segments that hold only
+// older records (oldest first, so that a crash leaves a contiguous log);
+// the records before the new head in the segment that remains come back
+// after a restart, which is harmless, as they are older than the head.
+// Removing records from the tail deletes later segments (newest first)
+// and truncates the one that holds the new last record.
+package wal

@@ -1,0 +1,486 @@
+package wal
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// DefaultSegmentSize is the size at which a segment is closed when
+// Options.SegmentSize is zero.
+const DefaultSegmentSize = 64 << 20
+
+// MaxRecord is the largest record a log takes.
+const MaxRecord = 64 << 20
+
+const (
+	frameHeader = 8
+	segSuffix   = ".seg"
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+var (
+	// ErrNotFound is returned by Read for an index outside the log.
+	ErrNotFound = errors.New("wal: no record at that index")
+	// ErrClosed is returned by every method of a closed log.
+	ErrClosed = errors.New("wal: closed")
+)
+
+// Options tune a log. The zero value is ready to use.
+type Options struct {
+	// SegmentSize is the size in bytes past which an append starts a new
+	// segment; 0 means DefaultSegmentSize.
+	SegmentSize int64
+}
+
+// Log is a write-ahead log open on a directory. Its methods are safe for
+// concurrent use; reads run in parallel with each other, and wait for an
+// append, which holds the log through its sync.
+type Log struct {
+	dir     string
+	segSize int64
+
+	mu    sync.RWMutex
+	segs  []*segment // oldest first; the last one takes appends
+	first uint64     // the first record's index; 0 when the log is empty
+	last  uint64     // the last record's index; 0 when the log is empty
+	err   error      // set once a write or a sync failed, or Close ran
+}
+
+// segment is one file of a log.
+type segment struct {
+	first uint64   // the index of its first record, from its name
+	f     *os.File // open for reading and writing
+	offs  []int64  // offs[i] is where record first+i's frame starts
+	size  int64    // the end of its last whole frame
+}
+
+// Open opens the log in dir, creating the directory if it does not exist,
+// and cuts off a torn tail left by a crash (see the package doc).
+func Open(dir string, opts Options) (*Log, error) {
+	l := &Log{dir: dir, segSize: opts.SegmentSize}
+	if l.segSize <= 0 {
+		l.segSize = DefaultSegmentSize
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	firsts, err := listSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	for i, first := range firsts {
+		s, err := openSegment(dir, first, i == len(firsts)-1)
+		if err != nil {
+			l.closeFiles()
+			return nil, err
+		}
+		if len(l.segs) > 0 && first != l.last+1 {
+			s.f.Close()
+			l.closeFiles()
+			return nil, fmt.Errorf("wal: segment %s starts at %d, after a segment that ends at %d", s.f.Name(), first, l.last)
+		}
+		l.segs = append(l.segs, s)
+		if len(s.offs) > 0 {
+			if l.first == 0 {
+				l.first = first
+			}
+			l.last = s.first + uint64(len(s.offs)) - 1
+		}
+	}
+	// A crash between creating a segment and syncing its first append
+	// leaves it empty; an empty segment takes nothing but the next index.
+	for len(l.segs) > 0 && len(l.segs[len(l.segs)-1].offs) == 0 {
+		s := l.segs[len(l.segs)-1]
+		l.segs = l.segs[:len(l.segs)-1]
+		s.f.Close()
+		if err := os.Remove(s.f.Name()); err != nil {
+			l.closeFiles()
+			return nil, fmt.Errorf("wal: %w", err)
+		}
+	}
+	if len(l.segs) == 0 {
+		l.first, l.last = 0, 0
+	}
+	return l, nil
+}
+
+// listSegments returns the first indexes of dir's segments, in order.
+func listSegments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	var firsts []uint64
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), segSuffix)
+		if !ok || len(name) != 20 {
+			continue
+		}
+		first, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || first == 0 {
+			continue
+		}
+		firsts = append(firsts, first)
+	}
+	slices.Sort(firsts)
+	return firsts, nil
+}
+
+func segmentPath(dir string, first uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", first, segSuffix))
+}
+
+// openSegment reads a segment's frames. A bad frame ends the last
+// segment (it is truncated there); in any other it is an error.
+func openSegment(dir string, first uint64, last bool) (*segment, error) {
+	f, err := os.OpenFile(segmentPath(dir, first), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	s := &segment{first: first, f: f}
+	end, scanErr := s.scan()
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	if scanErr == nil && end == fi.Size() {
+		return s, nil
+	}
+	if !last {
+		f.Close()
+		if scanErr == nil {
+			scanErr = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("wal: segment %s is corrupt at offset %d: %w", f.Name(), end, scanErr)
+	}
+	if err := f.Truncate(end); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("wal: cut the torn tail of %s: %w", f.Name(), err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	return s, nil
+}
+
+// scan reads the segment's frames from the start, recording their
+// offsets, and returns the end of the last good one, with the reason the
+// next one is not good (nil at the end of the file).
+func (s *segment) scan() (int64, error) {
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	fi, err := s.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	r := bufio.NewReaderSize(s.f, 1<<16)
+	var hdr [frameHeader]byte
+	var buf []byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return s.size, err
+		}
+		n := int64(binary.LittleEndian.Uint32(hdr[0:4]))
+		if n == 0 || n > MaxRecord || s.size+frameHeader+n > fi.Size() {
+			return s.size, fmt.Errorf("bad frame size %d", n)
+		}
+		buf = slices.Grow(buf[:0], int(n))[:n]
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return s.size, err
+		}
+		if crc32.Checksum(buf, crcTable) != binary.LittleEndian.Uint32(hdr[4:8]) {
+			return s.size, errors.New("checksum mismatch")
+		}
+		s.offs = append(s.offs, s.size)
+		s.size += frameHeader + n
+	}
+}
+
+// FirstIndex returns the index of the log's first record, 0 if it is
+// empty.
+func (l *Log) FirstIndex() (uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.first, l.err
+}
+
+// LastIndex returns the index of the log's last record, 0 if it is
+// empty.
+func (l *Log) LastIndex() (uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.last, l.err
+}
+
+// Read returns the payload of the record at index, in a new slice, or
+// ErrNotFound.
+func (l *Log) Read(index uint64) ([]byte, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.err != nil {
+		return nil, l.err
+	}
+	if l.first == 0 || index < l.first || index > l.last {
+		return nil, ErrNotFound
+	}
+	s := l.segs[l.find(index)]
+	i := index - s.first
+	off, end := s.offs[i], s.size
+	if int(i)+1 < len(s.offs) {
+		end = s.offs[i+1]
+	}
+	frame := make([]byte, end-off)
+	if _, err := s.f.ReadAt(frame, off); err != nil {
+		return nil, fmt.Errorf("wal: read record %d: %w", index, err)
+	}
+	payload := frame[frameHeader:]
+	if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(frame[4:8]) {
+		return nil, fmt.Errorf("wal: record %d in %s fails its checksum", index, s.f.Name())
+	}
+	return payload, nil
+}
+
+// find returns the position in l.segs of the segment holding index,
+// which must be in the log.
+func (l *Log) find(index uint64) int {
+	i, _ := slices.BinarySearchFunc(l.segs, index, func(s *segment, index uint64) int {
+		switch {
+		case s.first > index:
+			return 1
+		case s.first+uint64(len(s.offs)) <= index:
+			return -1
+		}
+		return 0
+	})
+	return i
+}
+
+// Append adds records numbered from first on, and returns once they are
+// synced to disk. first must follow the last record, unless the log is
+// empty, where it may be any index from 1 on. Each record is 1 to
+// MaxRecord bytes. A failed write or sync makes the log fail every later
+// call: what reached the disk is not known until it is opened again.
+func (l *Log) Append(first uint64, recs [][]byte) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	size := 0
+	for _, r := range recs {
+		if len(r) == 0 || len(r) > MaxRecord {
+			return fmt.Errorf("wal: record of %d bytes (1 to %d)", len(r), MaxRecord)
+		}
+		size += frameHeader + len(r)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	if first == 0 || (l.last != 0 && first != l.last+1) {
+		return fmt.Errorf("wal: append at %d to a log that ends at %d", first, l.last)
+	}
+	if len(l.segs) == 0 || l.segs[len(l.segs)-1].size >= l.segSize {
+		if err := l.startSegment(first); err != nil {
+			return err
+		}
+	}
+	s := l.segs[len(l.segs)-1]
+	buf := make([]byte, 0, size)
+	offs := make([]int64, 0, len(recs))
+	at := s.size
+	for _, r := range recs {
+		offs = append(offs, at)
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(r)))
+		buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(r, crcTable))
+		buf = append(buf, r...)
+		at += frameHeader + int64(len(r))
+	}
+	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+		l.err = fmt.Errorf("wal: append to %s: %w", s.f.Name(), err)
+		return l.err
+	}
+	if err := datasync(s.f); err != nil {
+		l.err = fmt.Errorf("wal: sync %s: %w", s.f.Name(), err)
+		return l.err
+	}
+	s.offs = append(s.offs, offs...)
+	s.size = at
+	if l.first == 0 {
+		l.first = first
+	}
+	l.last = first + uint64(len(recs)) - 1
+	return nil
+}
+
+// startSegment creates the segment whose first record is first, and
+// makes its name durable before anything is written to it.
+func (l *Log) startSegment(first uint64) error {
+	f, err := os.OpenFile(segmentPath(l.dir, first), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("wal: new segment: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	l.segs = append(l.segs, &segment{first: first, f: f})
+	return nil
+}
+
+// TruncateFront removes every record before index. An index past the
+// last record empties the log, which then takes its next append at any
+// index.
+func (l *Log) TruncateFront(index uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	if l.first == 0 || index <= l.first {
+		return nil
+	}
+	if index > l.last {
+		return l.removeSegments(0, len(l.segs))
+	}
+	keep := l.find(index)
+	if err := l.removeSegments(0, keep); err != nil {
+		return err
+	}
+	l.first = index
+	return nil
+}
+
+// TruncateBack removes every record after index. An index before the
+// first record empties the log, which then takes its next append at any
+// index.
+func (l *Log) TruncateBack(index uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	if l.first == 0 || index >= l.last {
+		return nil
+	}
+	if index < l.first {
+		return l.removeSegments(0, len(l.segs))
+	}
+	keep := l.find(index)
+	// Newest first, so that a crash leaves the log contiguous.
+	for i := len(l.segs) - 1; i > keep; i-- {
+		if err := l.removeSegment(i); err != nil {
+			return err
+		}
+	}
+	s := l.segs[keep]
+	n := index - s.first + 1
+	size := s.size
+	if n < uint64(len(s.offs)) {
+		size = s.offs[n]
+	}
+	if err := s.f.Truncate(size); err != nil {
+		l.err = fmt.Errorf("wal: truncate %s: %w", s.f.Name(), err)
+		return l.err
+	}
+	if err := s.f.Sync(); err != nil {
+		l.err = fmt.Errorf("wal: sync %s: %w", s.f.Name(), err)
+		return l.err
+	}
+	s.offs, s.size = s.offs[:n], size
+	l.last = index
+	return nil
+}
+
+// removeSegments deletes l.segs[from:to], oldest first, so that a crash
+// midway leaves the log contiguous. Removing every segment empties the
+// log.
+func (l *Log) removeSegments(from, to int) error {
+	if from == 0 && to == len(l.segs) {
+		for range to {
+			if err := l.removeSegment(0); err != nil {
+				return err
+			}
+		}
+		// The next append may start at any index: the deletions must be
+		// durable before a segment with a later name appears.
+		if err := syncDir(l.dir); err != nil {
+			l.err = err
+			return err
+		}
+		l.first, l.last = 0, 0
+		return nil
+	}
+	for i := from; i < to; i++ {
+		if err := l.removeSegment(from); err != nil {
+			return err
+		}
+	}
+	if from == 0 && len(l.segs) > 0 {
+		l.first = l.segs[0].first
+	}
+	return nil
+}
+
+// removeSegment closes and deletes l.segs[i].
+func (l *Log) removeSegment(i int) error {
+	s := l.segs[i]
+	s.f.Close()
+	if err := os.Remove(s.f.Name()); err != nil {
+		l.err = fmt.Errorf("wal: %w", err)
+		return l.err
+	}
+	l.segs = slices.Delete(l.segs, i, i+1)
+	return nil
+}
+
+// Close closes the log's files. Appends are synced as they are made, so
+// Close has nothing left to write.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(l.err, ErrClosed) {
+		return nil
+	}
+	l.err = ErrClosed
+	return l.closeFiles()
+}
+
+func (l *Log) closeFiles() error {
+	var errs []error
+	for _, s := range l.segs {
+		errs = append(errs, s.f.Close())
+	}
+	l.segs = nil
+	return errors.Join(errs...)
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("wal: sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,348 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// rec is the payload of record i in these tests: its size varies with i.
+func rec(i uint64) []byte {
+	return bytes.Repeat([]byte{byte(i)}, 1+int(i%37))
+}
+
+func recs(first, last uint64) [][]byte {
+	var out [][]byte
+	for i := first; i <= last; i++ {
+		out = append(out, rec(i))
+	}
+	return out
+}
+
+func open(t *testing.T, dir string, segSize int64) *Log {
+	t.Helper()
+	l, err := Open(dir, Options{SegmentSize: segSize})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// check fails unless l holds exactly the records first..last of rec.
+func check(t *testing.T, l *Log, first, last uint64) {
+	t.Helper()
+	f, err := l.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, _ := l.LastIndex()
+	if f != first || la != last {
+		t.Fatalf("log holds %d..%d, want %d..%d", f, la, first, last)
+	}
+	for i := first; i <= last && first != 0; i++ {
+		got, err := l.Read(i)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", i, err)
+		}
+		if !bytes.Equal(got, rec(i)) {
+			t.Fatalf("Read(%d) = %x, want %x", i, got, rec(i))
+		}
+	}
+	for _, i := range []uint64{first - 1, last + 1} {
+		if i == 0 {
+			continue
+		}
+		if _, err := l.Read(i); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Read(%d) outside %d..%d: %v, want ErrNotFound", i, first, last, err)
+		}
+	}
+}
+
+func appendRange(t *testing.T, l *Log, first, last uint64) {
+	t.Helper()
+	for i := first; i <= last; i += 7 { // several records per append
+		end := min(i+6, last)
+		if err := l.Append(i, recs(i, end)); err != nil {
+			t.Fatalf("Append(%d..%d): %v", i, end, err)
+		}
+	}
+}
+
+func segments(t *testing.T, dir string) int {
+	t.Helper()
+	firsts, err := listSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(firsts)
+}
+
+func TestAppendReadReopen(t *testing.T) {
+	for _, segSize := range []int64{0, 64, 1000} {
+		t.Run(fmt.Sprint(segSize), func(t *testing.T) {
+			dir := t.TempDir()
+			l := open(t, dir, segSize)
+			check(t, l, 0, 0)
+			appendRange(t, l, 1, 300)
+			check(t, l, 1, 300)
+			l.Close()
+			if _, err := l.Read(1); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Read after Close: %v", err)
+			}
+			l = open(t, dir, segSize)
+			check(t, l, 1, 300)
+			appendRange(t, l, 301, 320)
+			check(t, l, 1, 320)
+			if segSize > 0 && segments(t, dir) < 2 {
+				t.Fatalf("segment size %d: %d segments", segSize, segments(t, dir))
+			}
+		})
+	}
+}
+
+func TestAppendRefuses(t *testing.T) {
+	l := open(t, t.TempDir(), 0)
+	if err := l.Append(0, recs(1, 1)); err == nil {
+		t.Fatal("Append at index 0 succeeded")
+	}
+	if err := l.Append(5, [][]byte{{}}); err == nil {
+		t.Fatal("Append of an empty record succeeded")
+	}
+	if err := l.Append(5, recs(5, 9)); err != nil { // an empty log starts anywhere
+		t.Fatal(err)
+	}
+	for _, first := range []uint64{5, 9, 11} {
+		if err := l.Append(first, recs(first, first)); err == nil {
+			t.Fatalf("Append at %d after 5..9 succeeded", first)
+		}
+	}
+	check(t, l, 5, 9)
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		name        string
+		front, back uint64 // TruncateFront(front), then TruncateBack(back); 0: skipped
+		first, last uint64 // what remains
+	}{
+		{"front within the first segment", 3, 0, 3, 100},
+		{"front across segments", 57, 0, 57, 100},
+		{"front to the last record", 100, 0, 100, 100},
+		{"front past the end", 101, 0, 0, 0},
+		{"front before the start", 1, 0, 1, 100},
+		{"back within the last segment", 0, 99, 1, 99},
+		{"back across segments", 0, 42, 1, 42},
+		{"back to the first record", 0, 1, 1, 1},
+		{"back at the end", 0, 100, 1, 100},
+		{"both", 20, 80, 20, 80},
+		{"back before the new front", 50, 49, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := open(t, dir, 200)
+			appendRange(t, l, 1, 100)
+			if tt.front != 0 {
+				if err := l.TruncateFront(tt.front); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.back != 0 {
+				if err := l.TruncateBack(tt.back); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check(t, l, tt.first, tt.last)
+			// It goes on from where it ends, or anywhere once empty.
+			next := tt.last + 1
+			if tt.last == 0 {
+				next = 1000
+			}
+			appendRange(t, l, next, next+30)
+			first := tt.first
+			if first == 0 {
+				first = next
+			}
+			check(t, l, first, next+30)
+			l.Close()
+
+			// After a restart, the head may come back to its segment's
+			// start (see the package doc), never further, and the
+			// records after it are the same.
+			l = open(t, dir, 200)
+			got, _ := l.FirstIndex()
+			if got > first || (tt.last != 0 && got < 1) || (tt.last == 0 && got != next) {
+				t.Fatalf("after a restart the log starts at %d; it started at %d", got, first)
+			}
+			check(t, l, got, next+30)
+		})
+	}
+}
+
+// lastSegment returns the path of dir's last segment.
+func lastSegment(t *testing.T, dir string) string {
+	t.Helper()
+	firsts, err := listSegments(dir)
+	if err != nil || len(firsts) == 0 {
+		t.Fatalf("no segments: %v", err)
+	}
+	return segmentPath(dir, firsts[len(firsts)-1])
+}
+
+func frame(payload []byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, crcTable))
+	return append(b, payload...)
+}
+
+func TestTornTail(t *testing.T) {
+	whole := frame(rec(51))
+	tests := []struct {
+		name string
+		tail []byte // written after record 50
+	}{
+		{"header cut short", whole[:5]},
+		{"payload cut short", whole[:len(whole)-1]},
+		{"zeros", make([]byte, 64)},
+		{"bad checksum", append(append([]byte{}, whole[:7]...), whole[7]^1)},
+		{"size past the end", binary.LittleEndian.AppendUint32(nil, 1<<20)},
+		{"size too large", binary.LittleEndian.AppendUint32(make([]byte, 0, 8), MaxRecord+1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := open(t, dir, 300)
+			appendRange(t, l, 1, 50)
+			l.Close()
+			f, err := os.OpenFile(lastSegment(t, dir), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(tt.tail); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			l = open(t, dir, 300)
+			check(t, l, 1, 50)
+			appendRange(t, l, 51, 60)
+			l.Close()
+			check(t, open(t, dir, 300), 1, 60)
+		})
+	}
+}
+
+func TestCorruptSegmentRefused(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, 100)
+	appendRange(t, l, 1, 100)
+	l.Close()
+	firsts, _ := listSegments(dir)
+	if len(firsts) < 3 {
+		t.Fatalf("%d segments", len(firsts))
+	}
+	// A flipped byte in a segment that is not the last loses records
+	// that were acknowledged: refused, not cut.
+	p := segmentPath(dir, firsts[1])
+	b, _ := os.ReadFile(p)
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(dir, Options{SegmentSize: 100}); err == nil {
+		l.Close()
+		t.Fatal("Open accepted a corrupt segment in the middle of the log")
+	}
+}
+
+func TestGapRefused(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, 100)
+	appendRange(t, l, 1, 100)
+	l.Close()
+	firsts, _ := listSegments(dir)
+	if err := os.Remove(segmentPath(dir, firsts[1])); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(dir, Options{SegmentSize: 100}); err == nil {
+		l.Close()
+		t.Fatal("Open accepted a log with a missing segment")
+	}
+}
+
+func TestEmptyLastSegmentRemoved(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, 0)
+	appendRange(t, l, 1, 10)
+	l.Close()
+	// A crash between creating a segment and its first sync.
+	if err := os.WriteFile(segmentPath(dir, 11), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Files that are not segments are left alone.
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l = open(t, dir, 0)
+	check(t, l, 1, 10)
+	if n := segments(t, dir); n != 1 {
+		t.Fatalf("%d segments, want 1", n)
+	}
+	appendRange(t, l, 11, 20)
+	check(t, l, 1, 20)
+}
+
+// FuzzOpen opens a log whose only segment holds arbitrary bytes: it must
+// open, keep the frames before the first bad one, read back each of them
+// and take appends after them.
+func FuzzOpen(f *testing.F) {
+	var good []byte
+	for i := uint64(1); i <= 3; i++ {
+		good = append(good, frame(rec(i))...)
+	}
+	f.Add(good)
+	f.Add(good[:len(good)-3])
+	f.Add(append(append([]byte{}, good...), 0, 0, 0, 0, 0, 0, 0, 0))
+	f.Add([]byte{})
+	f.Add(frame([]byte("x")))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(segmentPath(dir, 1), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		defer l.Close()
+		first, _ := l.FirstIndex()
+		last, _ := l.LastIndex()
+		if (first == 0) != (last == 0) || (first != 0 && first != 1) {
+			t.Fatalf("log holds %d..%d", first, last)
+		}
+		off := 0
+		for i := first; i <= last && first != 0; i++ {
+			got, err := l.Read(i)
+			if err != nil {
+				t.Fatalf("Read(%d): %v", i, err)
+			}
+			n := int(binary.LittleEndian.Uint32(data[off:]))
+			if !bytes.Equal(got, data[off+frameHeader:off+frameHeader+n]) {
+				t.Fatalf("Read(%d) is not the frame at offset %d", i, off)
+			}
+			off += frameHeader + n
+		}
+		if err := l.Append(last+1, [][]byte{[]byte("next")}); err != nil {
+			t.Fatalf("Append after the kept frames: %v", err)
+		}
+		got, err := l.Read(last + 1)
+		if err != nil || string(got) != "next" {
+			t.Fatalf("Read(%d) = %q, %v", last+1, got, err)
+		}
+	})
+}
