@@ -3,11 +3,11 @@
 package jepsen
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/latchd/latch/internal/replica/raftrep"
 )
 
 // TestCompareRaftLogs: two logs that agree, a deposed leader's tail of an
@@ -31,7 +31,7 @@ func TestCompareRaftLogs(t *testing.T) {
 			dirs := map[string]string{}
 			for id, entries := range map[string][]e{"a": tt.a, "b": tt.b} {
 				dir := t.TempDir()
-				s, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+				s, err := raftrep.OpenLog(dir)
 				if err != nil {
 					t.Fatal(err)
 				}

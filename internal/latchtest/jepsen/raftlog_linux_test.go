@@ -5,10 +5,10 @@ package jepsen
 import (
 	"fmt"
 	"hash/fnv"
-	"path/filepath"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/latchd/latch/internal/replica/raftrep"
 )
 
 // raftLogs is what compareRaftLogs found in the nodes' Raft logs.
@@ -33,8 +33,8 @@ func compareRaftLogs(dirs map[string]string) (raftLogs, error) {
 	logs := map[string]map[uint64]entry{}
 	lo, hi := uint64(0), ^uint64(0)
 	for id, dir := range dirs {
-		// The node is stopped: nothing else holds the file's lock.
-		s, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+		// The node is stopped: nothing else writes its log.
+		s, err := raftrep.OpenLog(dir)
 		if err != nil {
 			return res, fmt.Errorf("jepsen: %s's raft log: %w", id, err)
 		}

@@ -1,8 +1,9 @@
 // Package raftrep is the replica.Replicator of a durable node and of a
 // cluster node: it carries the node's batches of commands through
-// hashicorp/raft (its only importer in latch), with the log and stable
-// store in bbolt (raft-boltdb) and snapshots on disk (or all in memory,
-// for tests).
+// hashicorp/raft (its only importer in latch), with its log in a
+// write-ahead log of latch's own (package wal: one fdatasync per append,
+// where bbolt takes two), its few stable values (term, vote) in bbolt
+// (raft-boltdb), and snapshots on disk; or all in memory, for tests.
 //
 // # Batching
 //

@@ -74,14 +74,14 @@ type Config struct {
 // Replicator replicates the node's batches through hashicorp/raft: the
 // replica.Replicator of a cluster node. See the package documentation.
 type Replicator struct {
-	cfg   Config
-	sm    replica.StateMachine
-	raft  *raft.Raft
-	store io.Closer // the bolt store, when on disk
-	log   *slog.Logger
-	m     *machine
-	obs   chan raft.Observation
-	stats stats
+	cfg    Config
+	sm     replica.StateMachine
+	raft   *raft.Raft
+	stores []io.Closer // the log and the stable store, when on disk
+	log    *slog.Logger
+	m      *machine
+	obs    chan raft.Observation
+	stats  stats
 
 	mu   sync.Mutex
 	wake chan struct{} // capacity 1: the sender has work
@@ -206,16 +206,21 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("raftrep: open log: %w", err)
 		}
-		r.store = bolt
-		cache, err := raft.NewLogCache(512, bolt)
+		log, err := openLogStore(cfg.Dir, bolt)
 		if err != nil {
 			bolt.Close()
+			return nil, err
+		}
+		r.stores = []io.Closer{log, bolt}
+		cache, err := raft.NewLogCache(512, log)
+		if err != nil {
+			r.closeStore()
 			return nil, fmt.Errorf("raftrep: %w", err)
 		}
 		logs, stable = cache, bolt
 		fss, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
 		if err != nil {
-			bolt.Close()
+			r.closeStore()
 			return nil, fmt.Errorf("raftrep: snapshots: %w", err)
 		}
 		snaps = fss
@@ -266,8 +271,8 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 }
 
 func (r *Replicator) closeStore() {
-	if r.store != nil {
-		r.store.Close()
+	for _, s := range r.stores {
+		s.Close()
 	}
 }
 
