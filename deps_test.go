@@ -29,10 +29,11 @@ var allowedImports = map[string][]string{
 	"internal/timedwrite": {},
 	"internal/tcptest":    {},
 	"internal/evloop":     {},
+	"internal/wal":        {},
 	"internal/fsm":        {"", "internal/engine", "internal/cache"},
 	"internal/replica":    {"", "internal/fsm"},
 	// The only importer of hashicorp/raft.
-	"internal/replica/raftrep": {"", "internal/fsm", "internal/replica"},
+	"internal/replica/raftrep": {"", "internal/fsm", "internal/replica", "internal/wal"},
 	"internal/node":            {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap"},
 	// The memcached front end names items and item commands in the
 	// vocabulary of cache and fsm, but holds no cache: it reaches items
