@@ -24,12 +24,17 @@
 //	checksum uint32, little endian: CRC-32C (Castagnoli) of the payload
 //	payload  size bytes
 //
-// Only the last segment is written to; once it holds Options.SegmentSize
-// bytes, the next append starts a new one. An append is acknowledged only
-// after its frames are synced, so a crash can leave at most a cut-short or
-// unsynced tail on the last segment: Open cuts it off at the last frame
-// whose checksum holds. A bad frame anywhere else is corruption, and Open
-// refuses the log rather than lose acknowledged records.
+// then zeros: a segment's file is written with zeros a megabyte ahead of
+// its frames, so that the sync of an append writes only data, not the
+// file's new size. Only the last segment is written to; once it holds
+// Options.SegmentSize bytes, the next append starts a new one.
+//
+// Open reads each segment's frames up to the first that is cut short or
+// fails its checksum; only zeros may follow. An append is acknowledged
+// only after its frames are synced, so a crash can leave something else
+// only at the end of the last segment, an append that was never
+// acknowledged: Open cuts it off. Anywhere else it is corruption, and
+// Open refuses the log rather than lose acknowledged records.
 //
 // Removing records from the head deletes the segments that hold only
 // older records (oldest first, so that a crash leaves a contiguous log);

@@ -210,6 +210,8 @@ func TestTornTail(t *testing.T) {
 		{"header cut short", whole[:5]},
 		{"payload cut short", whole[:len(whole)-1]},
 		{"zeros", make([]byte, 64)},
+		{"a few zeros", make([]byte, 3)},
+		{"zeros, then a frame", append(make([]byte, 16), whole...)},
 		{"bad checksum", append(append([]byte{}, whole[:7]...), whole[7]^1)},
 		{"size past the end", binary.LittleEndian.AppendUint32(nil, 1<<20)},
 		{"size too large", binary.LittleEndian.AppendUint32(make([]byte, 0, 8), MaxRecord+1)},
@@ -234,6 +236,37 @@ func TestTornTail(t *testing.T) {
 			l.Close()
 			check(t, open(t, dir, 300), 1, 60)
 		})
+	}
+}
+
+// TestWrittenAhead: a segment's file is written with zeros ahead of its
+// frames; the zeros are not records, after a restart either.
+func TestWrittenAhead(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, 0)
+	appendRange(t, l, 1, 10)
+	fi, err := os.Stat(lastSegment(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != growBy {
+		t.Fatalf("segment of %d bytes, want %d", fi.Size(), growBy)
+	}
+	// A record that passes the end grows the file by whole steps.
+	big := bytes.Repeat([]byte{7}, growBy+100)
+	if err := l.Append(11, [][]byte{big}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(lastSegment(t, dir)); fi.Size() != 2*growBy {
+		t.Fatalf("segment of %d bytes, want %d", fi.Size(), 2*growBy)
+	}
+	l.Close()
+	l = open(t, dir, 0)
+	if last, _ := l.LastIndex(); last != 11 {
+		t.Fatalf("last index %d after a restart, want 11", last)
+	}
+	if got, err := l.Read(11); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("Read(11): %d bytes, %v", len(got), err)
 	}
 }
 
@@ -308,6 +341,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:len(good)-3])
 	f.Add(append(append([]byte{}, good...), 0, 0, 0, 0, 0, 0, 0, 0))
+	f.Add(append(append(append([]byte{}, good...), make([]byte, 20)...), 1))
 	f.Add([]byte{})
 	f.Add(frame([]byte("x")))
 	f.Fuzz(func(t *testing.T, data []byte) {
