@@ -593,3 +593,28 @@ func TestCloseHandsOverLeadership(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowerToldOfCommitAtOnce: on an idle cluster, a request through a
+// follower is answered as soon as its entry commits, not when Raft's
+// CommitTimeout next sends the follower the commit index (1 to 2 ms after
+// the entry: the leader appends a barrier). Time in the bubble passes
+// only on timers, so the request takes no time at all, or a
+// CommitTimeout.
+func TestFollowerToldOfCommitAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		f := c.other(c.leader())
+		s := c.open(f, latch.SessionOptions{Protocol: "test"})
+		for i := range 5 {
+			time.Sleep(50 * time.Millisecond) // idle
+			start := time.Now()
+			if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{fmt.Sprint("k", i)}}); err != nil {
+				t.Fatalf("acquire through follower %s: %v", f, err)
+			}
+			if d := time.Since(start); d >= time.Millisecond {
+				t.Errorf("acquire %d through follower %s took %v, want the commit's time (none here)", i, f, d)
+			}
+		}
+		s.Close()
+	})
+}

@@ -14,12 +14,15 @@
 // most two entries in flight, so that the next entry fills while one
 // commits; on a follower it writes its batches to the leader over a
 // forward connection. A follower learns that an entry committed from the
-// leader's next AppendEntries, which Raft sends at the latest a
-// CommitTimeout (1 to 2 ms, at random) after the last one: CommitTimeout
-// is 1 ms, the least Raft accepts. That costs an idle 3-node cluster
-// about a quarter of one core of this repository's 2-core test machine
-// (half that at 2 ms), and shortens the wait of every request through a
-// follower (docs/benchmarks.md).
+// leader's next AppendEntries, which Raft sends with the next entry, or
+// else a CommitTimeout (1 to 2 ms, at random) after the last one:
+// CommitTimeout is 1 ms, the least Raft accepts (an idle 3-node cluster
+// pays about a quarter of one core of this repository's 2-core test
+// machine for it, half that at 2 ms). So that a follower's requests do not
+// wait for that timer, a leader that applied an entry carrying other
+// nodes' batches, with nothing in flight or waiting after it, appends a
+// barrier, which carries the commit index to the followers at the cost
+// of a sync on each (docs/benchmarks.md).
 //
 // # Time
 //

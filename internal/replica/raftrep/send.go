@@ -166,7 +166,7 @@ func (r *Replicator) sendOnce() bool {
 			return false
 		}
 		r.mu.Lock()
-		entry, n := r.pack()
+		entry, n, fwd := r.pack()
 		r.mu.Unlock()
 		if n == 0 {
 			<-r.inflight
@@ -185,6 +185,9 @@ func (r *Replicator) sendOnce() bool {
 				r.mu.Unlock()
 			} else {
 				r.stats.committed(time.Since(start))
+				if fwd {
+					r.tellCommit()
+				}
 			}
 			r.kick()
 		}()
@@ -255,10 +258,27 @@ func (r *Replicator) sendOnce() bool {
 	return true
 }
 
+// tellCommit makes Raft tell the followers at once that an entry which
+// carried their batches committed, when nothing else would soon: with no
+// entry in flight or waiting, it appends a barrier. A follower learns of
+// a commit only from the leader's next AppendEntries, which Raft sends
+// with the next entry, or else a CommitTimeout (1 to 2 ms) after the
+// last; the barrier's costs a sync on the leader and on the follower
+// (about 0.1 ms each on this repository's test machine), and follows an
+// entry only when the cluster is not busy.
+func (r *Replicator) tellCommit() {
+	r.mu.Lock()
+	idle := len(r.inflight) == 0 && r.sent == len(r.outbox) && len(r.fwd) == 0
+	r.mu.Unlock()
+	if idle {
+		r.raft.Barrier(0) // its future is not waited for
+	}
+}
+
 // pack builds the next entry from the unsent outbox and the forwarded
-// batches, stamps it, and returns it with the count of batches. Called
-// with mu held.
-func (r *Replicator) pack() ([]byte, int) {
+// batches, stamps it, and returns it with the count of batches and
+// whether any came from another node. Called with mu held.
+func (r *Replicator) pack() ([]byte, int, bool) {
 	var units [][]byte
 	size := 0
 	now := time.Now()
@@ -278,13 +298,13 @@ func (r *Replicator) pack() ([]byte, int) {
 	clear(r.fwd[:i])
 	r.fwd = r.fwd[i:]
 	if len(units) == 0 {
-		return nil, 0
+		return nil, 0, false
 	}
 	entry := appendEntryHeader(make([]byte, 0, size+16+4*len(units)), r.stamp(), len(units))
 	for _, u := range units {
 		entry = appendUnit(entry, u)
 	}
-	return entry, len(units)
+	return entry, len(units), i > 0
 }
 
 // The kinds of forward connection, its first byte.
