@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -32,11 +33,15 @@ const logDir = "log"
 // openLogStore opens the log in dir/log. A data directory from before
 // the log moved out of bbolt has none: the entries in bolt are copied into
 // a new log, which takes the place of theirs.
-func openLogStore(dir string, bolt raft.LogStore) (*LogStore, error) {
+func openLogStore(dir string, bolt raft.LogStore, log *slog.Logger) (*LogStore, error) {
 	path := filepath.Join(dir, logDir)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if err := migrateLog(path, bolt); err != nil {
+		n, err := migrateLog(path, bolt)
+		if err != nil {
 			return nil, fmt.Errorf("raftrep: move the log out of bbolt: %w", err)
+		}
+		if n > 0 {
+			log.Info("raftrep: moved the Raft log out of bbolt", "entries", n, "dir", path)
 		}
 	}
 	l, err := wal.Open(path, wal.Options{})
@@ -60,24 +65,26 @@ func openLogStore(dir string, bolt raft.LogStore) (*LogStore, error) {
 }
 
 // migrateLog copies bolt's entries into a new log at path, built aside and
-// renamed into place, so that a crash leaves either no log or all of it.
-func migrateLog(path string, bolt raft.LogStore) error {
+// renamed into place, so that a crash leaves either no log or all of it,
+// and returns how many it copied.
+func migrateLog(path string, bolt raft.LogStore) (int, error) {
 	first, err := bolt.FirstIndex()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	last, err := bolt.LastIndex()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	tmp := path + ".new"
 	if err := os.RemoveAll(tmp); err != nil {
-		return err
+		return 0, err
 	}
 	l, err := wal.Open(tmp, wal.Options{})
 	if err != nil {
-		return err
+		return 0, err
 	}
+	n := 0
 	s := &LogStore{log: l}
 	const chunk = 256
 	for i := first; first != 0 && i <= last; i += chunk {
@@ -86,27 +93,28 @@ func migrateLog(path string, bolt raft.LogStore) error {
 			e := new(raft.Log)
 			if err := bolt.GetLog(j, e); err != nil {
 				l.Close()
-				return fmt.Errorf("entry %d: %w", j, err)
+				return 0, fmt.Errorf("entry %d: %w", j, err)
 			}
 			logs = append(logs, e)
 		}
 		if err := s.StoreLogs(logs); err != nil {
 			l.Close()
-			return err
+			return 0, err
 		}
+		n += len(logs)
 	}
 	if err := l.Close(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return err
+		return 0, err
 	}
 	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer d.Close()
-	return d.Sync()
+	return n, d.Sync()
 }
 
 // FirstIndex implements raft.LogStore.

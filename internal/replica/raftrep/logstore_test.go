@@ -3,6 +3,7 @@ package raftrep
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -166,7 +167,7 @@ func TestLogMovedOutOfBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // the second start finds the log moved
-		s, err := openLogStore(dir, bolt)
+		s, err := openLogStore(dir, bolt, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -206,7 +206,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("raftrep: open log: %w", err)
 		}
-		log, err := openLogStore(cfg.Dir, bolt)
+		log, err := openLogStore(cfg.Dir, bolt, r.log)
 		if err != nil {
 			bolt.Close()
 			return nil, err
