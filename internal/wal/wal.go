@@ -55,6 +55,7 @@ type Options struct {
 type Log struct {
 	dir     string
 	segSize int64
+	grow    int64 // growBy, or segSize if smaller
 
 	mu    sync.RWMutex
 	segs  []*segment // oldest first; the last one takes appends
@@ -79,6 +80,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if l.segSize <= 0 {
 		l.segSize = DefaultSegmentSize
 	}
+	l.grow = min(growBy, l.segSize)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
@@ -345,13 +347,13 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 	}
 	// An append that grows the file changes its size, and its sync then
 	// writes metadata too. So the file is written with zeros up to the
-	// next multiple of growBy along with the frames that pass its end,
+	// next multiple of l.grow along with the frames that pass its end,
 	// and the appends into the zeros change nothing but data: a third
 	// less time per sync on this repository's test machine
 	// (docs/benchmarks.md).
 	alloc := s.alloc
 	if at > alloc {
-		alloc = (at + growBy - 1) / growBy * growBy
+		alloc = (at + l.grow - 1) / l.grow * l.grow
 		buf = append(buf, zeros[:alloc-at]...)
 	}
 	if _, err := s.f.WriteAt(buf, s.size); err != nil {

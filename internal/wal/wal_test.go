@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -379,4 +380,96 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("Read(%d) = %q, %v", last+1, got, err)
 		}
 	})
+}
+
+// TestAgainstModel runs random appends, truncations at both ends and
+// restarts against a slice that holds what the log should, with small
+// segments so that every operation crosses them.
+func TestAgainstModel(t *testing.T) {
+	for seed := range int64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rnd := rand.New(rand.NewPCG(uint64(seed), 0))
+			dir := t.TempDir()
+			l := open(t, dir, 150)
+			var first uint64 // 0: empty
+			var model [][]byte
+			last := func() uint64 { return first + uint64(len(model)) - 1 }
+			for op := range 300 {
+				switch k := rnd.IntN(10); {
+				case k < 6: // append
+					at := uint64(1 + rnd.IntN(1000))
+					if first != 0 {
+						at = last() + 1
+					}
+					n := 1 + rnd.IntN(5)
+					var recs [][]byte
+					for i := range n {
+						recs = append(recs, fmt.Appendf(nil, "%d:%d:%s", op, i, bytes.Repeat([]byte{'x'}, rnd.IntN(40))))
+					}
+					if err := l.Append(at, recs); err != nil {
+						t.Fatalf("op %d: Append(%d): %v", op, at, err)
+					}
+					if first == 0 {
+						first = at
+					}
+					model = append(model, recs...)
+				case k < 7 && first != 0: // drop from the head
+					to := first + uint64(rnd.IntN(len(model)+1))
+					if err := l.TruncateFront(to); err != nil {
+						t.Fatalf("op %d: TruncateFront(%d): %v", op, to, err)
+					}
+					model = model[to-first:]
+					first = to
+					if len(model) == 0 {
+						first = 0
+					}
+				case k < 8 && first != 0: // drop from the tail
+					keep := first - 1 + uint64(rnd.IntN(len(model)+1))
+					if err := l.TruncateBack(keep); err != nil {
+						t.Fatalf("op %d: TruncateBack(%d): %v", op, keep, err)
+					}
+					model = model[:keep+1-first]
+					if len(model) == 0 {
+						first = 0
+					}
+				case k < 9: // restart
+					l.Close()
+					l = open(t, dir, 150)
+					got, _ := l.FirstIndex()
+					if first != 0 && (got == 0 || got > first) {
+						t.Fatalf("op %d: after a restart the log starts at %d, want at most %d", op, got, first)
+					}
+					if first == 0 && got != 0 {
+						t.Fatalf("op %d: an empty log starts at %d after a restart", op, got)
+					}
+					// The head may come back: its records are not in the
+					// model, so move the log's head up to the model's.
+					if first != 0 && got < first {
+						if err := l.TruncateFront(first); err != nil {
+							t.Fatal(err)
+						}
+					}
+				default: // read one
+					if first == 0 {
+						continue
+					}
+					i := first + uint64(rnd.IntN(len(model)))
+					got, err := l.Read(i)
+					if err != nil || !bytes.Equal(got, model[i-first]) {
+						t.Fatalf("op %d: Read(%d) = %q, %v; want %q", op, i, got, err, model[i-first])
+					}
+				}
+				f, _ := l.FirstIndex()
+				la, _ := l.LastIndex()
+				if first == 0 && (f != 0 || la != 0) || first != 0 && (f != first || la != last()) {
+					t.Fatalf("op %d: log holds %d..%d, model %d..%d", op, f, la, first, last())
+				}
+			}
+			for i, want := range model {
+				if got, err := l.Read(first + uint64(i)); err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("Read(%d) = %q, %v; want %q", first+uint64(i), got, err, want)
+				}
+			}
+		})
+	}
 }
