@@ -487,14 +487,27 @@ func TestSnapshotCatchUp(t *testing.T) {
 		if len(got) != 60 {
 			t.Fatalf("the node sent a snapshot has %d locks, want 60", len(got))
 		}
+		// Its log, emptied when the snapshot was installed, takes the
+		// entries after it, and holds them across a restart.
+		for i := range 10 {
+			if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{fmt.Sprintf("k%02d", 60+i)}, Lease: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.stop(f1)
+		c.start(f1)
+		time.Sleep(5 * time.Second)
+		if got := c.nodes[f1].Locks("k", "", 0); len(got) != 70 {
+			t.Fatalf("the node sent a snapshot has %d locks after a restart, want 70", len(got))
+		}
 		// Restarted from its own snapshot and log.
 		lead2 := c.leader()
 		f2 := c.other(lead2)
 		c.stop(f2)
 		c.start(f2)
 		time.Sleep(5 * time.Second)
-		if got := c.nodes[f2].Locks("k", "", 0); len(got) != 60 {
-			t.Fatalf("the node restarted from disk has %d locks, want 60", len(got))
+		if got := c.nodes[f2].Locks("k", "", 0); len(got) != 70 {
+			t.Fatalf("the node restarted from disk has %d locks, want 70", len(got))
 		}
 		s.Close()
 	})
