@@ -10,9 +10,11 @@
 // The node proposes a batch under its lock; Propose encodes it into the
 // outbox and returns. One sender goroutine moves batches on: on the
 // leader it packs every batch waiting (its own and those other nodes
-// forwarded) into one log entry, stamps it, and hands it to Raft, with at
-// most two entries in flight, so that the next entry fills while one
-// commits; on a follower it writes its batches to the leader over a
+// forwarded) into one log entry, stamps it, and hands it to Raft, one
+// entry in flight at a time, so that the next entry fills while one
+// commits (a second in flight cost 10-15% of the throughput and as much
+// more CPU per request on this repository's test machine:
+// docs/benchmarks.md); on a follower it writes its batches to the leader over a
 // forward connection. A follower learns that an entry committed from the
 // leader's next AppendEntries, which Raft sends with the next entry, or
 // else a CommitTimeout (1 to 2 ms, at random) after the last one:

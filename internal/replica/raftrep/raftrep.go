@@ -118,7 +118,7 @@ type Replicator struct {
 	fwdConn net.Conn
 	fwdAddr string
 
-	inflight chan struct{} // capacity 2: entries applied and not yet committed
+	inflight chan struct{} // capacity 1: the entry applied and not yet committed
 }
 
 // unit is one batch of this node, encoded.
@@ -167,7 +167,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		obs:      make(chan raft.Observation, 64),
-		inflight: make(chan struct{}, 2),
+		inflight: make(chan struct{}, 1),
 	}
 	r.m = &machine{r: r, halt: haltNewer}
 	r.ctx, r.done = context.WithCancel(context.Background())
@@ -178,8 +178,8 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
 	rc.CommitTimeout = time.Millisecond
 	rc.MaxAppendEntries = 512
-	// BatchApplyCh stays off: the sender has at most two entries in
-	// flight, so Raft's buffered apply channel would batch nothing, and an
+	// BatchApplyCh stays off: the sender has one entry in flight, so
+	// Raft's buffered apply channel would batch nothing, and an
 	// entry left in that buffer when Raft shuts down is never answered
 	// (its future waits forever).
 	rc.SnapshotThreshold = cfg.SnapshotThreshold

@@ -110,8 +110,8 @@ func (r *Replicator) demote() {
 }
 
 // send moves batches toward the leader: the promoted leader packs its own
-// and the forwarded ones into entries (at most two in flight, so that the
-// next one fills while one commits); a follower writes its own to the
+// and the forwarded ones into entries (one in flight at a time, so that
+// the next one fills while one commits); a follower writes its own to the
 // leader's forward connection. Batches not seen applied after a while
 // are sent again (the state applies a command once).
 func (r *Replicator) send() {
