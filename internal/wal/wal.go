@@ -402,10 +402,10 @@ func (l *Log) TruncateFront(index uint64) error {
 		return nil
 	}
 	if index > l.last {
-		return l.removeSegments(0, len(l.segs))
+		return l.removeHead(len(l.segs))
 	}
 	keep := l.find(index)
-	if err := l.removeSegments(0, keep); err != nil {
+	if err := l.removeHead(keep); err != nil {
 		return err
 	}
 	l.first = index
@@ -425,7 +425,7 @@ func (l *Log) TruncateBack(index uint64) error {
 		return nil
 	}
 	if index < l.first {
-		return l.removeSegments(0, len(l.segs))
+		return l.removeHead(len(l.segs))
 	}
 	keep := l.find(index)
 	// Newest first, so that a crash leaves the log contiguous.
@@ -453,16 +453,17 @@ func (l *Log) TruncateBack(index uint64) error {
 	return nil
 }
 
-// removeSegments deletes l.segs[from:to], oldest first, so that a crash
+// removeHead deletes the first n segments, oldest first, so that a crash
 // midway leaves the log contiguous. Removing every segment empties the
 // log.
-func (l *Log) removeSegments(from, to int) error {
-	if from == 0 && to == len(l.segs) {
-		for range to {
-			if err := l.removeSegment(0); err != nil {
-				return err
-			}
+func (l *Log) removeHead(n int) error {
+	all := n == len(l.segs)
+	for range n {
+		if err := l.removeSegment(0); err != nil {
+			return err
 		}
+	}
+	if all {
 		// The next append may start at any index: the deletions must be
 		// durable before a segment with a later name appears.
 		if err := syncDir(l.dir); err != nil {
@@ -472,14 +473,7 @@ func (l *Log) removeSegments(from, to int) error {
 		l.first, l.last = 0, 0
 		return nil
 	}
-	for i := from; i < to; i++ {
-		if err := l.removeSegment(from); err != nil {
-			return err
-		}
-	}
-	if from == 0 && len(l.segs) > 0 {
-		l.first = l.segs[0].first
-	}
+	l.first = l.segs[0].first
 	return nil
 }
 

@@ -271,41 +271,42 @@ func TestWrittenAhead(t *testing.T) {
 	}
 }
 
-func TestCorruptSegmentRefused(t *testing.T) {
-	dir := t.TempDir()
-	l := open(t, dir, 100)
-	appendRange(t, l, 1, 100)
-	l.Close()
-	firsts, _ := listSegments(dir)
-	if len(firsts) < 3 {
-		t.Fatalf("%d segments", len(firsts))
+// TestDamagedSegmentRefused: damage to a segment that is not the last
+// loses records that were acknowledged: Open refuses the log rather than
+// cut it short.
+func TestDamagedSegmentRefused(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(path string) error
+	}{
+		{"a flipped byte", func(path string) error {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			b[len(b)-1] ^= 0xff
+			return os.WriteFile(path, b, 0o600)
+		}},
+		{"missing", os.Remove},
 	}
-	// A flipped byte in a segment that is not the last loses records
-	// that were acknowledged: refused, not cut.
-	p := segmentPath(dir, firsts[1])
-	b, _ := os.ReadFile(p)
-	b[len(b)-1] ^= 0xff
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := Open(dir, Options{SegmentSize: 100}); err == nil {
-		l.Close()
-		t.Fatal("Open accepted a corrupt segment in the middle of the log")
-	}
-}
-
-func TestGapRefused(t *testing.T) {
-	dir := t.TempDir()
-	l := open(t, dir, 100)
-	appendRange(t, l, 1, 100)
-	l.Close()
-	firsts, _ := listSegments(dir)
-	if err := os.Remove(segmentPath(dir, firsts[1])); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := Open(dir, Options{SegmentSize: 100}); err == nil {
-		l.Close()
-		t.Fatal("Open accepted a log with a missing segment")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := open(t, dir, 100)
+			appendRange(t, l, 1, 100)
+			l.Close()
+			firsts, _ := listSegments(dir)
+			if len(firsts) < 3 {
+				t.Fatalf("%d segments", len(firsts))
+			}
+			if err := tt.damage(segmentPath(dir, firsts[1])); err != nil {
+				t.Fatal(err)
+			}
+			if l, err := Open(dir, Options{SegmentSize: 100}); err == nil {
+				l.Close()
+				t.Fatal("Open accepted the log")
+			}
+		})
 	}
 }
 
