@@ -104,11 +104,9 @@ func restoreOwners(b []byte) (owners, []byte, error) {
 		}
 		prevName = string(name)
 		rec := o.get(prevName)
-		v, m := binary.Varint(b)
-		if m <= 0 {
-			return o, nil, fmt.Errorf("fsm: restore: bad varint: %w", ErrSnapshot)
+		if rec.alive, b, err = varint(b); err != nil {
+			return o, nil, err
 		}
-		rec.alive, b = v, b[m:]
 		var count uint64
 		if count, b, err = uvarint(b); err != nil {
 			return o, nil, err
@@ -151,11 +149,10 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 		return nil, fmt.Errorf("fsm: restore: unknown version: %w", ErrSnapshot)
 	}
 	b := snap[1:]
-	now, m := binary.Varint(b)
-	if m <= 0 {
-		return nil, fmt.Errorf("fsm: restore: bad varint: %w", ErrSnapshot)
+	now, b, err := varint(b)
+	if err != nil {
+		return nil, err
 	}
-	b = b[m:]
 	n, b, err := uvarint(b)
 	if err != nil {
 		return nil, err
@@ -234,12 +231,28 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 	return st, nil
 }
 
+// uvarint reads a uvarint in its shortest form, the only one the encoder
+// writes: a snapshot restores only from the bytes it encodes back to.
 func uvarint(b []byte) (uint64, []byte, error) {
 	v, n := binary.Uvarint(b)
 	if n <= 0 {
 		return 0, nil, fmt.Errorf("fsm: restore: bad varint: %w", ErrSnapshot)
 	}
+	if n > 1 && b[n-1] == 0 {
+		return 0, nil, fmt.Errorf("fsm: restore: varint not in its shortest form: %w", ErrSnapshot)
+	}
 	return v, b[n:], nil
+}
+
+// varint reads a varint in its shortest form (see uvarint).
+func varint(b []byte) (int64, []byte, error) {
+	u, rest, err := uvarint(b)
+	// encoding/binary's zig-zag, as binary.Varint.
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x, rest, err
 }
 
 func bytesPart(b []byte) (part, rest []byte, err error) {
