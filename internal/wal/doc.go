@@ -32,14 +32,20 @@
 // Open reads each segment's frames up to the first that is cut short or
 // fails its checksum; only zeros may follow. An append is acknowledged
 // only after its frames are synced, so a crash can leave something else
-// only at the end of the last segment, an append that was never
-// acknowledged: Open cuts it off. Anywhere else it is corruption, and
-// Open refuses the log rather than lose acknowledged records.
+// only at the end of the last segment: the append it interrupted, which
+// Open cuts off. A disk writes a sector whole or not at all, so such a
+// frame runs past the end of the file, or has the bytes it holds in some
+// sector all zeros (the zeros written ahead, where that sector never
+// reached the disk). A bad frame of any other kind, or anywhere else, is
+// damage to records that were acknowledged, and Open refuses the log
+// rather than lose them.
 //
 // Removing records from the head deletes the segments that hold only
-// older records (oldest first, so that a crash leaves a contiguous log);
-// the records before the new head in the segment that remains come back
-// after a restart, which is harmless, as they are older than the head.
-// Removing records from the tail deletes later segments (newest first)
-// and truncates the one that holds the new last record.
+// older records, oldest first, each deletion synced before the next, so
+// that a crash leaves a contiguous log; the records before the new head
+// in the segment that remains come back after a restart, which is
+// harmless, as they are older than the head. Removing records from the
+// tail deletes later segments, newest first and each synced, then
+// truncates the one that holds the new last record and syncs it: no
+// removed record comes back.
 package wal

@@ -94,7 +94,7 @@ func Open(dir string, opts Options) (*Log, error) {
 			l.closeFiles()
 			return nil, err
 		}
-		if len(l.segs) > 0 && first != l.last+1 {
+		if l.last != 0 && len(s.offs) > 0 && first != l.last+1 {
 			s.f.Close()
 			l.closeFiles()
 			return nil, fmt.Errorf("wal: segment %s starts at %d, after a segment that ends at %d", s.f.Name(), first, l.last)
@@ -110,12 +110,15 @@ func Open(dir string, opts Options) (*Log, error) {
 	// A crash between creating a segment and syncing its first append
 	// leaves it empty; an empty segment takes nothing but the next index.
 	for len(l.segs) > 0 && len(l.segs[len(l.segs)-1].offs) == 0 {
-		s := l.segs[len(l.segs)-1]
-		l.segs = l.segs[:len(l.segs)-1]
-		s.f.Close()
-		if err := os.Remove(s.f.Name()); err != nil {
+		if err := l.removeSegment(len(l.segs) - 1); err != nil {
 			l.closeFiles()
-			return nil, fmt.Errorf("wal: %w", err)
+			return nil, err
+		}
+	}
+	for _, s := range l.segs {
+		if len(s.offs) == 0 {
+			l.closeFiles()
+			return nil, fmt.Errorf("wal: segment %s is empty, and not the last", s.f.Name())
 		}
 	}
 	if len(l.segs) == 0 {
@@ -150,45 +153,96 @@ func segmentPath(dir string, first uint64) string {
 	return filepath.Join(dir, fmt.Sprintf("%020d%s", first, segSuffix))
 }
 
-// openSegment reads a segment's frames. A bad frame ends the last
-// segment (it is truncated there); in any other it is an error.
+// openSegment reads a segment's frames. After the last good frame comes
+// nothing, or zeros (written ahead by Append), or, in the last segment
+// only, the torn tail of an append a crash cut short, which is cut off;
+// anything else is damage, and an error.
 func openSegment(dir string, first uint64, last bool) (*segment, error) {
 	f, err := os.OpenFile(segmentPath(dir, first), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	s := &segment{first: first, f: f}
-	end, scanErr := s.scan()
+	fail := func(err error) (*segment, error) {
+		f.Close()
+		return nil, fmt.Errorf("wal: segment %s: %w", f.Name(), err)
+	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("wal: %w", err)
+		return fail(err)
 	}
-	// The frames end where the zeros written ahead of them (Append)
-	// begin, if any.
-	zero, err := zeroFrom(f, end)
+	why, err := s.scan(fi.Size())
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("wal: %w", err)
+		return fail(err)
+	}
+	if why == "" {
+		s.alloc = s.size
+		return s, nil
+	}
+	zero, err := zeroFrom(f, s.size)
+	if err != nil {
+		return fail(err)
 	}
 	if zero {
 		s.alloc = fi.Size()
 		return s, nil
 	}
 	if !last {
-		f.Close()
-		return nil, fmt.Errorf("wal: segment %s is corrupt at offset %d: %w", f.Name(), end, scanErr)
+		return fail(fmt.Errorf("damaged at offset %d: %s", s.size, why))
 	}
-	if err := f.Truncate(end); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("wal: cut the torn tail of %s: %w", f.Name(), err)
+	torn, err := tornFrame(f, s.size, fi.Size())
+	if err != nil {
+		return fail(err)
+	}
+	if !torn {
+		return fail(fmt.Errorf("damaged at offset %d (%s), where a crash leaves no such frame; the records after it were acknowledged", s.size, why))
+	}
+	if err := f.Truncate(s.size); err != nil {
+		return fail(fmt.Errorf("cut the torn tail: %w", err))
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("wal: %w", err)
+		return fail(err)
 	}
-	s.alloc = end
+	s.alloc = s.size
 	return s, nil
+}
+
+// sectorSize is the unit a disk writes whole or not at all.
+const sectorSize = 512
+
+// tornFrame reports whether the bad frame at off, in a file of fsize
+// bytes, is what a crash during its append leaves: a frame that runs past
+// the end of the file, or one whose bytes in some sector are all zeros
+// (that sector of the append never reached the disk, and the zeros
+// written ahead show through). A frame damaged otherwise was written
+// whole, and acknowledged.
+func tornFrame(f *os.File, off, fsize int64) (bool, error) {
+	var hdr [frameHeader]byte
+	if off+frameHeader > fsize {
+		return true, nil
+	}
+	if _, err := f.ReadAt(hdr[:], off); err != nil {
+		return false, err
+	}
+	end := off + frameHeader
+	if n := int64(binary.LittleEndian.Uint32(hdr[0:4])); n > 0 && n <= MaxRecord {
+		end += n
+	}
+	if end > fsize {
+		return true, nil
+	}
+	buf := make([]byte, sectorSize)
+	for at := off; at < end; {
+		piece := buf[:min(end, (at/sectorSize+1)*sectorSize)-at]
+		if _, err := f.ReadAt(piece, at); err != nil {
+			return false, err
+		}
+		if !slices.ContainsFunc(piece, func(b byte) bool { return b != 0 }) {
+			return true, nil
+		}
+		at += int64(len(piece))
+	}
+	return false, nil
 }
 
 // zeroFrom reports whether f holds only zeros from off to its end.
@@ -209,37 +263,33 @@ func zeroFrom(f *os.File, off int64) (bool, error) {
 }
 
 // scan reads the segment's frames from the start, recording their
-// offsets, and returns the end of the last good one, with the reason the
-// next one is not good (nil at the end of the file). A segment's frames
-// may be followed by zeros, which scan takes for a bad frame.
-func (s *segment) scan() (int64, error) {
-	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
-	fi, err := s.f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	r := bufio.NewReaderSize(s.f, 1<<16)
+// offsets and the end of the last good one (s.size), and says why the
+// next one is not good ("" at the end of the file). Zeros after the
+// frames are such a bad frame. A failed read is an error.
+func (s *segment) scan(fsize int64) (string, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, fsize), 1<<16)
 	var hdr [frameHeader]byte
 	var buf []byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if err == io.EOF {
-				err = nil
+			switch err {
+			case io.EOF:
+				return "", nil
+			case io.ErrUnexpectedEOF:
+				return "frame header cut short", nil
 			}
-			return s.size, err
+			return "", err
 		}
 		n := int64(binary.LittleEndian.Uint32(hdr[0:4]))
-		if n == 0 || n > MaxRecord || s.size+frameHeader+n > fi.Size() {
-			return s.size, fmt.Errorf("bad frame size %d", n)
+		if n == 0 || n > MaxRecord || s.size+frameHeader+n > fsize {
+			return fmt.Sprintf("bad frame size %d", n), nil
 		}
 		buf = slices.Grow(buf[:0], int(n))[:n]
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return s.size, err
+			return "", err // within the file's size: a failed read
 		}
 		if crc32.Checksum(buf, crcTable) != binary.LittleEndian.Uint32(hdr[4:8]) {
-			return s.size, errors.New("checksum mismatch")
+			return "checksum mismatch", nil
 		}
 		s.offs = append(s.offs, s.size)
 		s.size += frameHeader + n
@@ -464,12 +514,6 @@ func (l *Log) removeHead(n int) error {
 		}
 	}
 	if all {
-		// The next append may start at any index: the deletions must be
-		// durable before a segment with a later name appears.
-		if err := syncDir(l.dir); err != nil {
-			l.err = err
-			return err
-		}
 		l.first, l.last = 0, 0
 		return nil
 	}
@@ -477,15 +521,22 @@ func (l *Log) removeHead(n int) error {
 	return nil
 }
 
-// removeSegment closes and deletes l.segs[i].
+// removeSegment deletes l.segs[i], and makes its deletion durable before
+// anything else changes: deleted segments that came back after a crash
+// would leave a gap in the log, or, after a truncation from the tail,
+// bring back the records it removed.
 func (l *Log) removeSegment(i int) error {
 	s := l.segs[i]
-	s.f.Close()
 	if err := os.Remove(s.f.Name()); err != nil {
 		l.err = fmt.Errorf("wal: %w", err)
 		return l.err
 	}
+	s.f.Close()
 	l.segs = slices.Delete(l.segs, i, i+1)
+	if err := syncDir(l.dir); err != nil {
+		l.err = err
+		return err
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -178,7 +179,7 @@ func TestTruncate(t *testing.T) {
 			// records after it are the same.
 			l = open(t, dir, 200)
 			got, _ := l.FirstIndex()
-			if got > first || (tt.last != 0 && got < 1) || (tt.last == 0 && got != next) {
+			if got > first || got == 0 || (tt.last == 0 && got != next) {
 				t.Fatalf("after a restart the log starts at %d; it started at %d", got, first)
 			}
 			check(t, l, got, next+30)
@@ -202,40 +203,120 @@ func frame(payload []byte) []byte {
 	return append(b, payload...)
 }
 
+// framesEnd returns where the frames of records first..last of rec end
+// in a segment that starts with first.
+func framesEnd(first, last uint64) int64 {
+	var n int64
+	for i := first; i <= last; i++ {
+		n += frameHeader + int64(len(rec(i)))
+	}
+	return n
+}
+
+// TestTornTail: what a crash during an append leaves at the end of the
+// last segment (whole sectors written or not, over the zeros written
+// ahead, or a file not yet grown) is cut off, and the log goes on.
 func TestTornTail(t *testing.T) {
-	whole := frame(rec(51))
+	big := frame(bytes.Repeat([]byte{0xab}, 1500)) // spans four sectors
+	end := framesEnd(1, 50)
+	// piece returns the bounds, in big, of its bytes in the k-th sector
+	// it touches once written at end.
+	piece := func(k int64) (int64, int64) {
+		lo := max(0, (end/sectorSize+k)*sectorSize-end)
+		return lo, min(int64(len(big)), (end/sectorSize+k+1)*sectorSize-end)
+	}
+	zeroed := func(k int64) []byte {
+		b := bytes.Clone(big)
+		lo, hi := piece(k)
+		clear(b[lo:hi])
+		return b
+	}
 	tests := []struct {
-		name string
-		tail []byte // written after record 50
+		name     string
+		tail     []byte // written at end
+		truncate int64  // then the file cut to this size, if not 0
 	}{
-		{"header cut short", whole[:5]},
-		{"payload cut short", whole[:len(whole)-1]},
-		{"zeros", make([]byte, 64)},
-		{"a few zeros", make([]byte, 3)},
-		{"zeros, then a frame", append(make([]byte, 16), whole...)},
-		{"bad checksum", append(append([]byte{}, whole[:7]...), whole[7]^1)},
-		{"size past the end", binary.LittleEndian.AppendUint32(nil, 1<<20)},
-		{"size too large", binary.LittleEndian.AppendUint32(make([]byte, 0, 8), MaxRecord+1)},
+		{"nothing written", nil, 0},
+		{"the header's sector not written", zeroed(0), 0},
+		{"a middle sector not written", zeroed(1), 0},
+		{"the last sector not written", zeroed(3), 0},
+		{"the file not grown to the frame's end", big, end + 600},
+		{"the file not grown past the header", big, end + 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l := open(t, dir, 300)
+			l := open(t, dir, 0)
 			appendRange(t, l, 1, 50)
 			l.Close()
-			f, err := os.OpenFile(lastSegment(t, dir), os.O_WRONLY|os.O_APPEND, 0)
+			f, err := os.OpenFile(lastSegment(t, dir), os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.Write(tt.tail); err != nil {
+			if _, err := f.WriteAt(tt.tail, end); err != nil {
 				t.Fatal(err)
 			}
+			if tt.truncate != 0 {
+				if err := f.Truncate(tt.truncate); err != nil {
+					t.Fatal(err)
+				}
+			}
 			f.Close()
-			l = open(t, dir, 300)
+			l = open(t, dir, 0)
 			check(t, l, 1, 50)
 			appendRange(t, l, 51, 60)
 			l.Close()
-			check(t, open(t, dir, 300), 1, 60)
+			check(t, open(t, dir, 0), 1, 60)
+		})
+	}
+}
+
+// TestDamageRefused: a frame that a crash cannot have left (written whole
+// and acknowledged, then changed), or a missing segment, loses records
+// that were acknowledged: Open refuses the log rather than cut it short.
+func TestDamageRefused(t *testing.T) {
+	flip := func(index uint64) func(dir string) error {
+		return func(dir string) error {
+			firsts, _ := listSegments(dir)
+			i, _ := slices.BinarySearch(firsts, index+1)
+			first := firsts[i-1]
+			p := segmentPath(dir, first)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b[framesEnd(first, index)-1] ^= 0xff // the record's last byte
+			return os.WriteFile(p, b, 0o600)
+		}
+	}
+	tests := []struct {
+		name   string
+		damage func(dir string) error
+	}{
+		{"a flipped byte in a segment before the last", flip(30)},
+		{"a flipped byte early in the last segment", flip(91)},
+		{"a flipped byte in the last record", flip(100)},
+		{"a segment missing", func(dir string) error {
+			firsts, _ := listSegments(dir)
+			return os.Remove(segmentPath(dir, firsts[1]))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := open(t, dir, 1000)
+			appendRange(t, l, 1, 100)
+			l.Close()
+			if firsts, _ := listSegments(dir); len(firsts) < 3 || firsts[len(firsts)-1] > 90 {
+				t.Fatalf("segments %v: the test needs three, the last from before 91", firsts)
+			}
+			if err := tt.damage(dir); err != nil {
+				t.Fatal(err)
+			}
+			if l, err := Open(dir, Options{SegmentSize: 1000}); err == nil {
+				l.Close()
+				t.Fatal("Open accepted the log")
+			}
 		})
 	}
 }
@@ -271,45 +352,6 @@ func TestWrittenAhead(t *testing.T) {
 	}
 }
 
-// TestDamagedSegmentRefused: damage to a segment that is not the last
-// loses records that were acknowledged: Open refuses the log rather than
-// cut it short.
-func TestDamagedSegmentRefused(t *testing.T) {
-	tests := []struct {
-		name   string
-		damage func(path string) error
-	}{
-		{"a flipped byte", func(path string) error {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			b[len(b)-1] ^= 0xff
-			return os.WriteFile(path, b, 0o600)
-		}},
-		{"missing", os.Remove},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			l := open(t, dir, 100)
-			appendRange(t, l, 1, 100)
-			l.Close()
-			firsts, _ := listSegments(dir)
-			if len(firsts) < 3 {
-				t.Fatalf("%d segments", len(firsts))
-			}
-			if err := tt.damage(segmentPath(dir, firsts[1])); err != nil {
-				t.Fatal(err)
-			}
-			if l, err := Open(dir, Options{SegmentSize: 100}); err == nil {
-				l.Close()
-				t.Fatal("Open accepted the log")
-			}
-		})
-	}
-}
-
 func TestEmptyLastSegmentRemoved(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, 0)
@@ -333,8 +375,8 @@ func TestEmptyLastSegmentRemoved(t *testing.T) {
 }
 
 // FuzzOpen opens a log whose only segment holds arbitrary bytes: it must
-// open, keep the frames before the first bad one, read back each of them
-// and take appends after them.
+// refuse it, or keep the frames before the first bad one, read back each
+// of them and take appends after them.
 func FuzzOpen(f *testing.F) {
 	var good []byte
 	for i := uint64(1); i <= 3; i++ {
@@ -353,7 +395,7 @@ func FuzzOpen(f *testing.F) {
 		}
 		l, err := Open(dir, Options{})
 		if err != nil {
-			t.Fatalf("Open: %v", err)
+			return // damage, not a torn tail: refused
 		}
 		defer l.Close()
 		first, _ := l.FirstIndex()
