@@ -18,6 +18,11 @@ import (
 // where raft-boltdb's transaction takes two (package wal). Its entries
 // are numbered without gaps, which it tells Raft (IsMonotonic): after a
 // snapshot is installed, Raft empties the log rather than leave a gap.
+// (hashicorp/raft#697: Raft then keeps its cached last index, which
+// matters only to a follower whose log went past the snapshot sent to
+// it, with a divergent tail longer than the leader's TrailingLogs; the
+// sender's one entry in flight keeps a deposed leader's tail to a few
+// entries.)
 type LogStore struct {
 	log *wal.Log
 }
@@ -48,20 +53,41 @@ func openLogStore(dir string, bolt raft.LogStore, log *slog.Logger) (*LogStore, 
 	if err != nil {
 		return nil, fmt.Errorf("raftrep: open log: %w", err)
 	}
-	// The log in bolt is no longer read; a crash after the copy and before
-	// this leaves it to be emptied at the next start.
-	first, err := bolt.FirstIndex()
-	if err == nil && first != 0 {
-		var last uint64
-		if last, err = bolt.LastIndex(); err == nil {
-			err = bolt.DeleteRange(first, last)
-		}
-	}
-	if err != nil {
+	s := &LogStore{log: l}
+	if err := s.emptyBolt(bolt); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("raftrep: empty the old log in bbolt: %w", err)
+		return nil, err
 	}
-	return &LogStore{log: l}, nil
+	return s, nil
+}
+
+// emptyBolt deletes the entries left in bolt once they were copied into
+// s (a crash after the copy leaves them to the next start). Entries that
+// go further than s's, or differ from them, were written by an older latch
+// after s was made (a downgrade, then an upgrade): it refuses to choose.
+func (s *LogStore) emptyBolt(bolt raft.LogStore) error {
+	first, err := bolt.FirstIndex()
+	if err != nil || first == 0 {
+		return err
+	}
+	last, err := bolt.LastIndex()
+	if err != nil {
+		return err
+	}
+	var b, w raft.Log
+	if err := bolt.GetLog(last, &b); err != nil {
+		return fmt.Errorf("raftrep: bbolt's last entry: %w", err)
+	}
+	wfirst, _ := s.FirstIndex()
+	wlast, _ := s.LastIndex()
+	stale := last <= wlast && (last < wfirst || s.GetLog(last, &w) == nil && w.Term == b.Term)
+	if !stale {
+		return fmt.Errorf("raftrep: both %s and raft.db hold a Raft log, and raft.db's (to entry %d, term %d) is not a copy of it: was this data dir used by an older latch since? Remove %[1]s to move raft.db's log again", logDir, last, b.Term)
+	}
+	if err := bolt.DeleteRange(first, last); err != nil {
+		return fmt.Errorf("raftrep: empty the old log in bbolt: %w", err)
+	}
+	return nil
 }
 
 // migrateLog copies bolt's entries into a new log at path, built aside and
@@ -76,6 +102,22 @@ func migrateLog(path string, bolt raft.LogStore) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Only the entries from the last gap on: bolt, unlike this log, kept
+	// entries from before a snapshot it was sent, with a gap after them,
+	// until compaction passed it; the snapshot holds their effect.
+	start := last
+	for start > first {
+		var e raft.Log
+		err := bolt.GetLog(start-1, &e)
+		if errors.Is(err, raft.ErrLogNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("entry %d: %w", start-1, err)
+		}
+		start--
+	}
+	first = start
 	tmp := path + ".new"
 	if err := os.RemoveAll(tmp); err != nil {
 		return 0, err
