@@ -204,14 +204,7 @@ func TestRunFailover(t *testing.T) {
 			ctx := context.Background()
 			var holder *client.Lock
 			if tt.busy {
-				hc, err := client.Dial(ctx, addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer hc.Close()
-				if holder, err = hc.Lock(ctx, []string{"k"}); err != nil {
-					t.Fatal(err)
-				}
+				holder = holdKey(t, addr, "k")
 			}
 			dir := t.TempDir()
 			cfg := testConfig(first.addr+","+second.addr, "k", `touch "$DIR/ran"`)
@@ -220,20 +213,9 @@ func TestRunFailover(t *testing.T) {
 			cfg.SessionTTL, cfg.KillAfter = 3*time.Second, 100*time.Millisecond
 			logs := newLogRecorder()
 			cfg.Logger = slog.New(logs)
-			type result struct {
-				code int
-				err  error
-			}
-			got := make(chan result, 1)
-			go func() {
-				code, err := Run(ctx, cfg)
-				got <- result{code, err}
-			}()
+			got := startRun(ctx, cfg)
 			if tt.busy {
-				eventually(t, "Run waits for k", func() bool {
-					info, _ := srv.Service().Lock("k")
-					return len(info.Waiters) == 1
-				})
+				awaitWaiter(t, srv, "k")
 				tt.fail(first)
 				eventually(t, "the session moves and the request is retried", func() bool {
 					return logs.has("client: session resumed") && logs.has(retryMsg) || len(got) > 0
@@ -242,13 +224,7 @@ func TestRunFailover(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var r result
-			select {
-			case r = <-got:
-			case <-time.After(20 * time.Second):
-				t.Fatal("Run did not return")
-			}
-			if r.code != 0 || r.err != nil {
+			if r := awaitRun(t, got); r.code != 0 || r.err != nil {
 				t.Fatalf("Run() = %d, %v; want the command run under the lock after the failover", r.code, r.err)
 			}
 			if !exists(filepath.Join(dir, "ran")) {
@@ -285,40 +261,16 @@ func TestRunFailoverSessionLost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, addr := startServer(t)
-			ctx := context.Background()
-			hc, err := client.Dial(ctx, addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hc.Close()
-			if _, err := hc.Lock(ctx, []string{"k"}); err != nil {
-				t.Fatal(err)
-			}
+			holdKey(t, addr, "k")
 			first := startNodeProxy(t, addr)
 			dir := t.TempDir()
 			cfg := testConfig(first.addr+","+tt.second(t, addr, first), "k", `touch "$DIR/ran"`)
 			cfg.Env = append(os.Environ(), "DIR="+dir)
 			cfg.SessionTTL, cfg.KillAfter = 3*time.Second, 100*time.Millisecond
-			type result struct {
-				code int
-				err  error
-			}
-			got := make(chan result, 1)
-			go func() {
-				code, err := Run(ctx, cfg)
-				got <- result{code, err}
-			}()
-			eventually(t, "Run waits for k", func() bool {
-				info, _ := srv.Service().Lock("k")
-				return len(info.Waiters) == 1
-			})
+			got := startRun(context.Background(), cfg)
+			awaitWaiter(t, srv, "k")
 			first.silence()
-			var r result
-			select {
-			case r = <-got:
-			case <-time.After(20 * time.Second):
-				t.Fatal("Run did not return")
-			}
+			r := awaitRun(t, got)
 			if r.code != ExitError || !errors.Is(r.err, latch.ErrSessionEnded) {
 				t.Errorf("Run() = %d, %v; want %d and ErrSessionEnded", r.code, r.err, ExitError)
 			}
@@ -335,15 +287,7 @@ func TestRunFailoverSessionLost(t *testing.T) {
 func TestRunFailoverWaitDeadline(t *testing.T) {
 	srv, addr := startServer(t)
 	first, second := startNodeProxy(t, addr), startNodeProxy(t, addr)
-	ctx := context.Background()
-	hc, err := client.Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hc.Close()
-	if _, err := hc.Lock(ctx, []string{"k"}); err != nil {
-		t.Fatal(err)
-	}
+	holdKey(t, addr, "k")
 	const wait = 3 * time.Second
 	cfg := testConfig(first.addr+","+second.addr, "k", "true")
 	cfg.Wait = wait
@@ -351,21 +295,10 @@ func TestRunFailoverWaitDeadline(t *testing.T) {
 	logs := newLogRecorder()
 	cfg.Logger = slog.New(logs)
 	start := time.Now()
-	type result struct {
-		code int
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		code, err := Run(ctx, cfg)
-		got <- result{code, err}
-	}()
-	eventually(t, "Run waits for k", func() bool {
-		info, _ := srv.Service().Lock("k")
-		return len(info.Waiters) == 1
-	})
+	got := startRun(context.Background(), cfg)
+	awaitWaiter(t, srv, "k")
 	first.silence() // found silent about 1.5s later
-	r := <-got
+	r := awaitRun(t, got)
 	elapsed := time.Since(start)
 	var busy *latch.BusyError
 	if r.code != ExitConflict || !errors.As(r.err, &busy) || !errors.Is(r.err, latch.ErrTimeout) {

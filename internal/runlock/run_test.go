@@ -65,6 +65,59 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// runResult is what Run returned.
+type runResult struct {
+	code int
+	err  error
+}
+
+// startRun runs Run in the background; its result arrives on the channel.
+func startRun(ctx context.Context, cfg Config) <-chan runResult {
+	got := make(chan runResult, 1)
+	go func() {
+		code, err := Run(ctx, cfg)
+		got <- runResult{code, err}
+	}()
+	return got
+}
+
+// awaitRun waits up to 20 s for Run's result.
+func awaitRun(t *testing.T, got <-chan runResult) runResult {
+	t.Helper()
+	select {
+	case r := <-got:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+		return runResult{}
+	}
+}
+
+// holdKey takes key through a client of its own, closed at the test's end.
+func holdKey(t *testing.T, addr, key string) *client.Lock {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	l, err := c.Lock(ctx, []string{key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// awaitWaiter waits until key has one request waiting for it.
+func awaitWaiter(t *testing.T, srv *latchtest.Server, key string) {
+	t.Helper()
+	eventually(t, "Run waits for "+key, func() bool {
+		info, _ := srv.Service().Lock(key)
+		return len(info.Waiters) == 1
+	})
+}
+
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
@@ -318,15 +371,7 @@ func TestRunLease(t *testing.T) {
 	srv, addr := startServer(t)
 	cfg := testConfig(addr, "k", "sleep 3")
 	cfg.SessionTTL, cfg.KillAfter, cfg.Lease = 2*time.Second, 100*time.Millisecond, 2*time.Second
-	type result struct {
-		code int
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		code, err := Run(context.Background(), cfg)
-		got <- result{code, err}
-	}()
+	got := startRun(context.Background(), cfg)
 	// The lease is the server's: see it there.
 	eventually(t, "k is leased", func() bool {
 		info, _ := srv.Service().Lock("k")
