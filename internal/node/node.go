@@ -378,8 +378,9 @@ func (n *Node) ResumeSession(id latch.SessionID, opts latch.SessionOptions) (lat
 // the last tick, the withdrawals and the ends wait for their commit at
 // most until ctx is done (a replicated node that cannot commit gives up
 // then, and its connection-bound sessions end a node TTL later, as a dead
-// node's do); it returns nil. Shutdown is idempotent. The admin view still works afterwards and shows what was
-// left (leased locks), frozen at the instant of the shutdown.
+// node's do); it returns nil. Shutdown is idempotent. The admin view
+// still works afterwards and shows what was left (leased locks), frozen
+// at the instant of the shutdown.
 //
 // Parked requests are withdrawn before any session ends, newest first: a
 // request is then always the last of every queue it is in, so withdrawing it

@@ -76,6 +76,17 @@ func appendRange(t *testing.T, l *Log, first, last uint64) {
 	}
 }
 
+// written returns a new log directory holding records 1..last of rec,
+// in segments of segSize bytes, closed.
+func written(t *testing.T, segSize int64, last uint64) string {
+	t.Helper()
+	dir := t.TempDir()
+	l := open(t, dir, segSize)
+	appendRange(t, l, 1, last)
+	l.Close()
+	return dir
+}
+
 func segments(t *testing.T, dir string) int {
 	t.Helper()
 	firsts, err := listSegments(dir)
@@ -245,10 +256,7 @@ func TestTornTail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			l := open(t, dir, 0)
-			appendRange(t, l, 1, 50)
-			l.Close()
+			dir := written(t, 0, 50)
 			f, err := os.OpenFile(lastSegment(t, dir), os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -262,7 +270,7 @@ func TestTornTail(t *testing.T) {
 				}
 			}
 			f.Close()
-			l = open(t, dir, 0)
+			l := open(t, dir, 0)
 			check(t, l, 1, 50)
 			appendRange(t, l, 51, 60)
 			l.Close()
@@ -303,10 +311,7 @@ func TestDamageRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			l := open(t, dir, 1000)
-			appendRange(t, l, 1, 100)
-			l.Close()
+			dir := written(t, 1000, 100)
 			if firsts, _ := listSegments(dir); len(firsts) < 3 || firsts[len(firsts)-1] > 90 {
 				t.Fatalf("segments %v: the test needs three, the last from before 91", firsts)
 			}
@@ -353,10 +358,7 @@ func TestWrittenAhead(t *testing.T) {
 }
 
 func TestEmptyLastSegmentRemoved(t *testing.T) {
-	dir := t.TempDir()
-	l := open(t, dir, 0)
-	appendRange(t, l, 1, 10)
-	l.Close()
+	dir := written(t, 0, 10)
 	// A crash between creating a segment and its first sync.
 	if err := os.WriteFile(segmentPath(dir, 11), nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -365,7 +367,7 @@ func TestEmptyLastSegmentRemoved(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l = open(t, dir, 0)
+	l := open(t, dir, 0)
 	check(t, l, 1, 10)
 	if n := segments(t, dir); n != 1 {
 		t.Fatalf("%d segments, want 1", n)

@@ -206,13 +206,13 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("raftrep: open log: %w", err)
 		}
-		log, err := openLogStore(cfg.Dir, bolt, r.log)
+		entries, err := openLogStore(cfg.Dir, bolt, r.log)
 		if err != nil {
 			bolt.Close()
 			return nil, err
 		}
-		r.stores = []io.Closer{log, bolt}
-		cache, err := raft.NewLogCache(512, log)
+		r.stores = []io.Closer{entries, bolt}
+		cache, err := raft.NewLogCache(512, entries)
 		if err != nil {
 			r.closeStore()
 			return nil, fmt.Errorf("raftrep: %w", err)
@@ -433,10 +433,10 @@ func (r *Replicator) Close() error {
 }
 
 // handOver transfers the leadership to the most up-to-date other voter,
-// when this node leads and has one (hasOtherVoter); Raft bounds the transfer by an
-// election timeout, and so does handOver (a leader cut off from the others
-// gets no answer). A failed transfer only leaves the election to the
-// timeouts, as a crash would.
+// when this node leads and has one (hasOtherVoter). Raft bounds the
+// transfer by an election timeout, and so does handOver (a leader cut off
+// from the others gets no answer). A failed transfer only leaves the
+// election to the timeouts, as a crash would.
 func (r *Replicator) handOver() {
 	if r.raft.State() != raft.Leader || !r.hasOtherVoter() {
 		return

@@ -263,7 +263,7 @@ func (r *Replicator) sendOnce() bool {
 // entry in flight or waiting, it appends a barrier. A follower learns of
 // a commit only from the leader's next AppendEntries, which Raft sends
 // with the next entry, or else a CommitTimeout (1 to 2 ms) after the
-// last; the barrier's costs a sync on the leader and on the follower
+// last. The barrier costs a sync on the leader and on each follower
 // (about 0.1 ms each on this repository's test machine), and follows an
 // entry only when the cluster is not busy.
 func (r *Replicator) tellCommit() {
