@@ -177,17 +177,23 @@ func (r *Replicator) sendOnce() bool {
 		start := time.Now()
 		go func() {
 			err := f.Error()
-			<-r.inflight
 			if err != nil {
+				// Raft lost the entry or refused it: the leadership ended,
+				// or is being handed over. Its batches go again to the
+				// next leader (leaderChanged), or from here at the
+				// sender's next tick if a hand-over fails; not at once,
+				// which would spin for as long as a hand-over lasts.
 				r.log.Debug("raftrep: an entry was not committed", "err", err)
 				r.mu.Lock()
-				r.sent = 0 // sent again to the next leader
+				r.sent = 0
 				r.mu.Unlock()
-			} else {
-				r.stats.committed(time.Since(start))
-				if fwd {
-					r.tellCommit()
-				}
+				<-r.inflight
+				return
+			}
+			<-r.inflight
+			r.stats.committed(time.Since(start))
+			if fwd {
+				r.tellCommit()
 			}
 			r.kick()
 		}()
