@@ -610,7 +610,7 @@ func TestCloseHandsOverLeadership(t *testing.T) {
 // TestFollowerToldOfCommitAtOnce: on an idle cluster, a request through a
 // follower is answered as soon as its entry commits, not when Raft's
 // CommitTimeout next sends the follower the commit index (1 to 2 ms after
-// the entry: the leader appends a barrier). Time in the bubble passes
+// the entry: the leader sends a commit notice). Time in the bubble passes
 // only on timers, so the request takes no time at all, or a
 // CommitTimeout.
 func TestFollowerToldOfCommitAtOnce(t *testing.T) {

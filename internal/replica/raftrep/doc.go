@@ -22,9 +22,9 @@
 // pays about a quarter of one core of this repository's 2-core test
 // machine for it, half that at 2 ms). So that a follower's requests do not
 // wait for that timer, a leader that applied an entry carrying other
-// nodes' batches, with nothing in flight or waiting after it, appends a
-// barrier, which carries the commit index to the followers at the cost
-// of a sync on each (docs/benchmarks.md).
+// nodes' batches, with nothing in flight or waiting after it, sends the
+// others a commit notice at once: that same empty AppendEntries, which
+// costs no sync (notice.go).
 //
 // # Time
 //

@@ -40,7 +40,35 @@ func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 	if h.name != "" {
 		msg = h.name + ": " + msg
 	}
+	level = routine(level, msg, args)
 	h.l.Log(context.Background(), slogLevel(level), msg, append(h.args[:len(h.args):len(h.args)], args...)...)
+}
+
+// routine lowers to Debug a warning of Raft's that is routine here: a
+// follower refusing an AppendEntries whose previous entry it has not
+// received yet. A commit notice (notice.go) meets it whenever it
+// overtakes that entry on its way to the slower follower; Raft's own
+// replication meets it after a leader change, and repairs it. A previous
+// entry that the follower holds with another term (a divergent log) stays
+// a warning.
+func routine(level hclog.Level, msg string, args []any) hclog.Level {
+	if level != hclog.Warn || msg != "failed to get previous log" {
+		return level
+	}
+	var prev, last uint64
+	var okPrev, okLast bool
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "previous-index":
+			prev, okPrev = args[i+1].(uint64)
+		case "last-index":
+			last, okLast = args[i+1].(uint64)
+		}
+	}
+	if okPrev && okLast && prev > last {
+		return hclog.Debug
+	}
+	return level
 }
 
 func (h *hclogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }

@@ -119,6 +119,7 @@ type Replicator struct {
 	fwdAddr string
 
 	inflight chan struct{} // capacity 1: the entry applied and not yet committed
+	notices  chan uint64   // capacity 1: the index of a commit to tell the others of (notice.go)
 }
 
 // unit is one batch of this node, encoded.
@@ -168,6 +169,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		stop:     make(chan struct{}),
 		obs:      make(chan raft.Observation, 64),
 		inflight: make(chan struct{}, 1),
+		notices:  make(chan uint64, 1),
 	}
 	r.m = &machine{r: r, halt: haltNewer}
 	r.ctx, r.done = context.WithCancel(context.Background())
@@ -260,9 +262,10 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		}
 		return false
 	}))
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go r.watch()
 	go r.send()
+	go r.notify()
 	if cfg.Network != nil {
 		r.wg.Add(1)
 		go r.accept(cfg.Network.ForwardListener())

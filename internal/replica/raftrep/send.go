@@ -193,7 +193,7 @@ func (r *Replicator) sendOnce() bool {
 			<-r.inflight
 			r.stats.committed(time.Since(start))
 			if fwd {
-				r.tellCommit()
+				r.tellCommit(f.Index())
 			}
 			r.kick()
 		}()
@@ -262,23 +262,6 @@ func (r *Replicator) sendOnce() bool {
 	}
 	r.stats.forwarded(len(units))
 	return true
-}
-
-// tellCommit makes Raft tell the followers at once that an entry which
-// carried their batches committed, when nothing else would soon: with no
-// entry in flight or waiting, it appends a barrier. A follower learns of
-// a commit only from the leader's next AppendEntries, which Raft sends
-// with the next entry, or else a CommitTimeout (1 to 2 ms) after the
-// last. The barrier costs a sync on the leader and on each follower
-// (about 0.1 ms each on this repository's test machine), and follows an
-// entry only when the cluster is not busy.
-func (r *Replicator) tellCommit() {
-	r.mu.Lock()
-	idle := len(r.inflight) == 0 && r.sent == len(r.outbox) && len(r.fwd) == 0
-	r.mu.Unlock()
-	if idle {
-		r.raft.Barrier(0) // its future is not waited for
-	}
 }
 
 // pack builds the next entry from the unsent outbox and the forwarded
