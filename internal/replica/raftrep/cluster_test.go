@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/node"
@@ -30,33 +33,52 @@ type cluster struct {
 	// snapshots, when set, makes the nodes snapshot every few entries and
 	// keep few in the log, so that a lagging node is sent a snapshot.
 	snapshots bool
+	// latency, when set, delays every AppendEntries (slowTransport).
+	latency time.Duration
 }
 
 func newCluster(t *testing.T, n int, disk bool) *cluster {
+	c := makeCluster(t, n, disk)
+	c.startAll()
+	return c
+}
+
+// makeCluster makes a cluster of n nodes, not started, for a test to set
+// options on before startAll.
+func makeCluster(t *testing.T, n int, disk bool) *cluster {
 	c := &cluster{t: t, net: newPipeNet(), nodes: make(map[string]*node.Node), reps: make(map[string]*raftrep.Replicator), dirs: make(map[string]string)}
 	for i := range n {
 		id := fmt.Sprintf("n%d", i+1)
 		c.peers = append(c.peers, raftrep.Peer{ID: id, Addr: id})
-	}
-	for _, p := range c.peers {
 		if disk {
-			c.dirs[p.ID] = t.TempDir()
+			c.dirs[id] = t.TempDir()
 		}
+	}
+	return c
+}
+
+// startAll starts every node, and stops those running when the test ends.
+func (c *cluster) startAll() {
+	for _, p := range c.peers {
 		c.start(p.ID)
 	}
-	t.Cleanup(func() {
+	c.t.Cleanup(func() {
 		for id := range c.nodes {
 			c.stop(id)
 		}
 	})
-	return c
 }
 
 // start starts node id (again: its stores are in memory, so a restart is a
 // node that lost its disk and catches up from the others).
 func (c *cluster) start(id string) {
 	c.t.Helper()
-	trans, end := c.net.add(id)
+	var trans raft.Transport
+	inmem, end := c.net.add(id)
+	trans = inmem
+	if c.latency > 0 {
+		trans = slowTransport{inmem, c.latency}
+	}
 	n, err := node.New(node.Config{
 		NodeID:  id,
 		NodeTTL: 10 * time.Second,
@@ -456,20 +478,9 @@ func TestRestartFromDisk(t *testing.T) {
 // own snapshot on disk does too.
 func TestSnapshotCatchUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := &cluster{t: t, net: newPipeNet(), nodes: make(map[string]*node.Node), reps: make(map[string]*raftrep.Replicator), dirs: make(map[string]string), snapshots: true}
-		for i := range 3 {
-			id := fmt.Sprintf("n%d", i+1)
-			c.peers = append(c.peers, raftrep.Peer{ID: id, Addr: id})
-			c.dirs[id] = t.TempDir()
-		}
-		for _, p := range c.peers {
-			c.start(p.ID)
-		}
-		t.Cleanup(func() {
-			for id := range c.nodes {
-				c.stop(id)
-			}
-		})
+		c := makeCluster(t, 3, true)
+		c.snapshots = true
+		c.startAll()
 		lead := c.leader()
 		f1 := c.other(lead)
 		c.stop(f1)
@@ -629,5 +640,46 @@ func TestFollowerToldOfCommitAtOnce(t *testing.T) {
 			}
 		}
 		s.Close()
+	})
+}
+
+// TestGatherClosedLoop: clients on the leader that each take and release
+// a lock in a loop are carried together, one entry for all of them,
+// rather than in two halves that take turns (gather). Every AppendEntries
+// takes 200 us, so that a commit takes time.
+func TestGatherClosedLoop(t *testing.T) {
+	const clients, cycles = 8, 20
+	synctest.Test(t, func(t *testing.T) {
+		c := makeCluster(t, 3, false)
+		c.latency = 200 * time.Microsecond
+		c.startAll()
+		lead := c.leader()
+		before := c.reps[lead].Counters()
+		var wg sync.WaitGroup
+		for i := range clients {
+			s := c.open(lead, latch.SessionOptions{Protocol: "test"})
+			key := fmt.Sprint("k", i)
+			wg.Go(func() {
+				defer s.Close()
+				for range cycles {
+					if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{key}}); err != nil {
+						t.Errorf("acquire %s: %v", key, err)
+						return
+					}
+					if err := s.Release(key); err != nil {
+						t.Errorf("release %s: %v", key, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		after := c.reps[lead].Counters()
+		entries, batches := after.Entries-before.Entries, after.Batches-before.Batches
+		// 2 x 20 requests of 8 clients: about 40 entries of 8 batches
+		// together, 80 of 4 in turns.
+		if per := float64(batches) / float64(entries); per < clients*3/4 {
+			t.Errorf("%d entries carried %d batches, %.1f each; want at least %d each", entries, batches, per, clients*3/4)
+		}
 	})
 }

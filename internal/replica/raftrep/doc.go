@@ -14,8 +14,11 @@
 // entry in flight at a time, so that the next entry fills while one
 // commits (a second in flight cost 10-15% of the throughput and as much
 // more CPU per request on this repository's test machine:
-// docs/benchmarks.md); on a follower it writes its batches to the leader over a
-// forward connection. A follower learns that an entry committed from the
+// docs/benchmarks.md). When the last entry answered requests of the
+// leader's own clients, the next waits a little for their next ones
+// (gather), so that a closed loop of clients shares entries rather than
+// taking turns. On a follower the sender writes its batches to the leader
+// over a forward connection. A follower learns that an entry committed from the
 // leader's next AppendEntries, which Raft sends with the next entry, or
 // else a CommitTimeout (1 to 2 ms, at random) after the last one:
 // CommitTimeout is 1 ms, the least Raft accepts (an idle 3-node cluster

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -166,3 +167,20 @@ type pipeAddr string
 
 func (a pipeAddr) Network() string { return "pipe" }
 func (a pipeAddr) String() string  { return string(a) }
+
+// slowTransport delays every AppendEntries by a latency (in the bubble's
+// time), so that a commit takes time. It has no pipeline: each
+// AppendEntries waits for its answer.
+type slowTransport struct {
+	*raft.InmemTransport
+	latency time.Duration
+}
+
+func (s slowTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+func (s slowTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	time.Sleep(s.latency)
+	return s.InmemTransport.AppendEntries(id, target, args, resp)
+}

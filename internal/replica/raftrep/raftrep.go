@@ -119,12 +119,16 @@ type Replicator struct {
 	fwdAddr string
 
 	inflight chan struct{} // capacity 1: the entry applied and not yet committed
-	notices  chan uint64   // capacity 1: the index of a commit to tell the others of (notice.go)
+	// gathering decides how long the leader's next entry waits (gather).
+	// Guarded by mu.
+	gathering gathering
+	notices   chan uint64 // capacity 1: the index of a commit to tell the others of (notice.go)
 }
 
 // unit is one batch of this node, encoded.
 type unit struct {
 	last uint64 // its highest Seq
+	cmds int    // its count of commands
 	data []byte
 	sent time.Time
 }
@@ -296,7 +300,7 @@ func (r *Replicator) Propose(b *fsm.Batch) error {
 		return replica.ErrUnavailable
 	}
 	r.origin = b.Cmds[0].Origin
-	r.outbox = append(r.outbox, unit{last: b.Cmds[len(b.Cmds)-1].Seq, data: data})
+	r.outbox = append(r.outbox, unit{last: b.Cmds[len(b.Cmds)-1].Seq, cmds: len(b.Cmds), data: data})
 	r.kick()
 	return nil
 }

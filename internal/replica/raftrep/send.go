@@ -165,8 +165,11 @@ func (r *Replicator) sendOnce() bool {
 		case <-r.stop:
 			return false
 		}
+		r.gather()
 		r.mu.Lock()
+		before := r.ownWaiting()
 		entry, n, fwd := r.pack()
+		own := before - r.ownWaiting()
 		r.mu.Unlock()
 		if n == 0 {
 			<-r.inflight
@@ -177,6 +180,11 @@ func (r *Replicator) sendOnce() bool {
 		start := time.Now()
 		go func() {
 			err := f.Error()
+			if err == nil {
+				r.mu.Lock()
+				r.gathering.committed(r.ownWaiting()+own, time.Since(start))
+				r.mu.Unlock()
+			}
 			if err != nil {
 				// Raft lost the entry or refused it: the leadership ended,
 				// or is being handed over. Its batches go again to the

@@ -1,0 +1,105 @@
+package raftrep
+
+import "time"
+
+// gather holds the leader's next entry back, at most half the last
+// commit's time, until as many of this node's commands wait as that
+// commit should bring: those waiting then, and one for each it answered.
+// A client that is answered often sends its next request at once (a lock
+// released, the next one taken); without the wait it misses the entry
+// that starts at once and waits for that one's commit too, and the
+// entries alternate between two halves of the clients. An entry costs a
+// sync on each node and Raft's messages whatever it carries, so carrying
+// both halves in one is what a closed loop of clients needs
+// (docs/benchmarks.md). Batches forwarded by other nodes are not waited
+// for: their clients are answered after the followers apply.
+//
+// Clients that do not come back (a lock held while its holder works)
+// would make every wait end at its timer; a wait in which nothing came
+// makes the next entries go without one (gathering.missed).
+func (r *Replicator) gather() {
+	r.mu.Lock()
+	expect, wait := r.gathering.plan()
+	start := r.ownWaiting()
+	r.mu.Unlock()
+	if expect <= start || wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		n := r.ownWaiting()
+		if n >= expect {
+			r.gathering.waited(true)
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.wake:
+		case <-t.C:
+			r.mu.Lock()
+			r.gathering.waited(r.ownWaiting() > start)
+			r.mu.Unlock()
+			return
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// ownWaiting is the count of this node's commands not yet packed. Called
+// with mu held.
+func (r *Replicator) ownWaiting() int {
+	n := 0
+	for _, u := range r.outbox[r.sent:] {
+		n += u.cmds
+	}
+	return n
+}
+
+// gathering is the leader's rule for holding an entry back (gather).
+type gathering struct {
+	expect int           // the commands the next entry waits for
+	last   time.Duration // the last entry's time to commit and apply
+	// skip is how many entries go without a wait after one in which
+	// nothing came; it doubles with each such wait, up to maxSkip, and
+	// ends at a wait that something came in.
+	skip, backoff int
+}
+
+// maxSkip bounds the entries packed without a wait after waits in vain:
+// clients that stopped coming back cost one wait in that many entries.
+const maxSkip = 64
+
+// committed records an entry's commit: expect commands should wait once
+// its clients are answered, and it took d.
+func (g *gathering) committed(expect int, d time.Duration) {
+	g.expect, g.last = expect, d
+}
+
+// plan returns what the next entry waits for, and at most how long: no
+// more than one command (nothing to carry together), or no wait, when
+// it goes at once.
+func (g *gathering) plan() (expect int, wait time.Duration) {
+	expect, g.expect = g.expect, 0
+	if g.skip > 0 {
+		g.skip--
+		return 0, 0
+	}
+	if expect <= 1 {
+		return 0, 0
+	}
+	return expect, g.last / 2
+}
+
+// waited records the end of a wait, and whether any command came in it.
+func (g *gathering) waited(came bool) {
+	if came {
+		g.backoff = 0
+		return
+	}
+	g.backoff = min(max(1, 2*g.backoff), maxSkip)
+	g.skip = g.backoff
+}
