@@ -364,6 +364,20 @@ func appendBatch(dst []byte, cmds []Command, version byte) []byte {
 	return dst
 }
 
+// BatchLen returns the count of commands that batch data (AppendBatch)
+// says it holds, from its header, without decoding them: 0 for data too
+// short to say.
+func BatchLen(data []byte) int {
+	if len(data) < 2 {
+		return 0
+	}
+	n, k := binary.Uvarint(data[1:])
+	if k <= 0 || n > math.MaxInt32 {
+		return 0
+	}
+	return int(n)
+}
+
 // DecodeBatch resets b and decodes the batch data into b.Cmds, reusing
 // their storage. As with DecodeCommand, the commands' Key and Value alias
 // data.

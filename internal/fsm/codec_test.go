@@ -467,6 +467,30 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
+func TestBatchLen(t *testing.T) {
+	many := make([]Command, 300)
+	for i := range many {
+		many[i] = hdr(OpTick, uint64(i))
+	}
+	tests := []struct {
+		name string
+		data []byte
+		want int
+	}{
+		{"empty batch", AppendBatch(nil, nil), 0},
+		{"one", AppendBatch(nil, []Command{hdr(OpTick, 1)}), 1},
+		{"a two-byte count", AppendBatch(nil, many), 300},
+		{"no data", nil, 0},
+		{"the version alone", []byte{BatchVersion}, 0},
+		{"a count cut short", []byte{BatchVersion, 0x80}, 0},
+	}
+	for _, tt := range tests {
+		if got := BatchLen(tt.data); got != tt.want {
+			t.Errorf("%s: BatchLen = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestBatchVersion1 checks the reading of version 1, the encoding before
 // generations: it is the current one without Gen, its commands decode with
 // Gen AnyGen, and it is canonical too.

@@ -14,20 +14,22 @@
 // entry in flight at a time, so that the next entry fills while one
 // commits (a second in flight cost 10-15% of the throughput and as much
 // more CPU per request on this repository's test machine:
-// docs/benchmarks.md). When the last entry answered requests of the
-// leader's own clients, the next waits a little for their next ones
-// (gather), so that a closed loop of clients shares entries rather than
-// taking turns. On a follower the sender writes its batches to the leader
-// over a forward connection. A follower learns that an entry committed from the
-// leader's next AppendEntries, which Raft sends with the next entry, or
-// else a CommitTimeout (1 to 2 ms, at random) after the last one:
-// CommitTimeout is 1 ms, the least Raft accepts (an idle 3-node cluster
-// pays about a quarter of one core of this repository's 2-core test
-// machine for it, half that at 2 ms). So that a follower's requests do not
-// wait for that timer, a leader that applied an entry carrying other
-// nodes' batches, with nothing in flight or waiting after it, sends the
-// others a commit notice at once: that same empty AppendEntries, which
-// costs no sync (notice.go).
+// docs/benchmarks.md). When the last entry answered several clients'
+// requests, the next waits a little for their next ones (gather.go), so
+// that a closed loop of clients shares entries rather than taking turns.
+// On a follower the sender writes its batches to the leader over a
+// forward connection.
+//
+// A follower learns that an entry committed from the leader's next
+// AppendEntries, which Raft sends with the next entry, or else a
+// CommitTimeout (1 to 2 ms, at random) after the last one: CommitTimeout
+// is 1 ms, the least Raft accepts (an idle 3-node cluster pays about a
+// quarter of one core of this repository's 2-core test machine for it,
+// half that at 2 ms). So that a follower's requests wait neither for that
+// timer nor for the follower to store the next entry, a leader that
+// applied an entry carrying other nodes' batches sends them a commit
+// notice at once: that same empty AppendEntries, which costs no sync
+// (notice.go).
 //
 // # Time
 //

@@ -11,8 +11,9 @@ import "time"
 // entries alternate between two halves of the clients. An entry costs a
 // sync on each node and Raft's messages whatever it carries, so carrying
 // both halves in one is what a closed loop of clients needs
-// (docs/benchmarks.md). Batches forwarded by other nodes are not waited
-// for: their clients are answered after the followers apply.
+// (docs/benchmarks.md). The clients of other nodes come back once their
+// node applies the entry: the leader tells those nodes of the commit at
+// once (tellCommit).
 //
 // Clients that do not come back (a lock held while its holder works)
 // would make every wait end at its timer; a wait in which nothing came
@@ -20,7 +21,7 @@ import "time"
 func (r *Replicator) gather() {
 	r.mu.Lock()
 	expect, wait := r.gathering.plan()
-	start := r.ownWaiting()
+	start := r.waiting()
 	r.mu.Unlock()
 	if expect <= start || wait <= 0 {
 		return
@@ -29,7 +30,7 @@ func (r *Replicator) gather() {
 	defer t.Stop()
 	for {
 		r.mu.Lock()
-		n := r.ownWaiting()
+		n := r.waiting()
 		if n >= expect {
 			r.gathering.waited(true)
 			r.mu.Unlock()
@@ -40,7 +41,7 @@ func (r *Replicator) gather() {
 		case <-r.wake:
 		case <-t.C:
 			r.mu.Lock()
-			r.gathering.waited(r.ownWaiting() > start)
+			r.gathering.waited(r.waiting() > start)
 			r.mu.Unlock()
 			return
 		case <-r.stop:
@@ -49,10 +50,10 @@ func (r *Replicator) gather() {
 	}
 }
 
-// ownWaiting is the count of this node's commands not yet packed. Called
-// with mu held.
-func (r *Replicator) ownWaiting() int {
-	n := 0
+// waiting is the count of commands not yet packed, this node's and those
+// forwarded to it. Called with mu held.
+func (r *Replicator) waiting() int {
+	n := r.fwdCmds
 	for _, u := range r.outbox[r.sent:] {
 		n += u.cmds
 	}

@@ -8,15 +8,16 @@ import (
 )
 
 // A follower learns that an entry committed from the leader's next
-// AppendEntries: Raft sends one with the next entry, or else a
-// CommitTimeout (1 to 2 ms) after the last. A follower answers its
-// clients when it applies their batches, so an entry that carried them,
-// with no entry after it soon, would leave them waiting for that timer.
-// The leader then sends each other node a commit notice: an
+// AppendEntries: Raft sends one with the next entry, after the follower
+// has stored that entry (a sync), or else a CommitTimeout (1 to 2 ms)
+// after the last. A follower answers its clients when it applies their
+// batches, and the leader's next entry waits for those clients' next
+// requests (gather). So when an entry that carried other nodes' batches
+// applies, the leader sends each other node a commit notice: an
 // AppendEntries of its own with no entries, whose previous entry is the
-// committed one and whose commit index is that entry's index; the
-// message Raft's timer would send, sent at once, and without a sync on
-// any node (a barrier entry, used before, cost one on each).
+// committed one and whose commit index is that entry's index; the message
+// Raft's timer would send, sent at once, and without a sync on any node
+// (a barrier entry, used before, cost one on each).
 //
 // Naming the committed entry as the previous one keeps it safe: a node
 // applies the commit index only up to an entry it holds with the
@@ -31,22 +32,15 @@ import (
 const noticeServers = time.Second
 
 // tellCommit asks the notifier to tell the other nodes that the entry at
-// index committed, if nothing follows it soon: no entry in flight, and
-// none waiting to be packed.
+// index committed. A notice not sent yet is replaced.
 func (r *Replicator) tellCommit(index uint64) {
-	r.mu.Lock()
-	idle := len(r.inflight) == 0 && r.sent == len(r.outbox) && len(r.fwd) == 0
-	r.mu.Unlock()
-	if !idle {
-		return
-	}
 	for {
 		select {
 		case r.notices <- index:
 			return
 		default:
 		}
-		select { // replace an older index not sent yet
+		select {
 		case <-r.notices:
 		default:
 		}

@@ -98,6 +98,7 @@ type Replicator struct {
 	outbox  []unit
 	sent    int
 	fwd     [][]byte
+	fwdCmds int    // the commands in fwd
 	maxSeen uint64 // the highest Seq of origin applied
 
 	// The clock. On the leader: it stamps base + time since promotedAt,

@@ -102,7 +102,7 @@ func (r *Replicator) promote() {
 func (r *Replicator) demote() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.fwd = nil // their nodes send them again to the next leader
+	r.fwd, r.fwdCmds = nil, 0 // their nodes send them again to the next leader
 	if r.leading {
 		r.leading, r.ready = false, false
 		r.sent = 0
@@ -167,9 +167,9 @@ func (r *Replicator) sendOnce() bool {
 		}
 		r.gather()
 		r.mu.Lock()
-		before := r.ownWaiting()
+		before := r.waiting()
 		entry, n, fwd := r.pack()
-		own := before - r.ownWaiting()
+		answers := before - r.waiting()
 		r.mu.Unlock()
 		if n == 0 {
 			<-r.inflight
@@ -180,11 +180,6 @@ func (r *Replicator) sendOnce() bool {
 		start := time.Now()
 		go func() {
 			err := f.Error()
-			if err == nil {
-				r.mu.Lock()
-				r.gathering.committed(r.ownWaiting()+own, time.Since(start))
-				r.mu.Unlock()
-			}
 			if err != nil {
 				// Raft lost the entry or refused it: the leadership ended,
 				// or is being handed over. Its batches go again to the
@@ -198,8 +193,12 @@ func (r *Replicator) sendOnce() bool {
 				<-r.inflight
 				return
 			}
+			took := time.Since(start)
+			r.mu.Lock()
+			r.gathering.committed(r.waiting()+answers, took)
+			r.mu.Unlock()
 			<-r.inflight
-			r.stats.committed(time.Since(start))
+			r.stats.committed(took)
 			if fwd {
 				r.tellCommit(f.Index())
 			}
@@ -292,6 +291,9 @@ func (r *Replicator) pack() ([]byte, int, bool) {
 		size += len(r.fwd[i])
 		i++
 	}
+	for _, b := range r.fwd[:i] {
+		r.fwdCmds -= fsm.BatchLen(b)
+	}
 	clear(r.fwd[:i])
 	r.fwd = r.fwd[i:]
 	if len(units) == 0 {
@@ -360,6 +362,7 @@ func (r *Replicator) receive(br *bufio.Reader) {
 		r.mu.Lock()
 		if leader || r.leading {
 			r.fwd = append(r.fwd, b)
+			r.fwdCmds += fsm.BatchLen(b)
 			r.kick()
 		}
 		r.mu.Unlock()
