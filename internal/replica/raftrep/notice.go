@@ -97,7 +97,6 @@ func (r *Replicator) notify() {
 				req := raft.AppendEntriesRequest{
 					RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(self), Addr: leader},
 					Term:              term,
-					Leader:            leader,
 					PrevLogEntry:      index,
 					PrevLogTerm:       term,
 					LeaderCommitIndex: index,
