@@ -3,7 +3,7 @@ package raftrep
 import "time"
 
 // gather holds the leader's next entry back, at most half the last
-// commit's time, until as many of this node's commands wait as that
+// commit's time (and maxWait), until as many of this node's commands wait as that
 // commit should bring: those waiting then, and one for each it answered.
 // A client that is answered often sends its next request at once (a lock
 // released, the next one taken); without the wait it misses the entry
@@ -70,6 +70,11 @@ type gathering struct {
 	skip, backoff int
 }
 
+// maxWait bounds a wait whatever the last commit took: a commit slowed by
+// a stall (a disk's, a follower's restart) does not hold the next entry
+// back for half of it.
+const maxWait = 5 * time.Millisecond
+
 // maxSkip bounds the entries packed without a wait after waits in vain:
 // clients that stopped coming back cost one wait in that many entries.
 const maxSkip = 64
@@ -92,7 +97,7 @@ func (g *gathering) plan() (expect int, wait time.Duration) {
 	if expect <= 1 {
 		return 0, 0
 	}
-	return expect, g.last / 2
+	return expect, min(g.last/2, maxWait)
 }
 
 // waited records the end of a wait, and whether any command came in it.

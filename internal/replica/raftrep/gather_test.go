@@ -61,3 +61,11 @@ func TestGatheringSkipBounded(t *testing.T) {
 		t.Errorf("after 20 waits in vain, skip = %d, want %d", g.skip, maxSkip)
 	}
 }
+
+func TestGatheringWaitBounded(t *testing.T) {
+	var g gathering
+	g.committed(8, 3*time.Second) // a commit slowed by a stall
+	if _, wait := g.plan(); wait != maxWait {
+		t.Errorf("after a 3 s commit, wait = %v, want %v", wait, maxWait)
+	}
+}
