@@ -3,21 +3,21 @@ package raftrep
 import "time"
 
 // gather holds the leader's next entry back, at most half the last
-// commit's time (and maxWait), until as many of this node's commands wait as that
-// commit should bring: those waiting then, and one for each it answered.
-// A client that is answered often sends its next request at once (a lock
-// released, the next one taken); without the wait it misses the entry
-// that starts at once and waits for that one's commit too, and the
-// entries alternate between two halves of the clients. An entry costs a
-// sync on each node and Raft's messages whatever it carries, so carrying
-// both halves in one is what a closed loop of clients needs
-// (docs/benchmarks.md). The clients of other nodes come back once their
-// node applies the entry: the leader tells those nodes of the commit at
-// once (tellCommit).
+// commit's time (and maxWait), until as many commands wait as that commit
+// should bring: those waiting then, and one for each it answered, the
+// leader's own and those other nodes forwarded. A client that is answered
+// often sends its next request at once (a lock released, the next one
+// taken); without the wait it misses the entry that starts at once and
+// waits for that one's commit too, and the entries alternate between two
+// halves of the clients. An entry costs a sync on each node and Raft's
+// messages whatever it carries, so carrying both halves in one is what a
+// closed loop of clients needs (docs/benchmarks.md). The clients of other
+// nodes come back once their node applies the entry: the leader tells
+// those nodes of the commit at once (tellCommit).
 //
 // Clients that do not come back (a lock held while its holder works)
 // would make every wait end at its timer; a wait in which nothing came
-// makes the next entries go without one (gathering.missed).
+// makes the next entries go without one (gathering.waited).
 func (r *Replicator) gather() {
 	r.mu.Lock()
 	expect, wait := r.gathering.plan()
