@@ -235,24 +235,32 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 // writes: a snapshot restores only from the bytes it encodes back to.
 func uvarint(b []byte) (uint64, []byte, error) {
 	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, fmt.Errorf("fsm: restore: bad varint: %w", ErrSnapshot)
-	}
-	if n > 1 && b[n-1] == 0 {
-		return 0, nil, fmt.Errorf("fsm: restore: varint not in its shortest form: %w", ErrSnapshot)
+	if err := shortest(b, n); err != nil {
+		return 0, nil, err
 	}
 	return v, b[n:], nil
 }
 
 // varint reads a varint in its shortest form (see uvarint).
 func varint(b []byte) (int64, []byte, error) {
-	u, rest, err := uvarint(b)
-	// encoding/binary's zig-zag, as binary.Varint.
-	x := int64(u >> 1)
-	if u&1 != 0 {
-		x = ^x
+	v, n := binary.Varint(b)
+	if err := shortest(b, n); err != nil {
+		return 0, nil, err
 	}
-	return x, rest, err
+	return v, b[n:], nil
+}
+
+// shortest checks the n bytes of b that binary.Uvarint or binary.Varint
+// read: a whole varint, with no trailing zero group (a longer form of the
+// same value).
+func shortest(b []byte, n int) error {
+	if n <= 0 {
+		return fmt.Errorf("fsm: restore: bad varint: %w", ErrSnapshot)
+	}
+	if n > 1 && b[n-1] == 0 {
+		return fmt.Errorf("fsm: restore: varint not in its shortest form: %w", ErrSnapshot)
+	}
+	return nil
 }
 
 func bytesPart(b []byte) (part, rest []byte, err error) {
