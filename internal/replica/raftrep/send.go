@@ -289,10 +289,8 @@ func (r *Replicator) pack() ([]byte, int, bool) {
 	for i < len(r.fwd) && size < maxEntry {
 		units = append(units, r.fwd[i])
 		size += len(r.fwd[i])
+		r.fwdCmds -= fsm.BatchLen(r.fwd[i])
 		i++
-	}
-	for _, b := range r.fwd[:i] {
-		r.fwdCmds -= fsm.BatchLen(b)
 	}
 	clear(r.fwd[:i])
 	r.fwd = r.fwd[i:]
