@@ -1,7 +1,7 @@
 package raftrep
 
 import (
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -24,8 +24,16 @@ import (
 // leader's term, and by Raft's log matching its log up to there is the
 // leader's (a stale tail from an older term is never taken as
 // committed). A node that has not received the entry yet refuses the
-// notice (Raft logs that at debug level, hclogger) and learns of the
-// commit with the entry itself.
+// notice (Raft logs that at debug level, hclogger); it is sent again a
+// few times (noticeTries), and else learns of the commit from Raft.
+
+// A node that refuses a notice because it has not stored the entry yet
+// (its AppendEntries is on the way, and commonly overtaken by the notice)
+// is sent it again, noticeTries times at most, noticeRetry apart.
+const (
+	noticeTries = 4
+	noticeRetry = 100 * time.Microsecond
+)
 
 // noticeServers is how long the leader keeps the list of servers it
 // sends notices to before reading Raft's configuration again.
@@ -47,14 +55,13 @@ func (r *Replicator) tellCommit(index uint64) {
 	}
 }
 
-// notify sends the commit notices, one in flight per node at most: a
-// node slow to answer, or unreachable, misses those sent meanwhile and
-// learns of the commit from Raft.
+// notify sends the commit notices, each node's in order on a line of its
+// own (noticeLine): a node slow to answer, or unreachable, holds up only
+// its own.
 func (r *Replicator) notify() {
 	defer r.wg.Done()
-	t := r.cfg.Transport
 	self := raft.ServerID(r.cfg.ID)
-	busy := make(map[raft.ServerID]*atomic.Bool)
+	lines := make(map[raft.ServerID]*noticeLine)
 	var servers []raft.Server
 	var read time.Time
 	for {
@@ -77,35 +84,92 @@ func (r *Replicator) notify() {
 		if r.raft.State() != raft.Leader {
 			continue
 		}
-		leader := t.EncodePeer(self, t.LocalAddr())
 		for _, s := range servers {
 			if s.ID == self {
 				continue
 			}
-			b := busy[s.ID]
-			if b == nil {
-				b = new(atomic.Bool)
-				busy[s.ID] = b
+			l := lines[s.ID]
+			if l == nil {
+				l = &noticeLine{to: s}
+				lines[s.ID] = l
 			}
-			if !b.CompareAndSwap(false, true) {
-				continue
+			if l.ask(term, index) {
+				r.wg.Add(1)
+				go r.carry(l)
 			}
-			r.wg.Add(1)
-			go func() {
-				defer r.wg.Done()
-				defer b.Store(false)
-				req := raft.AppendEntriesRequest{
-					RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(self), Addr: leader},
-					Term:              term,
-					PrevLogEntry:      index,
-					PrevLogTerm:       term,
-					LeaderCommitIndex: index,
-				}
-				var resp raft.AppendEntriesResponse
-				if err := t.AppendEntries(s.ID, s.Address, &req, &resp); err != nil {
-					r.log.Debug("raftrep: a commit notice was not delivered", "to", s.ID, "err", err)
-				}
-			}()
+		}
+	}
+}
+
+// A noticeLine carries the notices to one node, one at a time: those
+// asked for while one is on its way wait, and only the latest of them is
+// sent.
+type noticeLine struct {
+	to          raft.Server
+	mu          sync.Mutex
+	term, index uint64 // the latest notice asked for
+	sent        uint64 // the index of the last one sent
+	running     bool   // a goroutine carries the line (carry)
+}
+
+// ask asks for the notice of index, committed in term, and reports
+// whether the line needs a goroutine to carry it.
+func (l *noticeLine) ask(term, index uint64) (start bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.term, l.index = term, index
+	start = !l.running
+	l.running = true
+	return start
+}
+
+// carry sends the line's notices until none is left to send.
+func (r *Replicator) carry(l *noticeLine) {
+	defer r.wg.Done()
+	for {
+		l.mu.Lock()
+		term, index := l.term, l.index
+		if index == l.sent || r.ctx.Err() != nil {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		r.tell(l.to, term, index)
+		l.mu.Lock()
+		l.sent = index
+		l.mu.Unlock()
+	}
+}
+
+// tell sends server s the notice that the entry at index, of term,
+// committed.
+func (r *Replicator) tell(s raft.Server, term, index uint64) {
+	t := r.cfg.Transport
+	self := raft.ServerID(r.cfg.ID)
+	leader := t.EncodePeer(self, t.LocalAddr())
+	req := raft.AppendEntriesRequest{
+		RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(self), Addr: leader},
+		Term:              term,
+		PrevLogEntry:      index,
+		PrevLogTerm:       term,
+		LeaderCommitIndex: index,
+	}
+	for try := 1; ; try++ {
+		var resp raft.AppendEntriesResponse
+		if err := t.AppendEntries(s.ID, s.Address, &req, &resp); err != nil {
+			r.log.Debug("raftrep: a commit notice was not delivered", "to", s.ID, "err", err)
+			return
+		}
+		// Refused with the entry stored, or by a newer term: Raft's own
+		// replication sorts that out.
+		if resp.Success || resp.LastLog >= index || resp.Term > term || try == noticeTries {
+			return
+		}
+		select {
+		case <-time.After(noticeRetry):
+		case <-r.ctx.Done():
+			return
 		}
 	}
 }
