@@ -296,6 +296,33 @@ func TestDurableRestart(t *testing.T) {
 	}
 }
 
+// TestDataDirInUse: a second latch serve given a data dir that another
+// one holds exits at once with an error naming the holder, rather than
+// wait on the first's lock; once the first is gone, the dir serves again.
+func TestDataDirInUse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	first := newProc(t, "first", "--data-dir", dir)
+	first.start()
+	second := newProc(t, "second", "--data-dir", dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, second.bin, second.args...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the second process still ran after 10 s: %s", out)
+	}
+	want := fmt.Sprintf("data dir %s is in use by another process (pid %d)", dir, first.cmd.Process.Pid)
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Fatalf("the second process: %v, output %q; want a failure saying %q", err, out, want)
+	}
+	first.kill()
+	second.start()
+}
+
 // TestClusterKillLeader: three latch serve processes on loopback with
 // their own data dirs. The leader is killed with SIGKILL while a leased
 // lock taken through a follower is held and a request on the other

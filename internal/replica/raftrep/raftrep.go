@@ -209,16 +209,23 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("raftrep: %w", err)
 		}
+		lock, err := lockDir(cfg.Dir)
+		if err != nil {
+			return nil, err
+		}
 		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
 		if err != nil {
+			lock.Close()
 			return nil, fmt.Errorf("raftrep: open log: %w", err)
 		}
 		entries, err := openLogStore(cfg.Dir, bolt, r.log)
 		if err != nil {
 			bolt.Close()
+			lock.Close()
 			return nil, err
 		}
-		r.stores = []io.Closer{entries, bolt}
+		// Closed in this order: the lock goes last.
+		r.stores = []io.Closer{entries, bolt, lock}
 		cache, err := raft.NewLogCache(512, entries)
 		if err != nil {
 			r.closeStore()
