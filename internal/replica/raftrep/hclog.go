@@ -2,6 +2,7 @@ package raftrep
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -41,7 +42,28 @@ func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 		msg = h.name + ": " + msg
 	}
 	level = routine(level, msg, args)
-	h.l.Log(context.Background(), slogLevel(level), msg, append(h.args[:len(h.args):len(h.args)], args...)...)
+	all := append(h.args[:len(h.args):len(h.args)], args...)
+	for i, a := range all {
+		if f, ok := a.(hclog.Format); ok {
+			all[i] = formatted(f)
+		}
+	}
+	h.l.Log(context.Background(), slogLevel(level), msg, all...)
+}
+
+// formatted is a value that Raft logs with hclog.Fmt: a format and its
+// arguments, rendered as hclog renders it, when the record is written.
+type formatted hclog.Format
+
+func (f formatted) LogValue() slog.Value {
+	if len(f) == 0 {
+		return slog.StringValue("")
+	}
+	format, ok := f[0].(string)
+	if !ok {
+		return slog.StringValue(fmt.Sprint(f...))
+	}
+	return slog.StringValue(fmt.Sprintf(format, f[1:]...))
 }
 
 // routine lowers to Debug a warning of Raft's that is routine here: a

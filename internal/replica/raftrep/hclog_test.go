@@ -2,6 +2,8 @@ package raftrep
 
 import (
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -35,5 +37,19 @@ func TestRoutine(t *testing.T) {
 				t.Errorf("routine(%v, %q) = %v, want %v", tt.level, tt.msg, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestLogFormatted: a value Raft logs with hclog.Fmt is written formatted,
+// as hclog would write it, not as the slice that holds it.
+func TestLogFormatted(t *testing.T) {
+	var b strings.Builder
+	l := newHCLogger(slog.New(slog.NewTextHandler(&b, nil)))
+	l.Info("initial configuration", "index", 1, "servers", hclog.Fmt("%+v", []struct{ ID string }{{"n1"}}))
+	l.With("percent", hclog.Fmt("%0.2f%%", 12.5)).Warn("progress", "odd", hclog.Format{7})
+	for _, want := range []string{`servers=[{ID:n1}]`, `percent=12.50%`, `odd=7`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("log %q lacks %s", b.String(), want)
+		}
 	}
 }
