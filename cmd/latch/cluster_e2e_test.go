@@ -298,7 +298,8 @@ func TestDurableRestart(t *testing.T) {
 
 // TestDataDirInUse: a second latch serve given a data dir that another
 // one holds exits at once with an error naming the holder, rather than
-// wait on the first's lock; once the first is gone, the dir serves again.
+// wait on the first's lock; once the first is gone, the dir serves again,
+// to its own node ID only.
 func TestDataDirInUse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -320,6 +321,13 @@ func TestDataDirInUse(t *testing.T) {
 		t.Fatalf("the second process: %v, output %q; want a failure saying %q", err, out, want)
 	}
 	first.kill()
+	// The dir belongs to the first's node ID (the default one).
+	other := exec.Command(second.bin, append(second.args, "--node-id", "other")...)
+	other.Env = cleanEnv()
+	out, err = other.CombinedOutput()
+	if want := "belongs to node latch, not other"; err == nil || !strings.Contains(string(out), want) {
+		t.Fatalf("a node of another ID on the dir: %v, output %q; want a failure saying %q", err, out, want)
+	}
 	second.start()
 }
 

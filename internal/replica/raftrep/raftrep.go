@@ -213,6 +213,10 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := claimDir(cfg.Dir, cfg.ID); err != nil {
+			lock.Close()
+			return nil, err
+		}
 		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
 		if err != nil {
 			lock.Close()
