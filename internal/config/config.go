@@ -92,7 +92,10 @@ func (c ClusterConfig) Peers() ([]Peer, error) {
 		if seen[id] {
 			return nil, fmt.Errorf("config: initial-cluster: %s listed twice", id)
 		}
-		seen[id] = true
+		if seen["="+addr] {
+			return nil, fmt.Errorf("config: initial-cluster: %s listed twice", addr)
+		}
+		seen[id], seen["="+addr] = true, true
 		peers = append(peers, Peer{ID: id, Addr: addr})
 	}
 	return peers, nil
@@ -128,14 +131,43 @@ func (c ClusterConfig) validate() []error {
 	if err != nil {
 		return append(errs, err)
 	}
-	found := false
-	for _, p := range peers {
-		found = found || p.ID == c.NodeID
+	var own *Peer
+	for i, p := range peers {
+		if p.ID == c.NodeID {
+			own = &peers[i]
+		}
 	}
-	if c.InitialCluster != "" && !found {
+	switch {
+	case c.InitialCluster != "" && own == nil:
 		errs = append(errs, fmt.Errorf("config: initial-cluster does not list node-id %q", c.NodeID))
+	case own != nil && c.RaftAddr != "":
+		if err := c.checkOwnAddr(own.Addr); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
+}
+
+// checkOwnAddr checks the node's address in initial-cluster, listed, against
+// the one it advertises (raft-advertise, or raft-addr): the other nodes
+// dial the listed one, so a typo there cuts the node off from the
+// cluster it starts. The ports must be the same, and the hosts too when
+// both are IP addresses (a name is not resolved here).
+func (c ClusterConfig) checkOwnAddr(listed string) error {
+	adv, name := c.RaftAdvertise, "raft-advertise"
+	if adv == "" {
+		adv, name = c.RaftAddr, "raft-addr"
+	}
+	lh, lp, err1 := net.SplitHostPort(listed)
+	ah, ap, err2 := net.SplitHostPort(adv)
+	if err1 != nil || err2 != nil {
+		return nil // reported where each is parsed
+	}
+	lip, aip := net.ParseIP(lh), net.ParseIP(ah)
+	if lp != ap || lip != nil && aip != nil && !aip.IsUnspecified() && !lip.Equal(aip) {
+		return fmt.Errorf("config: initial-cluster lists node-id %q at %s, but %s is %s", c.NodeID, listed, name, adv)
+	}
+	return nil
 }
 
 // TLSConfig configures TLS. With a certificate set, every listener

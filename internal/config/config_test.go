@@ -47,6 +47,21 @@ func TestValidate(t *testing.T) {
 			c.Memcache.IdleTimeout, c.Memcache.ReadTimeout, c.Memcache.WriteTimeout = -1, -2, -3
 			c.DLock.ReadTimeout, c.DLock.WriteTimeout = -4, -5
 		}, []string{"invalid memcache-idle-timeout -1ns", "invalid memcache-read-timeout -2ns", "invalid memcache-write-timeout -3ns", "invalid dlock-read-timeout -4ns", "invalid dlock-write-timeout -5ns"}},
+		{"a cluster node", cluster("n1", "10.0.0.1:11290", "", "n1=10.0.0.1:11290,n2=10.0.0.2:11290"), nil},
+		{"a cluster node on every interface", cluster("n1", "0.0.0.0:11290", "", "n1=10.0.0.1:11290,n2=10.0.0.2:11290"), nil},
+		{"a cluster node advertised", cluster("n1", "0.0.0.0:11290", "10.0.0.1:11290", "n1=10.0.0.1:11290,n2=10.0.0.2:11290"), nil},
+		{"a cluster node listed by name", cluster("n1", "10.0.0.1:11290", "", "n1=latch-1:11290,n2=latch-2:11290"), nil},
+		{"a cluster node without data-dir", func(c *Config) {
+			cluster("n1", "10.0.0.1:11290", "", "n1=10.0.0.1:11290")(c)
+			c.Cluster.DataDir = ""
+		}, []string{"a cluster node needs data-dir"}},
+		{"node-id not listed", cluster("n3", "10.0.0.1:11290", "", "n1=10.0.0.1:11290,n2=10.0.0.2:11290"), []string{`initial-cluster does not list node-id "n3"`}},
+		{"an ID listed twice", cluster("n1", "10.0.0.1:11290", "", "n1=10.0.0.1:11290,n1=10.0.0.2:11290"), []string{"n1 listed twice"}},
+		{"an address listed twice", cluster("n1", "10.0.0.1:11290", "", "n1=10.0.0.1:11290,n2=10.0.0.1:11290"), []string{"10.0.0.1:11290 listed twice"}},
+		{"own port mistyped", cluster("n1", "10.0.0.1:11290", "", "n1=10.0.0.1:11920,n2=10.0.0.2:11290"),
+			[]string{`initial-cluster lists node-id "n1" at 10.0.0.1:11920, but raft-addr is 10.0.0.1:11290`}},
+		{"own host mistyped", cluster("n1", "0.0.0.0:11290", "10.0.0.1:11290", "n1=10.0.0.2:11290,n2=10.0.0.3:11290"),
+			[]string{`initial-cluster lists node-id "n1" at 10.0.0.2:11290, but raft-advertise is 10.0.0.1:11290`}},
 		{
 			"every error at once",
 			func(c *Config) { c.Log.Level = "x"; c.Log.Format = "y"; c.Lock.MaxKeys = -2 },
@@ -95,5 +110,13 @@ func TestParseLogLevel(t *testing.T) {
 		if (err != nil) != tt.wantErr || got != tt.want {
 			t.Errorf("ParseLogLevel(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
+	}
+}
+
+// cluster sets c up as node id of a cluster (initial-cluster list).
+func cluster(id, raftAddr, advertise, list string) func(*Config) {
+	return func(c *Config) {
+		c.Cluster.DataDir, c.Cluster.NodeID, c.Cluster.InitialCluster = "/var/lib/latch", id, list
+		c.Cluster.RaftAddr, c.Cluster.RaftAdvertise = raftAddr, advertise
 	}
 }
