@@ -288,7 +288,7 @@ var settings = []setting{
 	{
 		flag:  "initial-cluster",
 		toml:  "cluster.initial-cluster",
-		usage: "the cluster's members as `ID=HOST:PORT,...`, this node included: the same list on every node bootstraps it",
+		usage: "the cluster's members as `ID=HOST:PORT,...`, this node included at the address it advertises: the same list on every node bootstraps it",
 		field: func(c *Config) any { return &c.Cluster.InitialCluster },
 	},
 	{
