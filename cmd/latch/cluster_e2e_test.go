@@ -465,6 +465,29 @@ func TestClusterKillLeader(t *testing.T) {
 	if got := waitLeader(t, procs); got != leader {
 		t.Errorf("leader after latch cluster transfer %s = %s", leader, got)
 	}
+	// Requests that name no member, or a bad address, are refused with the
+	// reason, also when the follower asked has the leader answer them.
+	st, err := procs[f1].cluster()
+	if err != nil || len(st.Members) == 0 {
+		t.Fatalf("cluster status: %+v, %v", st, err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"remove", "n9"}, "404 Not Found"},
+		{[]string{"transfer", "n9"}, "404 Not Found"},
+		{[]string{"add", "n9", "nonsense"}, `400 Bad Request: {"error":"raft_addr \"nonsense\": want HOST:PORT"}`},
+		{[]string{"add", "n9", st.Members[0].RaftAddr}, "is member " + st.Members[0].ID + "'s"},
+	} {
+		out, err := exec.Command(rejoined.bin, append([]string{"cluster", "--admin-addr", procs[f1].adminURL}, tt.args...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("latch cluster %v: %v, %s; want a failure with %q", tt.args, err, out, tt.want)
+		}
+	}
+	if st2, err := procs[f1].cluster(); err != nil || len(st2.Members) != len(st.Members) {
+		t.Errorf("members after the refused requests: %+v, %v; want %d", st2.Members, err, len(st.Members))
+	}
 }
 
 // TestClusterStopNode: a node stopped with SIGSTOP answers nothing and

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -19,10 +22,19 @@ type Cluster interface {
 	Status(ctx context.Context) (ClusterStatus, error)
 	// Add adds a voting member id, reachable at raftAddr; Remove removes
 	// one; Transfer hands the leadership to id ("" for any other member).
+	// An error wraps ErrNoMember when id is not a member (Remove,
+	// Transfer), ErrInvalidMember when raftAddr is not HOST:PORT or is
+	// another member's (Add).
 	Add(ctx context.Context, id, raftAddr string) error
 	Remove(ctx context.Context, id string) error
 	Transfer(ctx context.Context, id string) error
 }
+
+// Errors of a Cluster's membership actions, answered 404 and 400.
+var (
+	ErrNoMember      = errors.New("no such member")
+	ErrInvalidMember = errors.New("invalid member")
+)
 
 // ClusterStatus is GET /v1/cluster.
 type ClusterStatus struct {
@@ -81,6 +93,10 @@ func (s *Server) clusterAction(op string) http.HandlerFunc {
 				s.writeError(w, http.StatusBadRequest, "want id and raft_addr")
 				return
 			}
+			if err := checkHostPort(r.FormValue("raft_addr")); err != nil {
+				s.writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
 			err = s.cfg.Cluster.Add(r.Context(), id, r.FormValue("raft_addr"))
 		case "remove":
 			id = r.PathValue("id")
@@ -90,12 +106,29 @@ func (s *Server) clusterAction(op string) http.HandlerFunc {
 		}
 		if err != nil {
 			s.log.Warn("admin: cluster "+op+" failed", "id", id, "remote", r.RemoteAddr, "err", err)
-			s.writeError(w, http.StatusBadGateway, err.Error())
+			code := http.StatusBadGateway
+			switch {
+			case errors.Is(err, ErrNoMember):
+				code = http.StatusNotFound
+			case errors.Is(err, ErrInvalidMember):
+				code = http.StatusBadRequest
+			}
+			s.writeError(w, code, err.Error())
 			return
 		}
 		s.log.Info("admin: cluster "+op, "id", id, "remote", r.RemoteAddr)
 		s.getCluster(w, r)
 	}
+}
+
+// checkHostPort checks a new member's Raft address: HOST:PORT, with a host
+// and a port number.
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("raft_addr %q: want HOST:PORT", addr)
+	}
+	return nil
 }
 
 // Cluster reads GET /v1/cluster.

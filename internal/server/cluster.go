@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,16 +132,37 @@ func (v clusterView) Status(ctx context.Context) (admin.ClusterStatus, error) {
 }
 
 func (v clusterView) Add(ctx context.Context, id, addr string) error {
-	return v.s.rep.AddVoter(ctx, id, addr)
+	return memberErr(v.s.rep.AddVoter(ctx, id, addr))
 }
 
 func (v clusterView) Remove(ctx context.Context, id string) error {
-	return v.s.rep.RemoveServer(ctx, id)
+	return memberErr(v.s.rep.RemoveServer(ctx, id))
 }
 
 func (v clusterView) Transfer(ctx context.Context, id string) error {
-	return v.s.rep.Transfer(ctx, id)
+	return memberErr(v.s.rep.Transfer(ctx, id))
 }
+
+// memberErr marks a membership error with the admin API's sentinel for it,
+// keeping its text.
+func memberErr(err error) error {
+	switch {
+	case errors.Is(err, raftrep.ErrNoMember):
+		return marked{err, admin.ErrNoMember}
+	case errors.Is(err, raftrep.ErrInvalidMember):
+		return marked{err, admin.ErrInvalidMember}
+	}
+	return err
+}
+
+// marked is an error that also is (errors.Is) mark.
+type marked struct {
+	error
+	mark error
+}
+
+func (m marked) Unwrap() error        { return m.error }
+func (m marked) Is(target error) bool { return target == m.mark }
 
 // raftCollector exports the replicator's counters as Prometheus metrics.
 type raftCollector struct{ rep *raftrep.Replicator }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -559,6 +560,19 @@ func TestMembership(t *testing.T) {
 		for id, r := range c.reps {
 			if st, err := r.Status(); err != nil || len(st.Members) != 4 {
 				t.Errorf("%s after the add: %+v, %v; want 4 members", id, st, err)
+			}
+		}
+		// Refused, with the reason, on the leader and forwarded to it.
+		for _, via := range []string{lead, f} {
+			r := c.reps[via]
+			if err := r.RemoveServer(ctx, "n9"); !errors.Is(err, raftrep.ErrNoMember) {
+				t.Errorf("remove n9 through %s: %v; want ErrNoMember", via, err)
+			}
+			if err := r.Transfer(ctx, "n9"); !errors.Is(err, raftrep.ErrNoMember) {
+				t.Errorf("transfer to n9 through %s: %v; want ErrNoMember", via, err)
+			}
+			if err := r.AddVoter(ctx, "n9", "n4"); !errors.Is(err, raftrep.ErrInvalidMember) || !strings.Contains(err.Error(), "address n4 is member n4's") {
+				t.Errorf("add n9 at n4's address through %s: %v; want ErrInvalidMember", via, err)
 			}
 		}
 

@@ -80,7 +80,32 @@ type adminRequest struct {
 
 type adminAnswer struct {
 	Err string `json:"err,omitempty"`
+	// Kind names the sentinel Err wraps: "no-member" (ErrNoMember) or
+	// "invalid" (ErrInvalidMember); "" for none.
+	Kind string `json:"kind,omitempty"`
 }
+
+// Errors of membership requests, also when the leader answered them for
+// another node.
+var (
+	// ErrNoMember: the request names a node that is not a member.
+	ErrNoMember = errors.New("no such member")
+	// ErrInvalidMember: an add names no address, or one that another
+	// member has.
+	ErrInvalidMember = errors.New("invalid member")
+)
+
+var answerKinds = map[string]error{"no-member": ErrNoMember, "invalid": ErrInvalidMember}
+
+// answerErr is the leader's error, whose text it carries, wrapping the
+// sentinel its kind names.
+type answerErr struct {
+	msg  string
+	kind error
+}
+
+func (e answerErr) Error() string { return e.msg }
+func (e answerErr) Unwrap() error { return e.kind }
 
 // AddVoter adds a voting member; RemoveServer removes one; Transfer hands
 // the leadership to id ("" for any other member). Each runs on the leader:
@@ -124,6 +149,9 @@ func (r *Replicator) admin(ctx context.Context, req adminRequest) error {
 		return fmt.Errorf("raftrep: %s %s: the leader's answer: %w", req.Op, req.ID, err)
 	}
 	if ans.Err != "" {
+		if kind, ok := answerKinds[ans.Kind]; ok {
+			return answerErr{ans.Err, kind}
+		}
 		return fmt.Errorf("raftrep: %s %s: %s", req.Op, req.ID, ans.Err)
 	}
 	return nil
@@ -132,37 +160,46 @@ func (r *Replicator) admin(ctx context.Context, req adminRequest) error {
 // doAdmin runs a membership request on this node, the leader.
 func (r *Replicator) doAdmin(req adminRequest) error {
 	const timeout = 10 * time.Second
+	if req.Op == "transfer" && req.ID == "" {
+		return r.adminErr(req, r.raft.LeadershipTransfer().Error())
+	}
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return r.adminErr(req, err)
+	}
+	var addr raft.ServerAddress
+	for _, s := range f.Configuration().Servers {
+		switch {
+		case string(s.ID) == req.ID:
+			addr = s.Address
+		case req.Op == "add" && string(s.Address) == req.Addr:
+			return fmt.Errorf("raftrep: add %s: address %s is member %s's: %w", req.ID, req.Addr, s.ID, ErrInvalidMember)
+		}
+	}
 	var err error
 	switch req.Op {
 	case "add":
 		if req.Addr == "" {
-			return errors.New("raftrep: add: a member needs a raft address")
+			return fmt.Errorf("raftrep: add %s: no raft address: %w", req.ID, ErrInvalidMember)
 		}
 		err = r.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.Addr), 0, timeout).Error()
-	case "remove":
-		err = r.raft.RemoveServer(raft.ServerID(req.ID), 0, timeout).Error()
-	case "transfer":
-		if req.ID == "" {
-			err = r.raft.LeadershipTransfer().Error()
-			break
-		}
-		var addr raft.ServerAddress
-		f := r.raft.GetConfiguration()
-		if err = f.Error(); err != nil {
-			break
-		}
-		for _, s := range f.Configuration().Servers {
-			if string(s.ID) == req.ID {
-				addr = s.Address
-			}
-		}
+	case "remove", "transfer":
 		if addr == "" {
-			return fmt.Errorf("raftrep: transfer: no member %q", req.ID)
+			return fmt.Errorf("raftrep: %s %s: %w", req.Op, req.ID, ErrNoMember)
 		}
-		err = r.raft.LeadershipTransferToServer(raft.ServerID(req.ID), addr).Error()
+		if req.Op == "remove" {
+			err = r.raft.RemoveServer(raft.ServerID(req.ID), 0, timeout).Error()
+		} else {
+			err = r.raft.LeadershipTransferToServer(raft.ServerID(req.ID), addr).Error()
+		}
 	default:
 		return fmt.Errorf("raftrep: unknown membership request %q", req.Op)
 	}
+	return r.adminErr(req, err)
+}
+
+// adminErr is what Raft's err means for membership request req.
+func (r *Replicator) adminErr(req adminRequest, err error) error {
 	if errors.Is(err, raft.ErrNotLeader) {
 		return errNotLeader
 	}
@@ -185,6 +222,11 @@ func (r *Replicator) serveAdmin(br *bufio.Reader, c net.Conn) {
 		ans.Err = "malformed request"
 	} else if err := r.doAdmin(req); err != nil {
 		ans.Err = err.Error()
+		for kind, sentinel := range answerKinds {
+			if errors.Is(err, sentinel) {
+				ans.Kind = kind
+			}
+		}
 	}
 	out, _ := json.Marshal(ans)
 	c.Write(append(out, '\n'))
