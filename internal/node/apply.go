@@ -60,6 +60,9 @@ func (n *Node) apply(b *fsm.Batch) {
 			if c.Op == fsm.OpNodeAlive {
 				n.beatApplied(c.Seq)
 			}
+			if c.Op == fsm.OpOpenSession && r.Err == nil && n.calls[c.Seq] == nil && n.cfg.NodeID != "" {
+				n.orphans = append(n.orphans, r.Session)
+			}
 			if len(n.calls) > 0 {
 				n.answer(c.Seq, r)
 			}

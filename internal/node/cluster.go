@@ -57,13 +57,19 @@ func (n *Node) heartbeat() {
 		return
 	}
 	now := time.Now()
-	if len(n.sessions) > 0 && now.Sub(n.vouched) > n.cfg.NodeTTL-n.cfg.NodeTTL/5 {
+	if now.Sub(n.vouched) > n.cfg.NodeTTL-n.cfg.NodeTTL/5 {
+		// Also the callers still waiting for a commit, sessions or not.
 		n.letGo("no heartbeat of this node committed within its node TTL")
 	}
 	c := n.command(fsm.OpNodeAlive)
 	c.Key = []byte(n.cfg.NodeID)
+	for _, id := range n.orphans {
+		end := n.add(fsm.OpEndSession, c.At)
+		end.Session = id
+	}
 	if err := n.send(); err == nil {
-		n.beats = append(n.beats, beat{seq: c.Seq, sent: now})
+		n.beats = append(n.beats, beat{seq: n.batch.Cmds[0].Seq, sent: now})
+		n.orphans = n.orphans[:0]
 	}
 	n.beatTimer.Reset(n.cfg.NodeTTL / 10)
 }

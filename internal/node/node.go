@@ -131,6 +131,11 @@ type Node struct {
 	victims []cache.Victim
 
 	sessions map[latch.SessionID]*session // this node's live sessions; guarded by mu
+	// orphans are sessions a cluster node opened for callers that had
+	// stopped waiting (letGo): the next heartbeat ends them, as nobody
+	// will, and one bound to the node would live as long as it does.
+	// Guarded by mu.
+	orphans []latch.SessionID
 	waiters  map[engine.WaiterID]*waiter  // parked requests; guarded by mu
 	// bySeq finds the lock-table id of a cluster node's parked AcquireFunc
 	// request by its seq (its latch.WaitID). Guarded by mu.

@@ -387,6 +387,45 @@ func TestCutOffNodeSessions(t *testing.T) {
 	})
 }
 
+// TestCutOffNodeOpenSession: a session opened on a node just cut off from
+// the majority (before it refuses new work) waits for its commit, but not
+// for ever: the call fails with latch.ErrUnavailable when the node lets go
+// of its clients, although the node had no session then. When the cut
+// heals and the open commits after all, the node ends that session, which
+// nobody holds and which its heartbeats would otherwise keep alive.
+func TestCutOffNodeOpenSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		f1 := c.other(lead)
+		c.net.partition(f1)
+		opened := make(chan error, 1)
+		go func() {
+			s, err := c.nodes[f1].OpenSession(latch.SessionOptions{Protocol: "test"})
+			if err == nil {
+				s.Close()
+			}
+			opened <- err
+		}()
+		time.Sleep(9 * time.Second) // 80% of the node TTL, and a heartbeat
+		select {
+		case err := <-opened:
+			if !errors.Is(err, latch.ErrUnavailable) {
+				t.Fatalf("open on the cut-off node: %v, want ErrUnavailable", err)
+			}
+		default:
+			t.Fatal("the open on the cut-off node still waits when the node let go of its clients")
+		}
+		c.net.heal()
+		time.Sleep(5 * time.Second)
+		for _, si := range c.nodes[lead].Sessions() {
+			if si.Node == f1 {
+				t.Errorf("session %d of %s lives on with nobody on it: %+v", si.ID, f1, si)
+			}
+		}
+	})
+}
+
 // TestStaleAcquireAfterResume: a Lock that a node cut off from the
 // majority proposed for a session with a TTL, and answered
 // latch.ErrUnavailable when it let go of its clients, stays in its outbox;
