@@ -125,6 +125,9 @@ type Server struct {
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
 	connsPeak peakmap.Peak // conns is rebuilt when it drains (peakmap)
+	// opening counts the accepted connections whose session is being
+	// opened (newConn), which count against MaxConns as conns do.
+	opening int
 	quit      chan struct{}
 	wg        sync.WaitGroup
 	down      bool
@@ -228,22 +231,42 @@ func (s *Server) accept() {
 			continue
 		}
 		delay = 0
-		if s.full() {
+		if !s.reserve() {
 			s.refuse(nc)
 			continue
 		}
-		c, err := s.newConn(nc)
-		if err != nil {
-			s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
-			nc.Close()
-			continue
-		}
+		// The connection's session is opened on its own goroutine: in a
+		// cluster that waits for a commit, which must not hold up the
+		// connections accepted after it.
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			c, err := s.newConn(nc)
+			s.mu.Lock()
+			s.opening-- // counted twice until now, if newConn added it
+			s.mu.Unlock()
+			if err != nil {
+				s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
+				refuse.Conn(nc, []byte(sessionRefusal(err)))
+				return
+			}
 			c.serve()
 		}()
 	}
+}
+
+// sessionRefusal is the line that tells a client why its connection is
+// closed at once: its session could not be opened because of err. Like
+// memcached's refusal of a connection over its limit, it is a text line
+// whatever protocol the client speaks.
+func sessionRefusal(err error) string {
+	switch {
+	case errors.Is(err, latch.ErrShutdown):
+		return "SERVER_ERROR shutting down\r\n"
+	case errors.Is(err, latch.ErrUnavailable):
+		return "SERVER_ERROR unavailable: this node cannot reach its cluster's leader\r\n"
+	}
+	return "SERVER_ERROR cannot open a session\r\n"
 }
 
 // sweep removes expired items in the background, a bounded batch at a time.
@@ -274,16 +297,17 @@ func (s *Server) sweep() {
 	}
 }
 
-// full reports whether the server has Config.MaxConns connections. Only
-// the accept loop adds connections, so the answer stays true or turns false
-// until it adds one.
-func (s *Server) full() bool {
-	if s.cfg.MaxConns <= 0 {
-		return false
-	}
+// reserve takes a place for a new connection, counted in opening until
+// newConn settles it, and reports false when the server already has
+// Config.MaxConns connections.
+func (s *Server) reserve() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns) >= s.cfg.MaxConns
+	if s.cfg.MaxConns > 0 && len(s.conns)+s.opening >= s.cfg.MaxConns {
+		return false
+	}
+	s.opening++
+	return true
 }
 
 // refuse answers a connection over Config.MaxConns with rTooManyConns and
