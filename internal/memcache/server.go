@@ -128,9 +128,9 @@ type Server struct {
 	// opening counts the accepted connections whose session is being
 	// opened (newConn), which count against MaxConns as conns do.
 	opening int
-	quit      chan struct{}
-	wg        sync.WaitGroup
-	down      bool
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	down    bool
 
 	// refuser answers the connections over MaxConns.
 	refuser *refuse.Refuser

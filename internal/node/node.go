@@ -136,7 +136,7 @@ type Node struct {
 	// will, and one bound to the node would live as long as it does.
 	// Guarded by mu.
 	orphans []latch.SessionID
-	waiters  map[engine.WaiterID]*waiter  // parked requests; guarded by mu
+	waiters map[engine.WaiterID]*waiter // parked requests; guarded by mu
 	// bySeq finds the lock-table id of a cluster node's parked AcquireFunc
 	// request by its seq (its latch.WaitID). Guarded by mu.
 	bySeq map[uint64]engine.WaiterID
