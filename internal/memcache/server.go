@@ -126,7 +126,7 @@ type Server struct {
 	conns     map[*conn]struct{}
 	connsPeak peakmap.Peak // conns is rebuilt when it drains (peakmap)
 	// opening counts the accepted connections whose session is being
-	// opened (newConn), which count against MaxConns as conns do.
+	// opened (openConn), which count against MaxConns as conns do.
 	opening int
 	quit    chan struct{}
 	wg      sync.WaitGroup
@@ -241,10 +241,7 @@ func (s *Server) accept() {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			c, err := s.newConn(nc)
-			s.mu.Lock()
-			s.opening-- // counted twice until now, if newConn added it
-			s.mu.Unlock()
+			c, err := s.openConn(nc, true)
 			if err != nil {
 				s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
 				refuse.Conn(nc, []byte(sessionRefusal(err)))
@@ -318,18 +315,29 @@ func (s *Server) refuse(nc net.Conn) {
 	s.refuser.Refuse(nc, []byte(rTooManyConns))
 }
 
-func (s *Server) newConn(nc net.Conn) (*conn, error) {
+// newConn opens nc's session and adds nc to the server's connections.
+func (s *Server) newConn(nc net.Conn) (*conn, error) { return s.openConn(nc, false) }
+
+// openConn is newConn for a connection that holds a place (reserved:
+// reserve), which it gives up as it is added or refused.
+func (s *Server) openConn(nc net.Conn, reserved bool) (*conn, error) {
 	peer := nc.RemoteAddr().String()
 	// When the session ends behind the connection's back (an operator
 	// ended it, or the lock service shut down), closing the socket makes
 	// serve return.
 	sess, err := s.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: peer, OnEnd: func(error) { nc.Close() }})
+	var c *conn
+	if err == nil {
+		c = newConn(s, nc, sess)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reserved {
+		s.opening--
+	}
 	if err != nil {
 		return nil, err
 	}
-	c := newConn(s, nc, sess)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.down {
 		sess.Close()
 		return nil, latch.ErrShutdown
