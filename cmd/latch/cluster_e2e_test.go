@@ -331,6 +331,74 @@ func TestDataDirInUse(t *testing.T) {
 	second.start()
 }
 
+// TestDiskFull: a durable node whose log cannot be written (its files may
+// not grow past a limit, set with prlimit(1): writes past it fail as on a
+// full disk) stops, rather than go on without committing anything; started
+// again without the limit, it serves every item it acknowledged.
+func TestDiskFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Fatalf("prlimit (util-linux) not found: %v", err)
+	}
+	p := newProc(t, "full", "--data-dir", t.TempDir())
+	bin, args := p.bin, p.args
+	p.bin, p.args = prlimit, append([]string{"--fsize=4000000", bin}, args...)
+	p.start()
+	mc, err := net.Dial("tcp", p.mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	r := bufio.NewReader(mc)
+	value := strings.Repeat("x", 200<<10)
+	stored := 0
+	for ; stored < 100; stored++ {
+		mc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(mc, "set k%d 0 0 %d\r\n%s\r\n", stored, len(value), value); err != nil {
+			break
+		}
+		if line, err := r.ReadString('\n'); err != nil || line != "STORED\r\n" {
+			break
+		}
+	}
+	if stored == 0 || stored == 100 {
+		t.Fatalf("%d items stored before the limit; want some, then a failure", stored)
+	}
+	select {
+	case err := <-p.exited:
+		if err == nil {
+			t.Errorf("the node exited with status 0 once its log failed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the node still runs 10 s after its log failed; log: %s", p.logText())
+	}
+	if log := p.logText(); !strings.Contains(log, "the Raft log on disk failed; this node stops") || !strings.Contains(log, "file too large") {
+		t.Errorf("the log does not say why the node stopped: %s", log)
+	}
+	p.cmd = nil
+	p.log.Close()
+
+	p.bin, p.args = bin, args
+	p.start()
+	items := gomemcache.New(p.mc)
+	items.Timeout = 5 * time.Second
+	for i := range stored {
+		var it *gomemcache.Item
+		for range 50 { // until the restarted node leads
+			if it, err = items.Get(fmt.Sprintf("k%d", i)); err == nil || errors.Is(err, gomemcache.ErrCacheMiss) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil || len(it.Value) != len(value) {
+			t.Fatalf("k%d, acknowledged before the failure, after the restart: %v", i, err)
+		}
+	}
+}
+
 // TestClusterKillLeader: three latch serve processes on loopback with
 // their own data dirs. The leader is killed with SIGKILL while a leased
 // lock taken through a follower is held and a request on the other

@@ -40,6 +40,10 @@ var (
 	ErrNotFound = errors.New("wal: no record at that index")
 	// ErrClosed is returned by every method of a closed log.
 	ErrClosed = errors.New("wal: closed")
+	// ErrBroken is wrapped by the error of a write, sync or removal that
+	// failed, and by that of every later call: what reached the disk is
+	// not known until the log is opened again.
+	ErrBroken = errors.New("wal: broken")
 )
 
 // Options tune a log. The zero value is ready to use.
@@ -61,7 +65,7 @@ type Log struct {
 	segs  []*segment // oldest first; the last one takes appends
 	first uint64     // the first record's index; 0 when the log is empty
 	last  uint64     // the last record's index; 0 when the log is empty
-	err   error      // set once a write or a sync failed, or Close ran
+	err   error      // set once a write or a sync failed (ErrBroken), or Close ran
 }
 
 // segment is one file of a log.
@@ -407,11 +411,11 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 		buf = append(buf, zeros[:alloc-at]...)
 	}
 	if _, err := s.f.WriteAt(buf, s.size); err != nil {
-		l.err = fmt.Errorf("wal: append to %s: %w", s.f.Name(), err)
+		l.err = fmt.Errorf("%w: append to %s: %w", ErrBroken, s.f.Name(), err)
 		return l.err
 	}
 	if err := datasync(s.f); err != nil {
-		l.err = fmt.Errorf("wal: sync %s: %w", s.f.Name(), err)
+		l.err = fmt.Errorf("%w: sync %s: %w", ErrBroken, s.f.Name(), err)
 		return l.err
 	}
 	s.offs = append(s.offs, offs...)
@@ -491,11 +495,11 @@ func (l *Log) TruncateBack(index uint64) error {
 		size = s.offs[n]
 	}
 	if err := s.f.Truncate(size); err != nil {
-		l.err = fmt.Errorf("wal: truncate %s: %w", s.f.Name(), err)
+		l.err = fmt.Errorf("%w: truncate %s: %w", ErrBroken, s.f.Name(), err)
 		return l.err
 	}
 	if err := s.f.Sync(); err != nil {
-		l.err = fmt.Errorf("wal: sync %s: %w", s.f.Name(), err)
+		l.err = fmt.Errorf("%w: sync %s: %w", ErrBroken, s.f.Name(), err)
 		return l.err
 	}
 	s.offs, s.size, s.alloc = s.offs[:n], size, size
@@ -528,14 +532,14 @@ func (l *Log) removeHead(n int) error {
 func (l *Log) removeSegment(i int) error {
 	s := l.segs[i]
 	if err := os.Remove(s.f.Name()); err != nil {
-		l.err = fmt.Errorf("wal: %w", err)
+		l.err = fmt.Errorf("%w: %w", ErrBroken, err)
 		return l.err
 	}
 	s.f.Close()
 	l.segs = slices.Delete(l.segs, i, i+1)
 	if err := syncDir(l.dir); err != nil {
-		l.err = err
-		return err
+		l.err = fmt.Errorf("%w: %w", ErrBroken, err)
+		return l.err
 	}
 	return nil
 }

@@ -138,6 +138,30 @@ func TestAppendRefuses(t *testing.T) {
 	check(t, l, 5, 9)
 }
 
+// TestBroken: an append whose write fails breaks the log: that call and
+// every later one fail with ErrBroken, and refusals of a bad request do
+// not. Opened again, the log holds what was appended before.
+func TestBroken(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, 0)
+	appendRange(t, l, 1, 20)
+	if err := l.Append(22, recs(22, 22)); err == nil || errors.Is(err, ErrBroken) {
+		t.Fatalf("Append past the end: %v, want a refusal that is not ErrBroken", err)
+	}
+	l.segs[len(l.segs)-1].f.Close() // the disk goes away under the log
+	if err := l.Append(21, recs(21, 21)); !errors.Is(err, ErrBroken) {
+		t.Fatalf("Append after its file failed: %v, want ErrBroken", err)
+	}
+	if _, err := l.LastIndex(); !errors.Is(err, ErrBroken) {
+		t.Fatalf("LastIndex of a broken log: %v, want ErrBroken", err)
+	}
+	if err := l.TruncateBack(10); !errors.Is(err, ErrBroken) {
+		t.Fatalf("TruncateBack of a broken log: %v, want ErrBroken", err)
+	}
+	l.Close()
+	check(t, open(t, dir, 0), 1, 20)
+}
+
 func TestTruncate(t *testing.T) {
 	tests := []struct {
 		name        string

@@ -25,6 +25,9 @@ import (
 // entries.)
 type LogStore struct {
 	log *wal.Log
+	// halt stops the node when the log broke (see broke); nil: panic.
+	halt func(error)
+	lg   *slog.Logger // nil for a log opened by OpenLog
 }
 
 var (
@@ -53,7 +56,7 @@ func openLogStore(dir string, bolt raft.LogStore, log *slog.Logger) (*LogStore, 
 	if err != nil {
 		return nil, fmt.Errorf("raftrep: open log: %w", err)
 	}
-	s := &LogStore{log: l}
+	s := &LogStore{log: l, lg: log}
 	if err := s.emptyBolt(bolt); err != nil {
 		l.Close()
 		return nil, err
@@ -202,7 +205,31 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 		}
 		recs[i] = appendLog(nil, e)
 	}
-	return s.log.Append(logs[0].Index, recs)
+	return s.broke(s.log.Append(logs[0].Index, recs))
+}
+
+// broke stops the node if err says that the log on disk broke
+// (wal.ErrBroken: a write, sync or removal failed, so what reached the
+// disk is unknown until the log is opened again), and returns err
+// otherwise. Raft meets a failed store by stepping down, and a follower
+// refuses every entry after it; a node that went on would keep its
+// clients while it could commit nothing for them. So it stops, as etcd
+// does on a failed write of its log, and as hashicorp/raft does on a
+// failed write of its term: the error is logged and the process panics.
+// Restarted, the node opens its log again, which cuts off the append that
+// failed, and catches up from the others.
+func (s *LogStore) broke(err error) error {
+	if !errors.Is(err, wal.ErrBroken) {
+		return err
+	}
+	if s.lg != nil {
+		s.lg.Error("raftrep: the Raft log on disk failed; this node stops", "err", err)
+	}
+	if s.halt != nil {
+		s.halt(err)
+		return err
+	}
+	panic(fmt.Sprintf("raftrep: the Raft log on disk failed, so this node stops (a restart opens it again): %v", err))
 }
 
 // DeleteRange implements raft.LogStore. Raft removes entries from the
@@ -222,9 +249,9 @@ func (s *LogStore) DeleteRange(lo, hi uint64) error {
 	case first == 0 || hi < first || lo > last || lo > hi:
 		return nil
 	case lo <= first:
-		return s.log.TruncateFront(hi + 1)
+		return s.broke(s.log.TruncateFront(hi + 1))
 	case hi >= last:
-		return s.log.TruncateBack(lo - 1)
+		return s.broke(s.log.TruncateBack(lo - 1))
 	}
 	return fmt.Errorf("raftrep: delete entries %d to %d from the middle of the log %d to %d", lo, hi, first, last)
 }

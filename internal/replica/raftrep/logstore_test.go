@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/latchd/latch/internal/wal"
 )
 
 func TestLogEncoding(t *testing.T) {
@@ -252,4 +254,34 @@ func TestBoltLogLeftOver(t *testing.T) {
 			checkLog(t, s, entries(5, 20, 1))
 		})
 	}
+}
+
+// TestBroke: an error of a broken log (wal.ErrBroken) stops the node;
+// any other is Raft's to handle.
+func TestBroke(t *testing.T) {
+	refused := errors.New("wal: append at 9 to a log that ends at 7")
+	broken := fmt.Errorf("%w: sync log/00000000000000000001.seg: input/output error", wal.ErrBroken)
+	for _, tt := range []struct {
+		err    error
+		halted bool
+	}{
+		{nil, false},
+		{refused, false},
+		{broken, true},
+	} {
+		var halted error
+		s := &LogStore{halt: func(err error) { halted = err }}
+		if got := s.broke(tt.err); got != tt.err {
+			t.Errorf("broke(%v) = %v, want it back", tt.err, got)
+		}
+		if (halted != nil) != tt.halted || tt.halted && halted != tt.err {
+			t.Errorf("broke(%v) halted with %v, want halted %v", tt.err, halted, tt.halted)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("broke of a broken log without a halt hook did not panic")
+		}
+	}()
+	(&LogStore{}).broke(broken)
 }
