@@ -54,6 +54,9 @@ func (n *Node) apply(b *fsm.Batch) {
 		c, r := &b.Cmds[i], &b.Results[i]
 		evs := n.st.Apply(c, r)
 		if c.Origin == n.origin {
+			if !n.isReady {
+				n.caughtUp(c.Seq)
+			}
 			if c.Op == fsm.OpAcquire && len(n.parked) > 0 {
 				n.park(c, r)
 			}

@@ -39,6 +39,7 @@ type beat struct {
 func (n *Node) startCluster(token latch.Token) {
 	c := n.command(fsm.OpSeed)
 	c.Token = token
+	n.readyFrom = c.Seq
 	c = n.add(fsm.OpEndOwner, c.At)
 	c.Key = []byte(n.cfg.NodeID)
 	if err := n.send(); err != nil {
@@ -86,6 +87,48 @@ func (n *Node) beatApplied(seq uint64) {
 		i++
 	}
 	n.beats = append(n.beats[:0], n.beats[i:]...)
+}
+
+// caughtUp records that this node applied its own command seq: if it was
+// proposed after the node started, the node's state holds what the
+// cluster committed before, and its reads may be served. Called with mu
+// held, by apply.
+func (n *Node) caughtUp(seq uint64) {
+	if n.isReady || seq < n.readyFrom {
+		return
+	}
+	n.isReady, n.readyErr = true, nil
+	n.closeReady()
+}
+
+// notReady fails the reads waiting for this node to catch up (and later
+// ones, until it does) with err. Called with mu held.
+func (n *Node) notReady(err error) {
+	if n.isReady {
+		return
+	}
+	n.readyErr = err
+	n.closeReady()
+}
+
+func (n *Node) closeReady() {
+	select {
+	case <-n.readable:
+	default:
+		close(n.readable)
+	}
+}
+
+// awaitReady waits until this node may serve its clients' reads (see
+// Node.readable), and returns why it may not if it gave up. Called without
+// mu; returns with it held.
+func (n *Node) awaitReady() error {
+	<-n.readable
+	n.mu.Lock()
+	if !n.isReady {
+		return n.readyErr
+	}
+	return nil
 }
 
 // NodeAlive returns the instant of the last heartbeat of the cluster node

@@ -161,8 +161,11 @@ func (n *Node) Now() int64 { return n.now() }
 // Get returns the live item of key at now, a reading of Now (memcached
 // get). It reads only.
 func (n *Node) Get(now int64, key []byte) (cache.Item, error) {
-	n.mu.Lock()
+	err := n.awaitReady()
 	defer n.unlock()
+	if err != nil {
+		return cache.Item{}, fmt.Errorf("get: %w", err)
+	}
 	return n.st.Cache().Get(now, key)
 }
 

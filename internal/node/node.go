@@ -159,6 +159,18 @@ type Node struct {
 	beats     []beat
 	vouched   time.Time
 
+	// A replicated node serves the reads of its clients (Get, OwnedGet)
+	// from its own state once that holds what its cluster committed
+	// before it started: when a command it proposed after starting
+	// (seq readyFrom or later) is applied (cluster.go). readable is
+	// closed then, or when the node lets go of its clients first
+	// (readyErr is set then, until the command is applied). Guarded by mu
+	// but readable, which readers wait on without it.
+	readable  chan struct{}
+	readyFrom uint64
+	isReady   bool
+	readyErr  error
+
 	// reports runs the done functions of AcquireFunc requests that a
 	// cluster replicator's goroutine ended; nil with replica.Local.
 	reports *reporter
@@ -245,6 +257,7 @@ func New(cfg Config) (*Node, error) {
 		waiters:  make(map[engine.WaiterID]*waiter),
 		calls:    make(map[uint64]*proposal),
 		bySeq:    make(map[uint64]engine.WaiterID),
+		readable: make(chan struct{}),
 	}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -255,6 +268,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Replicator == nil {
 		n.rep = replica.NewLocal(machine{n})
+		n.isReady = true
+		close(n.readable)
 		n.mu.Lock()
 		c := n.command(fsm.OpSeed)
 		c.Token = tok
