@@ -85,6 +85,7 @@ const (
 	stNotLocked   uint16 = 0x0011
 	stUnknown     uint16 = 0x0081
 	stOutOfMemory uint16 = 0x0082
+	stTempFailure uint16 = 0x0086 // memcached's "Temporary failure"
 )
 
 // statusText is the text of an error status's reply body, as yrmcds
@@ -371,7 +372,10 @@ func (c *conn) binGet(r *request) error {
 	quiet := r.op == opGetQ || r.op == opGetKQ || r.op == opGaTQ || r.op == opGaTKQ
 	withKey := r.op == opGetK || r.op == opGetKQ || r.op == opGaTK || r.op == opGaTKQ
 	if err != nil {
-		if !quiet {
+		switch {
+		case errors.Is(err, latch.ErrUnavailable):
+			c.binError(r, stTempFailure) // even quiet: it is not a miss
+		case !quiet:
 			c.binError(r, stNotFound)
 		}
 		return nil

@@ -31,7 +31,7 @@ type conn struct {
 	nc   net.Conn
 	r    *bufio.Reader
 	w    *bufio.Writer
-	sess latch.Session
+	sess latch.Session // nil until its first lock (openSession)
 
 	toks [][]byte // tokens of the current text line, into line or r's buffer
 	line []byte   // a text line too long for r's buffer
@@ -71,8 +71,8 @@ type conn struct {
 	readDeadline time.Time
 }
 
-func newConn(s *Server, nc net.Conn, sess latch.Session) *conn {
-	c := &conn{srv: s, nc: nc, sess: sess, gap: 1 << 62}
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{srv: s, nc: nc, gap: 1 << 62}
 	c.idle = idleread.New(nc)
 	c.out = timedwrite.New(nc, s.cfg.WriteTimeout)
 	c.takeBuffers()
@@ -126,7 +126,7 @@ func (c *conn) waitIdle() (bool, error) {
 		c.armRead()
 		err := c.idle.Read(&c.input)
 		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			if c.srv.svc.HoldsItemLocks(c.sess) {
+			if c.holdsLocks() {
 				continue // idle, but holding a lock: keep it
 			}
 			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
@@ -170,7 +170,7 @@ func (f flushingReader) Read(p []byte) (int, error) {
 		n, err := c.nc.Read(p)
 		c.tick()
 		if err != nil && c.between && errors.Is(err, os.ErrDeadlineExceeded) {
-			if c.srv.svc.HoldsItemLocks(c.sess) {
+			if c.holdsLocks() {
 				continue // idle, but holding a lock: keep it
 			}
 			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
@@ -256,7 +256,9 @@ func (c *conn) serve() {
 // session's locks in one command. A client that left holding locks died
 // holding them, so the session's lock-delay applies to those keys.
 func (c *conn) finish() {
-	_ = c.sess.Close()
+	if c.sess != nil {
+		_ = c.sess.Close()
+	}
 	c.nc.Close()
 	c.srv.forget(c)
 }
@@ -269,9 +271,36 @@ func (c *conn) command(op fsm.Op, key []byte) *fsm.Command {
 	return &c.op
 }
 
-// exec has the node apply c.op for the connection's session.
+// exec has the node apply c.op for the connection's session. The
+// connection opens its session with its first lock (openSession): other
+// commands need none.
 func (c *conn) exec() fsm.Result {
+	if c.sess == nil && c.op.Op == fsm.OpItemLock {
+		if err := c.openSession(); err != nil {
+			return fsm.Result{Err: err}
+		}
+	}
 	return c.srv.svc.Do(c.sess, &c.op)
+}
+
+// openSession opens the connection's session, which holds its locks (and
+// in a cluster is bound to this node: it takes a commit). When the
+// session ends behind the connection's back (an operator ended it, the
+// node let go of its clients, or the lock service shut down), closing the
+// socket makes serve return.
+func (c *conn) openSession() error {
+	nc := c.nc
+	sess, err := c.srv.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: nc.RemoteAddr().String(), OnEnd: func(error) { nc.Close() }})
+	if err != nil {
+		return err
+	}
+	c.sess = sess
+	return nil
+}
+
+// holdsLocks reports whether the connection holds item locks.
+func (c *conn) holdsLocks() bool {
+	return c.sess != nil && c.srv.svc.HoldsItemLocks(c.sess)
 }
 
 // unlockAll drops every lock of the connection (unlock_all, quit).

@@ -3,6 +3,7 @@ package memcache
 import (
 	"errors"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 )
 
@@ -36,7 +37,13 @@ var textReplies = []textReply{
 	{err: cache.ErrNonNumeric, arith: rNonNumeric},
 	{err: cache.ErrTooLarge, store: rTooLarge, cas: rTooLarge, loud: true},
 	{err: cache.ErrNoMemory, store: rOutOfMemory, cas: rOutOfMemory, arith: rOutOfMemory, loud: true},
+	// A cluster node that cannot reach a leader changes nothing; what it
+	// was asked may still be applied later (the outcome is unknown).
+	{err: latch.ErrUnavailable, store: rUnavailable, cas: rUnavailable, del: rUnavailable, arith: rUnavailable, lock: rUnavailable, loud: true},
 }
+
+// rUnavailable answers a change that a cluster node could not commit.
+const rUnavailable = "SERVER_ERROR unavailable: this node cannot reach its cluster's leader\r\n"
 
 // textReplyOf returns the entry of textReplies for err, or nil.
 func textReplyOf(err error) *textReply {
@@ -80,6 +87,7 @@ var binStatuses = []struct {
 	{cache.ErrTooLarge, stTooLarge},
 	{cache.ErrNonNumeric, stNonNumeric},
 	{cache.ErrNoMemory, stOutOfMemory},
+	{latch.ErrUnavailable, stTempFailure},
 }
 
 // binCacheError answers a request that failed with an item error.

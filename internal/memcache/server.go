@@ -125,12 +125,9 @@ type Server struct {
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
 	connsPeak peakmap.Peak // conns is rebuilt when it drains (peakmap)
-	// opening counts the accepted connections whose session is being
-	// opened (openConn), which count against MaxConns as conns do.
-	opening int
-	quit    chan struct{}
-	wg      sync.WaitGroup
-	down    bool
+	quit      chan struct{}
+	wg        sync.WaitGroup
+	down      bool
 
 	// refuser answers the connections over MaxConns.
 	refuser *refuse.Refuser
@@ -231,39 +228,22 @@ func (s *Server) accept() {
 			continue
 		}
 		delay = 0
-		if !s.reserve() {
+		if s.full() {
 			s.refuse(nc)
 			continue
 		}
-		// The connection's session is opened on its own goroutine: in a
-		// cluster that waits for a commit, which must not hold up the
-		// connections accepted after it.
+		c, err := s.newConn(nc)
+		if err != nil {
+			s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
+			nc.Close()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			c, err := s.openConn(nc, true)
-			if err != nil {
-				s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
-				refuse.Conn(nc, []byte(sessionRefusal(err)))
-				return
-			}
 			c.serve()
 		}()
 	}
-}
-
-// sessionRefusal is the line that tells a client why its connection is
-// closed at once: its session could not be opened because of err. Like
-// memcached's refusal of a connection over its limit, it is a text line
-// whatever protocol the client speaks.
-func sessionRefusal(err error) string {
-	switch {
-	case errors.Is(err, latch.ErrShutdown):
-		return "SERVER_ERROR shutting down\r\n"
-	case errors.Is(err, latch.ErrUnavailable):
-		return "SERVER_ERROR unavailable: this node cannot reach its cluster's leader\r\n"
-	}
-	return "SERVER_ERROR cannot open a session\r\n"
 }
 
 // sweep removes expired items in the background, a bounded batch at a time.
@@ -294,17 +274,16 @@ func (s *Server) sweep() {
 	}
 }
 
-// reserve takes a place for a new connection, counted in opening until
-// newConn settles it, and reports false when the server already has
-// Config.MaxConns connections.
-func (s *Server) reserve() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cfg.MaxConns > 0 && len(s.conns)+s.opening >= s.cfg.MaxConns {
+// full reports whether the server has Config.MaxConns connections. Only
+// the accept loop adds connections, so the answer stays true or turns false
+// until it adds one.
+func (s *Server) full() bool {
+	if s.cfg.MaxConns <= 0 {
 		return false
 	}
-	s.opening++
-	return true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns) >= s.cfg.MaxConns
 }
 
 // refuse answers a connection over Config.MaxConns with rTooManyConns and
@@ -315,31 +294,14 @@ func (s *Server) refuse(nc net.Conn) {
 	s.refuser.Refuse(nc, []byte(rTooManyConns))
 }
 
-// newConn opens nc's session and adds nc to the server's connections.
-func (s *Server) newConn(nc net.Conn) (*conn, error) { return s.openConn(nc, false) }
-
-// openConn is newConn for a connection that holds a place (reserved:
-// reserve), which it gives up as it is added or refused.
-func (s *Server) openConn(nc net.Conn, reserved bool) (*conn, error) {
-	peer := nc.RemoteAddr().String()
-	// When the session ends behind the connection's back (an operator
-	// ended it, or the lock service shut down), closing the socket makes
-	// serve return.
-	sess, err := s.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: peer, OnEnd: func(error) { nc.Close() }})
-	var c *conn
-	if err == nil {
-		c = newConn(s, nc, sess)
-	}
+// newConn adds nc to the server's connections. Its session is opened with
+// its first lock (conn.openSession): in a cluster that takes a commit, and
+// most connections never lock.
+func (s *Server) newConn(nc net.Conn) (*conn, error) {
+	c := newConn(s, nc)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if reserved {
-		s.opening--
-	}
-	if err != nil {
-		return nil, err
-	}
 	if s.down {
-		sess.Close()
 		return nil, latch.ErrShutdown
 	}
 	s.conns[c] = struct{}{}

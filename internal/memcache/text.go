@@ -269,8 +269,15 @@ func (c *conn) textGet(withCAS bool) error {
 		c.textError(rError)
 		return nil
 	}
-	for _, key := range c.toks[1:] {
+	for i, key := range c.toks[1:] {
 		it, err := c.srv.svc.Get(c.now, key)
+		if i == 0 && errors.Is(err, latch.ErrUnavailable) {
+			// A node that has not caught up with its cluster would
+			// answer misses for items that exist: the reads wait until it
+			// has (node.Get), unless it gave up.
+			c.textError(rUnavailable)
+			return nil
+		}
 		if err != nil {
 			continue
 		}
