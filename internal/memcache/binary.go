@@ -373,7 +373,7 @@ func (c *conn) binGet(r *request) error {
 	withKey := r.op == opGetK || r.op == opGetKQ || r.op == opGaTK || r.op == opGaTKQ
 	if err != nil {
 		switch {
-		case errors.Is(err, latch.ErrUnavailable):
+		case err != cache.ErrNotFound && errors.Is(err, latch.ErrUnavailable):
 			c.binError(r, stTempFailure) // even quiet: it is not a miss
 		case !quiet:
 			c.binError(r, stNotFound)

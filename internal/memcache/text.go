@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/fsm"
 )
 
@@ -271,7 +272,7 @@ func (c *conn) textGet(withCAS bool) error {
 	}
 	for i, key := range c.toks[1:] {
 		it, err := c.srv.svc.Get(c.now, key)
-		if i == 0 && errors.Is(err, latch.ErrUnavailable) {
+		if i == 0 && err != nil && err != cache.ErrNotFound && errors.Is(err, latch.ErrUnavailable) {
 			// A node that has not caught up with its cluster would
 			// answer misses for items that exist: the reads wait until it
 			// has (node.Get), unless it gave up.

@@ -54,7 +54,7 @@ func (n *Node) apply(b *fsm.Batch) {
 		c, r := &b.Cmds[i], &b.Results[i]
 		evs := n.st.Apply(c, r)
 		if c.Origin == n.origin {
-			if !n.isReady {
+			if !n.isReady.Load() {
 				n.caughtUp(c.Seq)
 			}
 			if c.Op == fsm.OpAcquire && len(n.parked) > 0 {

@@ -94,17 +94,18 @@ func (n *Node) beatApplied(seq uint64) {
 // cluster committed before, and its reads may be served. Called with mu
 // held, by apply.
 func (n *Node) caughtUp(seq uint64) {
-	if n.isReady || seq < n.readyFrom {
+	if n.isReady.Load() || seq < n.readyFrom {
 		return
 	}
-	n.isReady, n.readyErr = true, nil
+	n.readyErr = nil
+	n.isReady.Store(true)
 	n.closeReady()
 }
 
 // notReady fails the reads waiting for this node to catch up (and later
 // ones, until it does) with err. Called with mu held.
 func (n *Node) notReady(err error) {
-	if n.isReady {
+	if n.isReady.Load() {
 		return
 	}
 	n.readyErr = err
@@ -120,12 +121,13 @@ func (n *Node) closeReady() {
 }
 
 // awaitReady waits until this node may serve its clients' reads (see
-// Node.readable), and returns why it may not if it gave up. Called without
-// mu; returns with it held.
+// Node.readable), and returns why it may not if it gave up. Callers check
+// isReady first, the usual case. Called without mu.
 func (n *Node) awaitReady() error {
 	<-n.readable
 	n.mu.Lock()
-	if !n.isReady {
+	defer n.mu.Unlock()
+	if !n.isReady.Load() {
 		return n.readyErr
 	}
 	return nil

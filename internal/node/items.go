@@ -161,11 +161,13 @@ func (n *Node) Now() int64 { return n.now() }
 // Get returns the live item of key at now, a reading of Now (memcached
 // get). It reads only.
 func (n *Node) Get(now int64, key []byte) (cache.Item, error) {
-	err := n.awaitReady()
-	defer n.unlock()
-	if err != nil {
-		return cache.Item{}, fmt.Errorf("get: %w", err)
+	if !n.isReady.Load() {
+		if err := n.awaitReady(); err != nil {
+			return cache.Item{}, fmt.Errorf("get: %w", err)
+		}
 	}
+	n.mu.Lock()
+	defer n.unlock()
 	return n.st.Cache().Get(now, key)
 }
 

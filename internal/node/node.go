@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchd/latch"
@@ -168,7 +169,7 @@ type Node struct {
 	// but readable, which readers wait on without it.
 	readable  chan struct{}
 	readyFrom uint64
-	isReady   bool
+	isReady   atomic.Bool // set under mu; read without it by awaitReady
 	readyErr  error
 
 	// reports runs the done functions of AcquireFunc requests that a
@@ -268,7 +269,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.Replicator == nil {
 		n.rep = replica.NewLocal(machine{n})
-		n.isReady = true
+		n.isReady.Store(true)
 		close(n.readable)
 		n.mu.Lock()
 		c := n.command(fsm.OpSeed)

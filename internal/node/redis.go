@@ -57,11 +57,13 @@ func (n *Node) ownedGrants(in *fsm.Command, r *fsm.Result) {
 // OwnedGet reads key's holder at the node's time, as an fsm.OwnedGet
 // command would answer, without proposing anything; at is that time.
 func (n *Node) OwnedGet(key string) (r fsm.Result, at int64) {
-	err := n.awaitReady()
+	if !n.isReady.Load() {
+		if err := n.awaitReady(); err != nil {
+			return fsm.Result{Err: fmt.Errorf("get: %w", err)}, n.now()
+		}
+	}
+	n.mu.Lock()
 	defer n.unlock()
 	at = n.now()
-	if err != nil {
-		return fsm.Result{Err: fmt.Errorf("get: %w", err)}, at
-	}
 	return n.st.OwnedGet(at, key), at
 }
