@@ -545,7 +545,7 @@ func (c *conn) binQuitQ(r *request) error {
 // binLock serves yrmcds's Lock and LockQ.
 func (c *conn) binLock(r *request) error {
 	c.command(fsm.OpItemLock, r.key)
-	err := c.exec().Err
+	err := c.execLock().Err
 	if err != nil {
 		c.binCacheError(r, err)
 		return nil
@@ -591,7 +591,7 @@ func (c *conn) binLaG(r *request) error {
 	}
 	cmd := c.command(fsm.OpItemLock, r.key)
 	cmd.LockMode, cmd.Exptime = mode, exp
-	res := c.exec()
+	res := c.execLock()
 	it, err := res.Item, res.Err
 	if err != nil {
 		// LaGKQ is silent on a miss; LaGQ is not (yrmcds.md 10).

@@ -271,16 +271,21 @@ func (c *conn) command(op fsm.Op, key []byte) *fsm.Command {
 	return &c.op
 }
 
-// exec has the node apply c.op for the connection's session. The
-// connection opens its session with its first lock (openSession): other
-// commands need none.
+// exec has the node apply c.op for the connection's session (nil until
+// its first lock: other commands need none).
 func (c *conn) exec() fsm.Result {
-	if c.sess == nil && c.op.Op == fsm.OpItemLock {
+	return c.srv.svc.Do(c.sess, &c.op)
+}
+
+// execLock is exec for c.op, a lock: the connection opens its session
+// with its first lock.
+func (c *conn) execLock() fsm.Result {
+	if c.sess == nil {
 		if err := c.openSession(); err != nil {
 			return fsm.Result{Err: err}
 		}
 	}
-	return c.srv.svc.Do(c.sess, &c.op)
+	return c.exec()
 }
 
 // openSession opens the connection's session, which holds its locks (and

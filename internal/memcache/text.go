@@ -540,7 +540,7 @@ func (c *conn) textLock() error {
 		return nil
 	}
 	c.command(fsm.OpItemLock, c.toks[1])
-	if err := c.exec().Err; err != nil {
+	if err := c.execLock().Err; err != nil {
 		return c.textFailed(err, false, func(r *textReply) string { return r.lock })
 	}
 	c.w.WriteString(rOK)
