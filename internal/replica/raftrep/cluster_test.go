@@ -1,9 +1,11 @@
 package raftrep_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +39,8 @@ type cluster struct {
 	snapshots bool
 	// latency, when set, delays every AppendEntries (slowTransport).
 	latency time.Duration
+	// logger, when set, is every node's logger.
+	logger *slog.Logger
 }
 
 func newCluster(t *testing.T, n int, disk bool) *cluster {
@@ -85,7 +89,7 @@ func (c *cluster) start(id string) {
 		NodeID:  id,
 		NodeTTL: 10 * time.Second,
 		Replicator: func(sm replica.StateMachine) (replica.Replicator, error) {
-			rc := raftrep.Config{ID: id, Addr: id, Dir: c.dirs[id], Peers: c.peers, Join: c.joining[id], Transport: trans, Network: end}
+			rc := raftrep.Config{ID: id, Addr: id, Dir: c.dirs[id], Peers: c.peers, Join: c.joining[id], Transport: trans, Network: end, Logger: c.logger}
 			if c.snapshots {
 				rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = 8, time.Second, 2
 			}
@@ -538,6 +542,50 @@ func TestReadsWaitForCatchUp(t *testing.T) {
 			t.Errorf("GET on the restarted node: %+v; want held by me", r)
 		}
 	})
+}
+
+// TestInitialClusterIgnoredWarned: a node restarted from its data dir with
+// an initial cluster other than its members warns that the list is
+// ignored; restarted with the same list, it does not.
+func TestInitialClusterIgnoredWarned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := makeCluster(t, 3, true)
+		var logs syncBuffer
+		c.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c.startAll()
+		lead := c.leader()
+		f1 := c.other(lead)
+		const warning = "the initial cluster is ignored"
+		c.stop(f1)
+		c.start(f1)
+		if strings.Contains(logs.String(), warning) {
+			t.Fatalf("warned on a restart with the same list: %s", logs.String())
+		}
+		c.stop(f1)
+		c.peers = append(c.peers, raftrep.Peer{ID: "n9", Addr: "n9"})
+		c.start(f1)
+		if !strings.Contains(logs.String(), warning) || !strings.Contains(logs.String(), "n9=n9") {
+			t.Fatalf("no warning on a restart with another list: %s", logs.String())
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer for several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestSnapshotCatchUp: a node that was down while the others took

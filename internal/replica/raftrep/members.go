@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -230,4 +232,30 @@ func (r *Replicator) serveAdmin(br *bufio.Reader, c net.Conn) {
 	}
 	out, _ := json.Marshal(ans)
 	c.Write(append(out, '\n'))
+}
+
+// checkPeers warns when peers, the initial cluster this node was started
+// with, differ from the members its data dir holds: the list only
+// bootstraps a new cluster, and a node with state ignores it (as etcd
+// does its --initial-cluster on a restart). Members change with
+// AddVoter and RemoveServer.
+func (r *Replicator) checkPeers(peers []Peer) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return
+	}
+	var have []string
+	for _, s := range f.Configuration().Servers {
+		have = append(have, string(s.ID)+"="+string(s.Address))
+	}
+	var want []string
+	for _, p := range peers {
+		want = append(want, p.ID+"="+p.Addr)
+	}
+	slices.Sort(have)
+	slices.Sort(want)
+	if !slices.Equal(have, want) {
+		r.log.Warn("raftrep: the initial cluster is ignored: this data dir already holds the cluster's members (change them with latch cluster add and remove)",
+			"initial_cluster", strings.Join(want, ","), "members", strings.Join(have, ","))
+	}
 }

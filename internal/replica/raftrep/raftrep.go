@@ -271,6 +271,9 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		return nil, fmt.Errorf("raftrep: %w", err)
 	}
 	r.raft = ra
+	if has && len(cfg.Peers) > 0 {
+		r.checkPeers(cfg.Peers)
+	}
 	ra.RegisterObserver(raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.LeaderObservation, raft.RaftState:
