@@ -235,6 +235,20 @@ func TestDurableRestart(t *testing.T) {
 	if st.Mode != "durable" || st.Leader != "latch" {
 		t.Fatalf("cluster after restart = %+v, %v; want a durable node leading", st, err)
 	}
+	// Ready once it caught up with its log.
+	ready := false
+	for range 100 {
+		if resp, err := http.Get(p.adminURL + "/readyz"); err == nil {
+			resp.Body.Close()
+			if ready = resp.StatusCode == http.StatusOK; ready {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !ready {
+		t.Fatal("the restarted node never became ready (/readyz)")
+	}
 	// The previous incarnation's sessions end once the node leads again.
 	var conn admin.Lock
 	for range 100 {

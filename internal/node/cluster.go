@@ -120,6 +120,11 @@ func (n *Node) closeReady() {
 	}
 }
 
+// CaughtUp reports whether the node serves its clients' reads: always in
+// memory; for a replicated node, once it holds what its cluster committed
+// before it started (see Node.readable).
+func (n *Node) CaughtUp() bool { return n.isReady.Load() }
+
 // awaitReady waits until this node may serve its clients' reads (see
 // Node.readable), and returns why it may not if it gave up. Callers check
 // isReady first, the usual case. Called without mu.

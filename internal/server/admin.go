@@ -40,11 +40,15 @@ func (s *Server) adminServer(tlsCfg *tls.Config) (*admin.Server, error) {
 	return ad, nil
 }
 
-// readiness is nil while the server serves: from the end of New to the
-// start of Shutdown.
+// readiness is nil while the server serves, from the end of New to the
+// start of Shutdown, once its node has caught up with its cluster (its
+// clients' reads wait until then).
 func (s *Server) readiness() error {
 	if !s.ready.Load() {
 		return errors.New("starting or shutting down")
+	}
+	if !s.node.CaughtUp() {
+		return errors.New("catching up with the cluster")
 	}
 	return nil
 }

@@ -535,8 +535,14 @@ func TestReadsWaitForCatchUp(t *testing.T) {
 		time.Sleep(time.Second) // f1 applies both
 		c.stop(f1)
 		c.start(f1)
+		if c.nodes[f1].CaughtUp() {
+			t.Error("the restarted node says it caught up before it heard from the leader")
+		}
 		if it, err := c.nodes[f1].Get(c.nodes[f1].Now(), []byte("item")); err != nil || string(it.Value) != "v" {
 			t.Errorf("get on the restarted node: %q, %v; want v", it.Value, err)
+		}
+		if !c.nodes[f1].CaughtUp() {
+			t.Error("the restarted node served a read before it caught up")
 		}
 		if r, _ := c.nodes[f1].OwnedGet("lock"); r.Err != nil || r.Found != 1 || r.Owner != "me" {
 			t.Errorf("GET on the restarted node: %+v; want held by me", r)
