@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -39,6 +40,9 @@ type cluster struct {
 	snapshots bool
 	// latency, when set, delays every AppendEntries (slowTransport).
 	latency time.Duration
+	// appends, when set, counts the AppendEntries every node sends
+	// (slowTransport).
+	appends *atomic.Int64
 	// logger, when set, is every node's logger.
 	logger *slog.Logger
 }
@@ -82,8 +86,8 @@ func (c *cluster) start(id string) {
 	var trans raft.Transport
 	inmem, end := c.net.add(id)
 	trans = inmem
-	if c.latency > 0 {
-		trans = slowTransport{inmem, c.latency}
+	if c.latency > 0 || c.appends != nil {
+		trans = slowTransport{inmem, c.latency, c.appends}
 	}
 	n, err := node.New(node.Config{
 		NodeID:  id,
@@ -815,6 +819,56 @@ func TestGatherClosedLoop(t *testing.T) {
 		// together, 80 of 4 in turns.
 		if per := float64(batches) / float64(entries); per < clients*3/4 {
 			t.Errorf("%d entries carried %d batches, %.1f each; want at least %d each", entries, batches, per, clients*3/4)
+		}
+	})
+}
+
+// TestFollowerSeesLeaderCommitAtOnce: a lock taken by a client of the
+// leader, in an entry that carries no other node's batch, shows on the
+// followers at once: the leader's commit notice tells them, not Raft's
+// CommitTimeout (50 ms) after the entry.
+func TestFollowerSeesLeaderCommitAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		s := c.open(lead, latch.SessionOptions{Protocol: "test"})
+		defer s.Close()
+		for i := range 5 {
+			time.Sleep(200 * time.Millisecond) // idle
+			key := fmt.Sprint("k", i)
+			if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{key}}); err != nil {
+				t.Fatalf("acquire %s on the leader: %v", key, err)
+			}
+			time.Sleep(time.Millisecond)
+			for id, n := range c.nodes {
+				if info, ok := n.Lock(key); !ok || len(info.Holders) != 1 {
+					t.Errorf("%s: %s not held on %s 1 ms after the leader's grant", id, key, id)
+				}
+			}
+		}
+	})
+}
+
+// TestIdleClusterQuiet: an idle cluster's leader sends its followers
+// Raft's heartbeats and little else. With Raft's CommitTimeout at 1 ms it
+// sent each an AppendEntries every 1 to 2 ms, which cost an idle 3-node
+// cluster a third of a core; the commit notices made that timer a
+// fallback, at Raft's default.
+func TestIdleClusterQuiet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := makeCluster(t, 3, false)
+		c.appends = new(atomic.Int64)
+		c.startAll()
+		c.leader()
+		time.Sleep(time.Second)
+		before := c.appends.Load()
+		const idle = 5 * time.Second
+		time.Sleep(idle)
+		// Heartbeats: 10 a second to each of 2 followers; CommitTimeout:
+		// one every 50-100 ms to each; the nodes' own heartbeats (every
+		// NodeTTL/10 = 1 s): an entry each, and its notices.
+		if n, most := c.appends.Load()-before, int64(idle/time.Second)*80; n > most {
+			t.Errorf("an idle cluster sent %d AppendEntries in %v, want at most %d", n, idle, most)
 		}
 	})
 }

@@ -21,15 +21,12 @@
 // forward connection.
 //
 // A follower learns that an entry committed from the leader's next
-// AppendEntries, which Raft sends with the next entry, or else a
-// CommitTimeout (1 to 2 ms, at random) after the last one: CommitTimeout
-// is 1 ms, the least Raft accepts (an idle 3-node cluster pays about a
-// quarter of one core of this repository's 2-core test machine for it,
-// half that at 2 ms). So that a follower's requests wait neither for that
-// timer nor for the follower to store the next entry, a leader that
-// applied an entry carrying other nodes' batches sends them a commit
-// notice at once: that same empty AppendEntries, which costs no sync
-// (notice.go).
+// AppendEntries, which Raft sends with the next entry, after the follower
+// has stored it, or else a CommitTimeout after the last one. So that a
+// follower's clients wait for neither, a leader that applied an entry
+// sends the other nodes a commit notice at once: that same empty
+// AppendEntries, which costs no sync (notice.go). Raft's CommitTimeout is
+// then only a fallback, at Raft's default of 50 ms.
 //
 // # Time
 //

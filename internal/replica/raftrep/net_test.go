@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -169,11 +170,12 @@ func (a pipeAddr) Network() string { return "pipe" }
 func (a pipeAddr) String() string  { return string(a) }
 
 // slowTransport delays every AppendEntries by a latency (in the bubble's
-// time), so that a commit takes time. It has no pipeline: each
-// AppendEntries waits for its answer.
+// time), so that a commit takes time, and counts them in sent when it is
+// set. It has no pipeline: each AppendEntries waits for its answer.
 type slowTransport struct {
 	*raft.InmemTransport
 	latency time.Duration
+	sent    *atomic.Int64
 }
 
 func (s slowTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
@@ -181,6 +183,9 @@ func (s slowTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) 
 }
 
 func (s slowTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if s.sent != nil {
+		s.sent.Add(1)
+	}
 	time.Sleep(s.latency)
 	return s.InmemTransport.AppendEntries(id, target, args, resp)
 }

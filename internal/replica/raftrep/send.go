@@ -168,7 +168,7 @@ func (r *Replicator) sendOnce() bool {
 		r.gather()
 		r.mu.Lock()
 		before := r.waiting()
-		entry, n, fwd := r.pack()
+		entry, n := r.pack()
 		answers := before - r.waiting()
 		r.mu.Unlock()
 		if n == 0 {
@@ -199,9 +199,7 @@ func (r *Replicator) sendOnce() bool {
 			r.mu.Unlock()
 			<-r.inflight
 			r.stats.committed(took)
-			if fwd {
-				r.tellCommit(f.Index())
-			}
+			r.tellCommit(f.Index())
 			r.kick()
 		}()
 		return true
@@ -272,9 +270,9 @@ func (r *Replicator) sendOnce() bool {
 }
 
 // pack builds the next entry from the unsent outbox and the forwarded
-// batches, stamps it, and returns it with the count of batches and
-// whether any came from another node. Called with mu held.
-func (r *Replicator) pack() ([]byte, int, bool) {
+// batches, stamps it, and returns it with the count of batches. Called
+// with mu held.
+func (r *Replicator) pack() ([]byte, int) {
 	var units [][]byte
 	size := 0
 	now := time.Now()
@@ -295,13 +293,13 @@ func (r *Replicator) pack() ([]byte, int, bool) {
 	clear(r.fwd[:i])
 	r.fwd = r.fwd[i:]
 	if len(units) == 0 {
-		return nil, 0, false
+		return nil, 0
 	}
 	entry := appendEntryHeader(make([]byte, 0, size+16+4*len(units)), r.stamp(), len(units))
 	for _, u := range units {
 		entry = appendUnit(entry, u)
 	}
-	return entry, len(units), i > 0
+	return entry, len(units)
 }
 
 // The kinds of forward connection, its first byte.
