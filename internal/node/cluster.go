@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/latchd/latch"
@@ -59,8 +60,9 @@ func (n *Node) heartbeat() {
 	}
 	now := time.Now()
 	if now.Sub(n.vouched) > n.cfg.NodeTTL-n.cfg.NodeTTL/5 {
-		// Also the callers still waiting for a commit, sessions or not.
-		n.letGo("no heartbeat of this node committed within its node TTL")
+		// Also the callers still waiting for a commit, sessions or not,
+		// and the reads waiting for this node to catch up.
+		n.giveUp("no heartbeat of this node committed within its node TTL")
 	}
 	c := n.command(fsm.OpNodeAlive)
 	c.Key = []byte(n.cfg.NodeID)
@@ -100,6 +102,16 @@ func (n *Node) caughtUp(seq uint64) {
 	n.readyErr = nil
 	n.isReady.Store(true)
 	n.closeReady()
+}
+
+// giveUp lets go of this node's clients (letGo) and fails the reads
+// waiting for it to catch up: it cannot reach its cluster, or it shuts
+// down. A snapshot restored as the node starts, or sent to it before it
+// caught up, lets go of its clients but not of those reads, which wait
+// until it catches up. Called with mu held.
+func (n *Node) giveUp(why string) {
+	n.notReady(fmt.Errorf("%s, before it caught up with its cluster: %w", why, latch.ErrUnavailable))
+	n.letGo(why)
 }
 
 // notReady fails the reads waiting for this node to catch up (and later

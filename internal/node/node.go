@@ -414,7 +414,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	// The replicator's goroutines may be waiting for mu: close it without.
 	_ = n.rep.Close()
 	n.mu.Lock()
-	n.letGo("shut down") // callers still waiting will wait for nothing
+	n.giveUp("shut down") // callers still waiting will wait for nothing
 	n.unlock()
 	if n.reports != nil {
 		n.reports.stop() // after unlock queued the last ends

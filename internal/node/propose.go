@@ -201,7 +201,6 @@ func (n *Node) unpark(seq uint64, err error) {
 // calls here fail with latch.ErrUnavailable alone (unvouched). Called
 // with mu held.
 func (n *Node) letGo(why string) {
-	n.notReady(fmt.Errorf("%s, before it caught up with its cluster: %w", why, latch.ErrUnavailable))
 	if len(n.calls) == 0 && len(n.sessions) == 0 && len(n.waiters) == 0 && len(n.parked) == 0 {
 		return
 	}

@@ -526,32 +526,46 @@ func TestRestartFromDisk(t *testing.T) {
 // the cluster committed before: not the misses of a state still being
 // replayed.
 func TestReadsWaitForCatchUp(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 3, true)
-		lead := c.leader()
-		f1 := c.other(lead)
-		if r := c.nodes[lead].Do(nil, &fsm.Command{Op: fsm.OpItemSet, Key: []byte("item"), Value: []byte("v")}); r.Err != nil {
-			t.Fatalf("set: %v", r.Err)
-		}
-		if r := c.nodes[lead].Owned(&fsm.Command{Op: fsm.OpOwned, Owned: fsm.OwnedAcquire, Value: []byte("me"), Req: latch.LockRequest{Keys: []string{"lock"}, Lease: time.Hour}}); r.Err != nil || r.Count != 1 {
-			t.Fatalf("SET NX: %+v", r)
-		}
-		time.Sleep(time.Second) // f1 applies both
-		c.stop(f1)
-		c.start(f1)
-		if c.nodes[f1].CaughtUp() {
-			t.Error("the restarted node says it caught up before it heard from the leader")
-		}
-		if it, err := c.nodes[f1].Get(c.nodes[f1].Now(), []byte("item")); err != nil || string(it.Value) != "v" {
-			t.Errorf("get on the restarted node: %q, %v; want v", it.Value, err)
-		}
-		if !c.nodes[f1].CaughtUp() {
-			t.Error("the restarted node served a read before it caught up")
-		}
-		if r, _ := c.nodes[f1].OwnedGet("lock"); r.Err != nil || r.Found != 1 || r.Owner != "me" {
-			t.Errorf("GET on the restarted node: %+v; want held by me", r)
-		}
-	})
+	// With snapshots, the restarted node restores one from its disk as it
+	// starts, before it hears from the leader: its reads wait all the same.
+	for _, snapshots := range []bool{false, true} {
+		t.Run(fmt.Sprint("snapshots=", snapshots), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := makeCluster(t, 3, true)
+				c.snapshots = snapshots
+				c.startAll()
+				lead := c.leader()
+				f1 := c.other(lead)
+				if r := c.nodes[lead].Do(nil, &fsm.Command{Op: fsm.OpItemSet, Key: []byte("item"), Value: []byte("v")}); r.Err != nil {
+					t.Fatalf("set: %v", r.Err)
+				}
+				for i := range 30 { // enough entries for a snapshot
+					key := "lock"
+					if i > 0 {
+						key = fmt.Sprint("lock", i)
+					}
+					if r := c.nodes[lead].Owned(&fsm.Command{Op: fsm.OpOwned, Owned: fsm.OwnedAcquire, Value: []byte("me"), Req: latch.LockRequest{Keys: []string{key}, Lease: time.Hour}}); r.Err != nil || r.Count != 1 {
+						t.Fatalf("SET NX %s: %+v", key, r)
+					}
+				}
+				time.Sleep(5 * time.Second) // f1 applies them all, and snapshots
+				c.stop(f1)
+				c.start(f1)
+				if c.nodes[f1].CaughtUp() {
+					t.Error("the restarted node says it caught up before it heard from the leader")
+				}
+				if it, err := c.nodes[f1].Get(c.nodes[f1].Now(), []byte("item")); err != nil || string(it.Value) != "v" {
+					t.Errorf("get on the restarted node: %q, %v; want v", it.Value, err)
+				}
+				if !c.nodes[f1].CaughtUp() {
+					t.Error("the restarted node served a read before it caught up")
+				}
+				if r, _ := c.nodes[f1].OwnedGet("lock"); r.Err != nil || r.Found != 1 || r.Owner != "me" {
+					t.Errorf("GET on the restarted node: %+v; want held by me", r)
+				}
+			})
+		})
+	}
 }
 
 // TestInitialClusterIgnoredWarned: a node restarted from its data dir with
