@@ -25,7 +25,9 @@ import (
 // entries.)
 type LogStore struct {
 	log *wal.Log
-	// halt stops the node when the log broke (see broke); nil: panic.
+	// halt stops the node when its log broke (see broke): haltBroken
+	// for the log Raft writes, nil for one that is only being copied into
+	// (migrateLog) or read (OpenLog), whose errors are returned.
 	halt func(error)
 	lg   *slog.Logger // nil for a log opened by OpenLog
 }
@@ -56,7 +58,7 @@ func openLogStore(dir string, bolt raft.LogStore, log *slog.Logger) (*LogStore, 
 	if err != nil {
 		return nil, fmt.Errorf("raftrep: open log: %w", err)
 	}
-	s := &LogStore{log: l, lg: log}
+	s := &LogStore{log: l, lg: log, halt: haltBroken}
 	if err := s.emptyBolt(bolt); err != nil {
 		l.Close()
 		return nil, err
@@ -215,20 +217,23 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 // refuses every entry after it; a node that went on would keep its
 // clients while it could commit nothing for them. So it stops, as etcd
 // does on a failed write of its log, and as hashicorp/raft does on a
-// failed write of its term: the error is logged and the process panics.
-// Restarted, the node opens its log again, which cuts off the append that
-// failed, and catches up from the others.
+// failed write of its term: the error is logged and the process panics
+// (haltBroken). Restarted, the node opens its log again, which cuts off
+// the append that failed, and catches up from the others. A log that is
+// not Raft's (s.halt nil) returns err, as any other error.
 func (s *LogStore) broke(err error) error {
-	if !errors.Is(err, wal.ErrBroken) {
+	if s.halt == nil || !errors.Is(err, wal.ErrBroken) {
 		return err
 	}
 	if s.lg != nil {
 		s.lg.Error("raftrep: the Raft log on disk failed; this node stops", "err", err)
 	}
-	if s.halt != nil {
-		s.halt(err)
-		return err
-	}
+	s.halt(err)
+	return err
+}
+
+// haltBroken stops the process: the log Raft writes broke (see broke).
+func haltBroken(err error) {
 	panic(fmt.Sprintf("raftrep: the Raft log on disk failed, so this node stops (a restart opens it again): %v", err))
 }
 

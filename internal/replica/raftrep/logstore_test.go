@@ -257,31 +257,37 @@ func TestBoltLogLeftOver(t *testing.T) {
 }
 
 // TestBroke: an error of a broken log (wal.ErrBroken) stops the node;
-// any other is Raft's to handle.
+// any other is Raft's to handle; a log that is not Raft's (no halt: the
+// copy out of bbolt, OpenLog) returns it.
 func TestBroke(t *testing.T) {
 	refused := errors.New("wal: append at 9 to a log that ends at 7")
 	broken := fmt.Errorf("%w: sync log/00000000000000000001.seg: input/output error", wal.ErrBroken)
 	for _, tt := range []struct {
 		err    error
+		live   bool
 		halted bool
 	}{
-		{nil, false},
-		{refused, false},
-		{broken, true},
+		{nil, true, false},
+		{refused, true, false},
+		{broken, true, true},
+		{broken, false, false},
 	} {
 		var halted error
-		s := &LogStore{halt: func(err error) { halted = err }}
+		s := &LogStore{}
+		if tt.live {
+			s.halt = func(err error) { halted = err }
+		}
 		if got := s.broke(tt.err); got != tt.err {
 			t.Errorf("broke(%v) = %v, want it back", tt.err, got)
 		}
 		if (halted != nil) != tt.halted || tt.halted && halted != tt.err {
-			t.Errorf("broke(%v) halted with %v, want halted %v", tt.err, halted, tt.halted)
+			t.Errorf("broke(%v) of a live log %v halted with %v, want halted %v", tt.err, tt.live, halted, tt.halted)
 		}
 	}
 	defer func() {
 		if recover() == nil {
-			t.Error("broke of a broken log without a halt hook did not panic")
+			t.Error("haltBroken did not panic")
 		}
 	}()
-	(&LogStore{}).broke(broken)
+	haltBroken(broken)
 }
