@@ -3,7 +3,9 @@ package memcache
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/node"
 )
 
@@ -25,6 +28,19 @@ type slowOpens struct {
 	release chan struct{}
 	fail    error
 	getErr  error // Get's error, when set
+	// dos counts the item commands proposed (Do); while unavailable is
+	// set, each fails with latch.ErrUnavailable, as a cluster node's that
+	// cannot commit.
+	dos         atomic.Int32
+	unavailable atomic.Bool
+}
+
+func (s *slowOpens) Do(sess latch.Session, c *fsm.Command) fsm.Result {
+	s.dos.Add(1)
+	if s.unavailable.Load() {
+		return fsm.Result{Err: fmt.Errorf("%v: no leader: %w", c.Op, latch.ErrUnavailable)}
+	}
+	return s.Node.Do(sess, c)
 }
 
 func (s *slowOpens) Get(now int64, key []byte) (cache.Item, error) {
@@ -208,4 +224,92 @@ func TestGetUnavailable(t *testing.T) {
 	if got := c.line(); !strings.HasPrefix(got, "VERSION ") {
 		t.Errorf("version after the refused get: %q", got)
 	}
+}
+
+// TestNoSessionProposesNothing: a connection that never locked holds no
+// lock, so its unlock, unlock_all and quit propose nothing (in a cluster
+// each would be a commit, and wait without a leader), and answer as the
+// lock table would.
+func TestNoSessionProposesNothing(t *testing.T) {
+	svc := &slowOpens{}
+	addr := serveSlowOpens(t, svc)
+	c := dialLines(t, addr)
+	c.send("set k 0 0 1\r\nx\r\nunlock k\r\nunlock missing\r\nunlock_all\r\n")
+	for _, want := range []string{"STORED\r\n", rNotLocked, rNotLocked, "OK\r\n"} {
+		if got := c.line(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	c.send("quit\r\n")
+	if got := c.line(); !strings.HasPrefix(got, "error: ") {
+		t.Fatalf("after quit: %q, want the connection closed", got)
+	}
+	// Binary: Unlock tells a missing item (NotFound) from one not locked.
+	bc := dialLines(t, addr)
+	bc.send(string(binReq(opUnlock, []byte("k"), nil, nil, 1, 0)) + string(binReq(opUnlock, []byte("missing"), nil, nil, 2, 0)) +
+		string(binReq(opUnlockAll, nil, nil, nil, 3, 0)) + string(binReq(opQuit, nil, nil, nil, 4, 0)))
+	for _, want := range []uint16{stNotLocked, stNotFound, 0, 0} {
+		if got := binStatus(t, bc); got != want {
+			t.Fatalf("binary status %#x, want %#x", got, want)
+		}
+	}
+	if n := svc.dos.Load(); n != 1 {
+		t.Errorf("%d item commands proposed, want 1 (the set)", n)
+	}
+	if n := svc.n.Load(); n != 0 {
+		t.Errorf("%d sessions opened, want none", n)
+	}
+}
+
+// TestChangesUnavailable: every change a node cannot commit is answered
+// SERVER_ERROR unavailable (binary: Temporary failure), even with
+// noreply, never as a miss or as done.
+func TestChangesUnavailable(t *testing.T) {
+	svc := &slowOpens{}
+	addr := serveSlowOpens(t, svc)
+	c := dialLines(t, addr)
+	c.send("set k 0 0 1\r\nx\r\nlock k\r\n")
+	for _, want := range []string{"STORED\r\n", "OK\r\n"} {
+		if got := c.line(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	svc.unavailable.Store(true)
+	reqs := []string{"touch k 10", "touch k 10 noreply", "unlock k", "unlock_all", "flush_all", "flush_all noreply", "set k 0 0 1\r\ny", "delete k", "incr n 1"}
+	for _, req := range reqs {
+		c.send(req + "\r\n")
+		if got := c.line(); got != rUnavailable {
+			t.Errorf("%q: %q, want %q", req, got, rUnavailable)
+		}
+	}
+	bc := dialLines(t, addr)
+	bc.send(string(binReq(opLock, []byte("b"), nil, nil, 0, 0)))
+	binStatus(t, bc) // NotFound: no such item; the connection has a session now
+	for i, req := range [][]byte{
+		binReq(opTouch, []byte("k"), []byte{0, 0, 0, 10}, nil, 1, 0),
+		binReq(opUnlock, []byte("k"), nil, nil, 2, 0),
+		binReq(opUnlockAll, nil, nil, nil, 3, 0),
+		binReq(opUnlockAllQ, nil, nil, nil, 4, 0),
+		binReq(opFlush, nil, nil, nil, 5, 0),
+		binReq(opFlushQ, nil, nil, nil, 6, 0),
+	} {
+		bc.send(string(req))
+		if got := binStatus(t, bc); got != stTempFailure {
+			t.Errorf("binary request %d: status %#x, want %#x", i, got, stTempFailure)
+		}
+	}
+}
+
+// binStatus reads one binary response from c and returns its status.
+func binStatus(t *testing.T, c *lineConn) uint16 {
+	t.Helper()
+	var h [24]byte
+	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+		t.Fatalf("read a binary response: %v", err)
+	}
+	body := binary.BigEndian.Uint32(h[8:12])
+	if _, err := io.CopyN(io.Discard, c.r, int64(body)); err != nil {
+		t.Fatalf("read a binary response's body: %v", err)
+	}
+	return binary.BigEndian.Uint16(h[6:8])
 }

@@ -474,11 +474,14 @@ func (c *conn) binTouch(r *request) error {
 	c.command(fsm.OpItemTouch, r.key).Exptime = exp
 	res := c.exec()
 	casv, err := res.CAS, res.Err
-	if err != nil {
+	switch {
+	case errors.Is(err, latch.ErrUnavailable):
+		c.binError(r, stTempFailure)
+	case err != nil:
 		c.binError(r, stNotFound)
-		return nil
+	default:
+		c.binOK(r, casv, nil, nil, nil)
 	}
-	c.binOK(r, casv, nil, nil, nil)
 	return nil
 }
 
@@ -489,7 +492,13 @@ func (c *conn) binFlush(r *request) error {
 		delay = int64(binary.BigEndian.Uint32(r.extras))
 	}
 	c.command(fsm.OpItemFlush, nil).Exptime = delay
-	c.exec()
+	if err := c.exec().Err; err != nil {
+		if errors.Is(err, latch.ErrUnavailable) {
+			c.binError(r, stTempFailure) // even quiet: nothing was flushed
+			return nil
+		}
+		return err
+	}
 	if r.op == opFlush {
 		c.binOK(r, 0, nil, nil, nil)
 	}
@@ -558,13 +567,14 @@ func (c *conn) binLock(r *request) error {
 
 // binUnlock serves yrmcds's Unlock and UnlockQ.
 func (c *conn) binUnlock(r *request) error {
-	c.command(fsm.OpItemUnlock, r.key)
-	err := c.exec().Err
+	err := c.unlock(r.key)
 	switch {
 	case err == nil:
 		if r.op == opUnlock {
 			c.binOK(r, 0, nil, nil, nil)
 		}
+	case errors.Is(err, latch.ErrUnavailable):
+		c.binError(r, stTempFailure)
 	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
 		c.binError(r, stNotFound)
 	default:
@@ -575,7 +585,10 @@ func (c *conn) binUnlock(r *request) error {
 
 // binUnlockAll serves yrmcds's UnlockAll and UnlockAllQ.
 func (c *conn) binUnlockAll(r *request) error {
-	c.unlockAll()
+	if err := c.unlockAll(); errors.Is(err, latch.ErrUnavailable) {
+		c.binError(r, stTempFailure) // even quiet: the locks may be held still
+		return nil
+	}
 	if r.op == opUnlockAll {
 		c.binOK(r, 0, nil, nil, nil)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/idleread"
 	"github.com/latchd/latch/internal/metrics"
@@ -308,8 +309,28 @@ func (c *conn) holdsLocks() bool {
 	return c.sess != nil && c.srv.svc.HoldsItemLocks(c.sess)
 }
 
-// unlockAll drops every lock of the connection (unlock_all, quit).
-func (c *conn) unlockAll() {
+// unlockAll drops every lock of the connection (unlock_all, quit). A
+// connection that never locked holds none: nothing is proposed (in a
+// cluster, a commit for nothing, or a wait without a leader).
+func (c *conn) unlockAll() error {
+	if c.sess == nil {
+		return nil
+	}
 	c.command(fsm.OpItemUnlockAll, nil)
-	c.exec()
+	return c.exec().Err
+}
+
+// unlock drops the connection's lock on key. A connection that never
+// locked holds none, which a read tells without proposing anything: the
+// item's absence (cache.ErrNotFound, or cache.ErrInvalidKey) or else
+// cache.ErrNotLocked, as the lock table would answer.
+func (c *conn) unlock(key []byte) error {
+	if c.sess == nil {
+		if _, err := c.srv.svc.Get(c.now, key); err != nil {
+			return err
+		}
+		return cache.ErrNotLocked
+	}
+	c.command(fsm.OpItemUnlock, key)
+	return c.exec().Err
 }

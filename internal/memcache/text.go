@@ -176,7 +176,10 @@ func (c *conn) textCommand() error {
 	case "unlock":
 		return c.textUnlock()
 	case "unlock_all":
-		c.unlockAll()
+		if err := c.unlockAll(); errors.Is(err, latch.ErrUnavailable) {
+			c.textError(rUnavailable)
+			return nil
+		}
 		c.w.WriteString(rOK)
 		return nil
 	case "keys":
@@ -522,12 +525,14 @@ func (c *conn) textTouch() error {
 	}
 	c.command(fsm.OpItemTouch, c.toks[1]).Exptime = int64(exptime)
 	err := c.exec().Err
-	if !quiet {
-		if err != nil {
-			c.w.WriteString(rNotFound)
-		} else {
-			c.w.WriteString(rTouched)
-		}
+	switch {
+	case errors.Is(err, latch.ErrUnavailable):
+		c.textError(rUnavailable) // even with noreply, as for the other changes
+	case quiet:
+	case err != nil:
+		c.w.WriteString(rNotFound)
+	default:
+		c.w.WriteString(rTouched)
 	}
 	return nil
 }
@@ -553,8 +558,11 @@ func (c *conn) textUnlock() error {
 		c.textError(rError)
 		return nil
 	}
-	c.command(fsm.OpItemUnlock, c.toks[1])
-	if err := c.exec().Err; err != nil {
+	if err := c.unlock(c.toks[1]); err != nil {
+		if errors.Is(err, latch.ErrUnavailable) {
+			c.textError(rUnavailable)
+			return nil
+		}
 		c.w.WriteString(rNotLocked)
 		return nil
 	}
@@ -602,7 +610,13 @@ func (c *conn) textFlush() error {
 		return nil
 	}
 	c.command(fsm.OpItemFlush, nil).Exptime = int64(delay)
-	c.exec()
+	if err := c.exec().Err; err != nil {
+		if errors.Is(err, latch.ErrUnavailable) {
+			c.textError(rUnavailable)
+			return nil
+		}
+		return err
+	}
 	if !quiet {
 		c.w.WriteString(rOK)
 	}
