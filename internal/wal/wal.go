@@ -428,7 +428,10 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 }
 
 // startSegment creates the segment whose first record is first, and
-// makes its name durable before anything is written to it.
+// makes its name durable before anything is written to it. A file that
+// cannot be created changes nothing, and the append may be tried again; a
+// directory that cannot be synced breaks the log, as a failed removal
+// does (removeSegment): what its entries are on disk is not known.
 func (l *Log) startSegment(first uint64) error {
 	f, err := os.OpenFile(segmentPath(l.dir, first), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -437,7 +440,8 @@ func (l *Log) startSegment(first uint64) error {
 	if err := syncDir(l.dir); err != nil {
 		f.Close()
 		os.Remove(f.Name())
-		return err
+		l.err = fmt.Errorf("%w: new segment: %w", ErrBroken, err)
+		return l.err
 	}
 	l.segs = append(l.segs, &segment{first: first, f: f})
 	return nil
