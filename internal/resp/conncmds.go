@@ -86,6 +86,13 @@ func cmdWatch(c *conn, args [][]byte) {
 			return
 		}
 		r, _ := c.srv.svc.OwnedGet(k)
+		if r.Err != nil {
+			// A node that cannot read yet (it has not caught up with its
+			// cluster) watches nothing: the keys before this one stay
+			// watched, as when a key is refused.
+			c.w.Error(errorReply(r.Err))
+			return
+		}
 		w := fsm.Watch{Key: k}
 		if r.Found == 1 {
 			w.Token, w.Expires, w.Owner = r.Token, r.Expires, r.Owner

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/node"
 )
@@ -221,5 +222,33 @@ func TestLongRequestParsedOnce(t *testing.T) {
 	}
 	if parsed > 2*len(all) {
 		t.Fatalf("a request of %d bytes in reads of 1 KiB: %d bytes parsed", len(all), parsed)
+	}
+}
+
+// notCaughtUp is a node that cannot read yet: a replicated node that has
+// not caught up with its cluster, and gave up waiting.
+type notCaughtUp struct{ Service }
+
+func (notCaughtUp) OwnedGet(string) (fsm.Result, int64) {
+	return fsm.Result{Err: fmt.Errorf("get: shut down, before it caught up with its cluster: %w", latch.ErrUnavailable)}, 0
+}
+
+// TestWatchUnreadable: WATCH of a key the node cannot read answers the
+// error, as GET does, rather than OK for a key it took for free.
+func TestWatchUnreadable(t *testing.T) {
+	n, err := node.New(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	s, err := New(notCaughtUp{n}, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := &chunkConn{chunks: [][]byte{[]byte("WATCH k\r\nGET k\r\n")}}
+	newConn(s, nc).serve()
+	const want = "-ERR get: shut down, before it caught up with its cluster: latch: cluster unavailable\r\n"
+	if got := nc.out.String(); got != want+want {
+		t.Errorf("WATCH, GET of a key the node cannot read:\n%q\nwant\n%q", got, want+want)
 	}
 }
