@@ -162,6 +162,11 @@ func (r *Replicator) admin(ctx context.Context, req adminRequest) error {
 // doAdmin runs a membership request on this node, the leader.
 func (r *Replicator) doAdmin(req adminRequest) error {
 	const timeout = 10 * time.Second
+	if r.raft.State() != raft.Leader {
+		// Deposed since the request was sent here: its configuration may
+		// be behind the new leader's, so it does not judge the request.
+		return errNotLeader
+	}
 	if req.Op == "transfer" && req.ID == "" {
 		return r.adminErr(req, r.raft.LeadershipTransfer().Error())
 	}
