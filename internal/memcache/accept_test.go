@@ -119,6 +119,17 @@ func (c *lineConn) line() string {
 	return line
 }
 
+// expect reads the next lines of the answer, and fails the test at the
+// first that is not the one wanted.
+func (c *lineConn) expect(want ...string) {
+	c.t.Helper()
+	for _, w := range want {
+		if got := c.line(); got != w {
+			c.t.Fatalf("got %q, want %q", got, w)
+		}
+	}
+}
+
 // TestSessionOnFirstLock: a connection opens its session with its first
 // lock, once, and a connection that never locks opens none (in a cluster
 // each open and end is a commit).
@@ -126,20 +137,12 @@ func TestSessionOnFirstLock(t *testing.T) {
 	svc := &slowOpens{}
 	c := dialLines(t, serveSlowOpens(t, svc))
 	c.send("set k 0 0 1\r\nx\r\nget k\r\ndelete k\r\nset k 0 0 1\r\nx\r\nunlock k\r\n")
-	for _, want := range []string{"STORED\r\n", "VALUE k 0 1\r\n", "x\r\n", "END\r\n", "DELETED\r\n", "STORED\r\n", rNotLocked} {
-		if got := c.line(); got != want {
-			t.Fatalf("got %q, want %q", got, want)
-		}
-	}
+	c.expect("STORED\r\n", "VALUE k 0 1\r\n", "x\r\n", "END\r\n", "DELETED\r\n", "STORED\r\n", rNotLocked)
 	if n := svc.n.Load(); n != 0 {
 		t.Fatalf("%d sessions opened by a connection that did not lock", n)
 	}
 	c.send("lock k\r\nunlock k\r\nlock k\r\n")
-	for _, want := range []string{"OK\r\n", "OK\r\n", "OK\r\n"} {
-		if got := c.line(); got != want {
-			t.Fatalf("got %q, want %q", got, want)
-		}
-	}
+	c.expect("OK\r\n", "OK\r\n", "OK\r\n")
 	if n := svc.n.Load(); n != 1 {
 		t.Fatalf("%d sessions opened by one connection's locks, want 1", n)
 	}
@@ -235,11 +238,7 @@ func TestNoSessionProposesNothing(t *testing.T) {
 	addr := serveSlowOpens(t, svc)
 	c := dialLines(t, addr)
 	c.send("set k 0 0 1\r\nx\r\nunlock k\r\nunlock missing\r\nunlock_all\r\n")
-	for _, want := range []string{"STORED\r\n", rNotLocked, rNotLocked, "OK\r\n"} {
-		if got := c.line(); got != want {
-			t.Fatalf("got %q, want %q", got, want)
-		}
-	}
+	c.expect("STORED\r\n", rNotLocked, rNotLocked, "OK\r\n")
 	c.send("quit\r\n")
 	if got := c.line(); !strings.HasPrefix(got, "error: ") {
 		t.Fatalf("after quit: %q, want the connection closed", got)
@@ -269,11 +268,7 @@ func TestChangesUnavailable(t *testing.T) {
 	addr := serveSlowOpens(t, svc)
 	c := dialLines(t, addr)
 	c.send("set k 0 0 1\r\nx\r\nlock k\r\n")
-	for _, want := range []string{"STORED\r\n", "OK\r\n"} {
-		if got := c.line(); got != want {
-			t.Fatalf("got %q, want %q", got, want)
-		}
-	}
+	c.expect("STORED\r\n", "OK\r\n")
 	svc.unavailable.Store(true)
 	reqs := []string{"touch k 10", "touch k 10 noreply", "unlock k", "unlock_all", "flush_all", "flush_all noreply", "set k 0 0 1\r\ny", "delete k", "incr n 1"}
 	for _, req := range reqs {
