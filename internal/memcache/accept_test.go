@@ -239,6 +239,16 @@ func TestNoSessionProposesNothing(t *testing.T) {
 	c := dialLines(t, addr)
 	c.send("set k 0 0 1\r\nx\r\nunlock k\r\nunlock missing\r\nunlock_all\r\n")
 	c.expect("STORED\r\n", rNotLocked, rNotLocked, "OK\r\n")
+	// The lookups the unlocks made are not gets.
+	c.send("stats\r\n")
+	for line := c.line(); line != "END\r\n"; line = c.line() {
+		if strings.HasPrefix(line, "error: ") {
+			t.Fatalf("stats: %s", line)
+		}
+		if strings.HasPrefix(line, "STAT cmd_get ") && line != "STAT cmd_get 0\r\n" {
+			t.Errorf("after two unlocks: %q, want no get counted", line)
+		}
+	}
 	c.send("quit\r\n")
 	if got := c.line(); !strings.HasPrefix(got, "error: ") {
 		t.Fatalf("after quit: %q, want the connection closed", got)

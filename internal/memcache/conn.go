@@ -321,13 +321,17 @@ func (c *conn) unlockAll() error {
 }
 
 // unlock drops the connection's lock on key. A connection that never
-// locked holds none, which a read tells without proposing anything: the
-// item's absence (cache.ErrNotFound, or cache.ErrInvalidKey) or else
+// locked holds none, which a read tells without proposing anything (nor
+// counting a get): the item's absence (cache.ErrNotFound) or else
 // cache.ErrNotLocked, as the lock table would answer.
 func (c *conn) unlock(key []byte) error {
 	if c.sess == nil {
-		if _, err := c.srv.svc.Get(c.now, key); err != nil {
+		live, err := c.srv.svc.ItemLive(c.now, key)
+		switch {
+		case err != nil:
 			return err
+		case !live:
+			return cache.ErrNotFound
 		}
 		return cache.ErrNotLocked
 	}

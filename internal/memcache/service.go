@@ -28,6 +28,10 @@ type Service interface {
 	// Get returns the live item of key at now (a reading of Now). It
 	// changes nothing replicated.
 	Get(now int64, key []byte) (cache.Item, error)
+	// ItemLive reports whether key has a live item at now (a reading of
+	// Now), changing nothing at all: no get is counted and no item moves
+	// in the LRU list. Its errors are Get's but ErrNotFound.
+	ItemLive(now int64, key []byte) (bool, error)
 	// ItemKeys returns the keys of live items starting with prefix, in
 	// no order.
 	ItemKeys(prefix []byte) []string

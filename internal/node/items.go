@@ -171,6 +171,22 @@ func (n *Node) Get(now int64, key []byte) (cache.Item, error) {
 	return n.st.Cache().Get(now, key)
 }
 
+// ItemLive reports whether key has a live item at now, a reading of Now,
+// without counting a get or moving the item in the LRU list (the unlock
+// of a memcached connection that holds no lock answers from it). It reads
+// only.
+func (n *Node) ItemLive(now int64, key []byte) (bool, error) {
+	if !n.isReady.Load() {
+		if err := n.awaitReady(); err != nil {
+			return false, fmt.Errorf("get: %w", err)
+		}
+	}
+	n.mu.Lock()
+	defer n.unlock()
+	_, live, _ := n.st.Cache().Name(now, key)
+	return live, nil
+}
+
 // ItemKeys returns the keys of the live items that start with prefix, in
 // no order (yrmcds's keys command). It reads only.
 func (n *Node) ItemKeys(prefix []byte) []string {
