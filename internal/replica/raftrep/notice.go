@@ -45,10 +45,6 @@ const (
 	noticeRetry = 100 * time.Microsecond
 )
 
-// noticeServers is how long the leader keeps the list of servers it
-// sends notices to before reading Raft's configuration again.
-const noticeServers = time.Second
-
 // tellCommit asks the notifier to tell the other nodes that the entry at
 // index committed. A notice not sent yet is replaced.
 func (r *Replicator) tellCommit(index uint64) {
@@ -72,8 +68,6 @@ func (r *Replicator) notify() {
 	defer r.wg.Done()
 	self := raft.ServerID(r.cfg.ID)
 	lines := make(map[raft.ServerID]*noticeLine)
-	var servers []raft.Server
-	var read time.Time
 	for {
 		var index uint64
 		select {
@@ -81,12 +75,12 @@ func (r *Replicator) notify() {
 			return
 		case index = <-r.notices:
 		}
-		if time.Since(read) > noticeServers {
-			f := r.raft.GetConfiguration()
-			if err := f.Error(); err != nil {
-				continue
-			}
-			servers, read = f.Configuration().Servers, time.Now()
+		// The latest configuration, read at each notice (Raft keeps it
+		// in an atomic value), so that a member just added, or added
+		// again at another address, is told too.
+		f := r.raft.GetConfiguration()
+		if err := f.Error(); err != nil {
+			continue
 		}
 		// The entry was appended in this leader's term: a leader that
 		// lost its term since has its future fail, and sends nothing.
@@ -94,16 +88,16 @@ func (r *Replicator) notify() {
 		if r.raft.State() != raft.Leader {
 			continue
 		}
-		for _, s := range servers {
+		for _, s := range f.Configuration().Servers {
 			if s.ID == self {
 				continue
 			}
 			l := lines[s.ID]
 			if l == nil {
-				l = &noticeLine{to: s}
+				l = new(noticeLine)
 				lines[s.ID] = l
 			}
-			if l.ask(term, index) {
+			if l.ask(s, term, index) {
 				r.wg.Add(1)
 				go r.carry(l)
 			}
@@ -115,19 +109,19 @@ func (r *Replicator) notify() {
 // asked for while one is on its way wait, and only the latest of them is
 // sent.
 type noticeLine struct {
-	to          raft.Server
 	mu          sync.Mutex
-	term, index uint64 // the latest notice asked for
-	sent        uint64 // the index of the last one sent
-	running     bool   // a goroutine carries the line (carry)
+	to          raft.Server // the node, at its latest address
+	term, index uint64      // the latest notice asked for
+	sent        uint64      // the index of the last one sent
+	running     bool        // a goroutine carries the line (carry)
 }
 
-// ask asks for the notice of index, committed in term, and reports
-// whether the line needs a goroutine to carry it.
-func (l *noticeLine) ask(term, index uint64) (start bool) {
+// ask asks for the notice of index, committed in term, to node to, and
+// reports whether the line needs a goroutine to carry it.
+func (l *noticeLine) ask(to raft.Server, term, index uint64) (start bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.term, l.index = term, index
+	l.to, l.term, l.index = to, term, index
 	start = !l.running
 	l.running = true
 	return start
@@ -138,14 +132,14 @@ func (r *Replicator) carry(l *noticeLine) {
 	defer r.wg.Done()
 	for {
 		l.mu.Lock()
-		term, index := l.term, l.index
+		to, term, index := l.to, l.term, l.index
 		if index == l.sent || r.ctx.Err() != nil {
 			l.running = false
 			l.mu.Unlock()
 			return
 		}
 		l.mu.Unlock()
-		r.tell(l, term, index)
+		r.tell(l, to, term, index)
 		l.mu.Lock()
 		l.sent = index
 		l.mu.Unlock()
@@ -159,9 +153,9 @@ func (l *noticeLine) superseded(index uint64) bool {
 	return l.index != index
 }
 
-// tell sends l's node the notice that the entry at index, of term,
-// committed.
-func (r *Replicator) tell(l *noticeLine, term, index uint64) {
+// tell sends node to, on line l, the notice that the entry at index, of
+// term, committed.
+func (r *Replicator) tell(l *noticeLine, to raft.Server, term, index uint64) {
 	t := r.cfg.Transport
 	self := raft.ServerID(r.cfg.ID)
 	leader := t.EncodePeer(self, t.LocalAddr())
@@ -175,8 +169,8 @@ func (r *Replicator) tell(l *noticeLine, term, index uint64) {
 	wait := noticeRetry
 	for try := 1; ; try++ {
 		var resp raft.AppendEntriesResponse
-		if err := t.AppendEntries(l.to.ID, l.to.Address, &req, &resp); err != nil {
-			r.log.Debug("raftrep: a commit notice was not delivered", "to", l.to.ID, "err", err)
+		if err := t.AppendEntries(to.ID, to.Address, &req, &resp); err != nil {
+			r.log.Debug("raftrep: a commit notice was not delivered", "to", to.ID, "err", err)
 			return
 		}
 		// Refused with the entry stored, or by a newer term: Raft's own
