@@ -373,7 +373,7 @@ func (c *conn) binGet(r *request) error {
 	withKey := r.op == opGetK || r.op == opGetKQ || r.op == opGaTK || r.op == opGaTKQ
 	if err != nil {
 		switch {
-		case err != cache.ErrNotFound && errors.Is(err, latch.ErrUnavailable):
+		case unavailable(err):
 			c.binError(r, stTempFailure) // even quiet: it is not a miss
 		case !quiet:
 			c.binError(r, stNotFound)
@@ -475,7 +475,7 @@ func (c *conn) binTouch(r *request) error {
 	res := c.exec()
 	casv, err := res.CAS, res.Err
 	switch {
-	case errors.Is(err, latch.ErrUnavailable):
+	case unavailable(err):
 		c.binError(r, stTempFailure)
 	case err != nil:
 		c.binError(r, stNotFound)
@@ -493,8 +493,8 @@ func (c *conn) binFlush(r *request) error {
 	}
 	c.command(fsm.OpItemFlush, nil).Exptime = delay
 	if err := c.exec().Err; err != nil {
-		if errors.Is(err, latch.ErrUnavailable) {
-			c.binError(r, stTempFailure) // even quiet: nothing was flushed
+		if unavailable(err) {
+			c.binError(r, stTempFailure)
 			return nil
 		}
 		return err
@@ -573,7 +573,7 @@ func (c *conn) binUnlock(r *request) error {
 		if r.op == opUnlock {
 			c.binOK(r, 0, nil, nil, nil)
 		}
-	case errors.Is(err, latch.ErrUnavailable):
+	case unavailable(err):
 		c.binError(r, stTempFailure)
 	case errors.Is(err, cache.ErrNotFound), errors.Is(err, cache.ErrInvalidKey):
 		c.binError(r, stNotFound)
@@ -585,8 +585,8 @@ func (c *conn) binUnlock(r *request) error {
 
 // binUnlockAll serves yrmcds's UnlockAll and UnlockAllQ.
 func (c *conn) binUnlockAll(r *request) error {
-	if err := c.unlockAll(); errors.Is(err, latch.ErrUnavailable) {
-		c.binError(r, stTempFailure) // even quiet: the locks may be held still
+	if err := c.unlockAll(); unavailable(err) {
+		c.binError(r, stTempFailure)
 		return nil
 	}
 	if r.op == opUnlockAll {

@@ -45,6 +45,15 @@ var textReplies = []textReply{
 // rUnavailable answers a change that a cluster node could not commit.
 const rUnavailable = "SERVER_ERROR unavailable: this node cannot reach its cluster's leader\r\n"
 
+// unavailable reports whether err says that the cluster could not serve
+// the command (latch.ErrUnavailable), which every command answers with
+// rUnavailable (binary: stTempFailure), even quiet: never as a miss, nor
+// as done. A miss, the usual error of a read, is told apart without
+// unwrapping.
+func unavailable(err error) bool {
+	return err != nil && err != cache.ErrNotFound && errors.Is(err, latch.ErrUnavailable)
+}
+
 // textReplyOf returns the entry of textReplies for err, or nil.
 func textReplyOf(err error) *textReply {
 	for i := range textReplies {

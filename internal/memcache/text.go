@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/latchd/latch"
-	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/fsm"
 )
 
@@ -176,7 +175,7 @@ func (c *conn) textCommand() error {
 	case "unlock":
 		return c.textUnlock()
 	case "unlock_all":
-		if err := c.unlockAll(); errors.Is(err, latch.ErrUnavailable) {
+		if err := c.unlockAll(); unavailable(err) {
 			c.textError(rUnavailable)
 			return nil
 		}
@@ -275,7 +274,7 @@ func (c *conn) textGet(withCAS bool) error {
 	}
 	for i, key := range c.toks[1:] {
 		it, err := c.srv.svc.Get(c.now, key)
-		if i == 0 && err != nil && err != cache.ErrNotFound && errors.Is(err, latch.ErrUnavailable) {
+		if i == 0 && unavailable(err) {
 			// A node that has not caught up with its cluster would
 			// answer misses for items that exist: the reads wait until it
 			// has (node.Get), unless it gave up.
@@ -526,8 +525,8 @@ func (c *conn) textTouch() error {
 	c.command(fsm.OpItemTouch, c.toks[1]).Exptime = int64(exptime)
 	err := c.exec().Err
 	switch {
-	case errors.Is(err, latch.ErrUnavailable):
-		c.textError(rUnavailable) // even with noreply, as for the other changes
+	case unavailable(err):
+		c.textError(rUnavailable)
 	case quiet:
 	case err != nil:
 		c.w.WriteString(rNotFound)
@@ -559,7 +558,7 @@ func (c *conn) textUnlock() error {
 		return nil
 	}
 	if err := c.unlock(c.toks[1]); err != nil {
-		if errors.Is(err, latch.ErrUnavailable) {
+		if unavailable(err) {
 			c.textError(rUnavailable)
 			return nil
 		}
@@ -611,7 +610,7 @@ func (c *conn) textFlush() error {
 	}
 	c.command(fsm.OpItemFlush, nil).Exptime = int64(delay)
 	if err := c.exec().Err; err != nil {
-		if errors.Is(err, latch.ErrUnavailable) {
+		if unavailable(err) {
 			c.textError(rUnavailable)
 			return nil
 		}
