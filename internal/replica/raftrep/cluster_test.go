@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -862,22 +864,29 @@ func TestFollowerSeesLeaderCommitAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, false)
 		lead := c.leader()
-		s := c.open(lead, latch.SessionOptions{Protocol: "test"})
-		defer s.Close()
-		for i := range 5 {
-			time.Sleep(200 * time.Millisecond) // idle
-			key := fmt.Sprint("k", i)
-			if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{key}}); err != nil {
-				t.Fatalf("acquire %s on the leader: %v", key, err)
-			}
-			time.Sleep(time.Millisecond)
-			for id, n := range c.nodes {
-				if info, ok := n.Lock(key); !ok || len(info.Holders) != 1 {
-					t.Errorf("%s: %s not held on %s 1 ms after the leader's grant", id, key, id)
-				}
+		c.seenAtOnce(lead, slices.Collect(maps.Keys(c.nodes))...)
+	})
+}
+
+// seenAtOnce takes five locks, an idle 200 ms apart, through a client of
+// the leader, and checks that each shows on nodes 1 ms after its grant.
+func (c *cluster) seenAtOnce(lead string, nodes ...string) {
+	c.t.Helper()
+	s := c.open(lead, latch.SessionOptions{Protocol: "test"})
+	defer s.Close()
+	for i := range 5 {
+		time.Sleep(200 * time.Millisecond) // idle
+		key := fmt.Sprint("k", i)
+		if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{key}}); err != nil {
+			c.t.Fatalf("acquire %s on the leader: %v", key, err)
+		}
+		time.Sleep(time.Millisecond)
+		for _, id := range nodes {
+			if info, ok := c.nodes[id].Lock(key); !ok || len(info.Holders) != 1 {
+				c.t.Errorf("%s not held on %s (at %s) 1 ms after the leader's grant", key, id, c.addr(id))
 			}
 		}
-	})
+	}
 }
 
 // TestIdleClusterQuiet: an idle cluster's leader sends its followers
@@ -929,18 +938,6 @@ func TestNoticesFollowMovedMember(t *testing.T) {
 			t.Fatalf("add %s again at %s: %v", moved, c.addr(moved), err)
 		}
 		time.Sleep(3 * time.Second) // it catches up
-		s := c.open(lead, latch.SessionOptions{Protocol: "test"})
-		defer s.Close()
-		for i := range 5 {
-			time.Sleep(200 * time.Millisecond) // idle
-			key := fmt.Sprint("k", i)
-			if _, err := s.Acquire(context.Background(), latch.LockRequest{Keys: []string{key}}); err != nil {
-				t.Fatalf("acquire %s on the leader: %v", key, err)
-			}
-			time.Sleep(time.Millisecond)
-			if info, ok := c.nodes[moved].Lock(key); !ok || len(info.Holders) != 1 {
-				t.Errorf("%s not held on %s, moved to %s, 1 ms after the leader's grant", key, moved, c.addr(moved))
-			}
-		}
+		c.seenAtOnce(lead, moved)
 	})
 }
