@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/latchd/latch/internal/vfs"
 )
 
 // DefaultSegmentSize is the size at which a segment is closed when
@@ -51,12 +53,15 @@ type Options struct {
 	// SegmentSize is the size in bytes past which an append starts a new
 	// segment; 0 means DefaultSegmentSize.
 	SegmentSize int64
+	// FS is the file system the log lives on; nil means vfs.OS.
+	FS vfs.FS
 }
 
 // Log is a write-ahead log open on a directory. Its methods are safe for
 // concurrent use; reads run in parallel with each other, and wait for an
 // append, which holds the log through its sync.
 type Log struct {
+	fs      vfs.FS
 	dir     string
 	segSize int64
 	grow    int64 // growBy, or segSize if smaller
@@ -71,7 +76,7 @@ type Log struct {
 // segment is one file of a log.
 type segment struct {
 	first uint64   // the index of its first record, from its name
-	f     *os.File // open for reading and writing
+	f     vfs.File // open for reading and writing
 	offs  []int64  // offs[i] is where record first+i's frame starts
 	size  int64    // the end of its last whole frame
 	alloc int64    // the file's size: size, then zeros
@@ -80,20 +85,23 @@ type segment struct {
 // Open opens the log in dir, creating the directory if it does not exist,
 // and cuts off a torn tail left by a crash (see the package doc).
 func Open(dir string, opts Options) (*Log, error) {
-	l := &Log{dir: dir, segSize: opts.SegmentSize}
+	l := &Log{fs: opts.FS, dir: dir, segSize: opts.SegmentSize}
+	if l.fs == nil {
+		l.fs = vfs.OS
+	}
 	if l.segSize <= 0 {
 		l.segSize = DefaultSegmentSize
 	}
 	l.grow = min(growBy, l.segSize)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := vfs.MkdirAll(l.fs, dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	firsts, err := listSegments(dir)
+	firsts, err := listSegments(l.fs, dir)
 	if err != nil {
 		return nil, err
 	}
 	for i, first := range firsts {
-		s, err := openSegment(dir, first, i == len(firsts)-1)
+		s, err := openSegment(l.fs, dir, first, i == len(firsts)-1)
 		if err != nil {
 			l.closeFiles()
 			return nil, err
@@ -132,14 +140,14 @@ func Open(dir string, opts Options) (*Log, error) {
 }
 
 // listSegments returns the first indexes of dir's segments, in order.
-func listSegments(dir string) ([]uint64, error) {
-	ents, err := os.ReadDir(dir)
+func listSegments(fsys vfs.FS, dir string) ([]uint64, error) {
+	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	var firsts []uint64
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), segSuffix)
+	for _, e := range names {
+		name, ok := strings.CutSuffix(e, segSuffix)
 		if !ok || len(name) != 20 {
 			continue
 		}
@@ -161,8 +169,8 @@ func segmentPath(dir string, first uint64) string {
 // nothing, or zeros (written ahead by Append), or, in the last segment
 // only, the torn tail of an append a crash cut short, which is cut off;
 // anything else is damage, and an error.
-func openSegment(dir string, first uint64, last bool) (*segment, error) {
-	f, err := os.OpenFile(segmentPath(dir, first), os.O_RDWR, 0)
+func openSegment(fsys vfs.FS, dir string, first uint64, last bool) (*segment, error) {
+	f, err := fsys.OpenFile(segmentPath(dir, first), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
@@ -171,11 +179,11 @@ func openSegment(dir string, first uint64, last bool) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("wal: segment %s: %w", f.Name(), err)
 	}
-	fi, err := f.Stat()
+	fsize, err := f.Size()
 	if err != nil {
 		return fail(err)
 	}
-	why, err := s.scan(fi.Size())
+	why, err := s.scan(fsize)
 	if err != nil {
 		return fail(err)
 	}
@@ -188,13 +196,13 @@ func openSegment(dir string, first uint64, last bool) (*segment, error) {
 		return fail(err)
 	}
 	if zero {
-		s.alloc = fi.Size()
+		s.alloc = fsize
 		return s, nil
 	}
 	if !last {
 		return fail(fmt.Errorf("damaged at offset %d: %s", s.size, why))
 	}
-	torn, err := tornFrame(f, s.size, fi.Size())
+	torn, err := tornFrame(f, s.size, fsize)
 	if err != nil {
 		return fail(err)
 	}
@@ -220,7 +228,7 @@ const sectorSize = 512
 // (that sector of the append never reached the disk, and the zeros
 // written ahead show through). A frame damaged otherwise was written
 // whole, and acknowledged.
-func tornFrame(f *os.File, off, fsize int64) (bool, error) {
+func tornFrame(f vfs.File, off, fsize int64) (bool, error) {
 	var hdr [frameHeader]byte
 	if off+frameHeader > fsize {
 		return true, nil
@@ -250,7 +258,7 @@ func tornFrame(f *os.File, off, fsize int64) (bool, error) {
 }
 
 // zeroFrom reports whether f holds only zeros from off to its end.
-func zeroFrom(f *os.File, off int64) (bool, error) {
+func zeroFrom(f vfs.File, off int64) (bool, error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(f, off, 1<<62), 1<<16)
 	for {
 		b, err := r.ReadByte()
@@ -414,7 +422,7 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 		l.err = fmt.Errorf("%w: append to %s: %w", ErrBroken, s.f.Name(), err)
 		return l.err
 	}
-	if err := datasync(s.f); err != nil {
+	if err := s.f.Datasync(); err != nil {
 		l.err = fmt.Errorf("%w: sync %s: %w", ErrBroken, s.f.Name(), err)
 		return l.err
 	}
@@ -433,13 +441,13 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 // directory that cannot be synced breaks the log, as a failed removal
 // does (removeSegment): what its entries are on disk is not known.
 func (l *Log) startSegment(first uint64) error {
-	f, err := os.OpenFile(segmentPath(l.dir, first), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := l.fs.OpenFile(segmentPath(l.dir, first), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("wal: new segment: %w", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := l.syncDir(); err != nil {
 		f.Close()
-		os.Remove(f.Name())
+		l.fs.Remove(f.Name())
 		l.err = fmt.Errorf("%w: new segment: %w", ErrBroken, err)
 		return l.err
 	}
@@ -535,13 +543,13 @@ func (l *Log) removeHead(n int) error {
 // bring back the records it removed.
 func (l *Log) removeSegment(i int) error {
 	s := l.segs[i]
-	if err := os.Remove(s.f.Name()); err != nil {
+	if err := l.fs.Remove(s.f.Name()); err != nil {
 		l.err = fmt.Errorf("%w: %w", ErrBroken, err)
 		return l.err
 	}
 	s.f.Close()
 	l.segs = slices.Delete(l.segs, i, i+1)
-	if err := syncDir(l.dir); err != nil {
+	if err := l.syncDir(); err != nil {
 		l.err = fmt.Errorf("%w: %w", ErrBroken, err)
 		return l.err
 	}
@@ -569,15 +577,10 @@ func (l *Log) closeFiles() error {
 	return errors.Join(errs...)
 }
 
-// syncDir makes the entries of directory dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+// syncDir makes the entries of the log's directory durable.
+func (l *Log) syncDir() error {
+	if err := l.fs.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("wal: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("wal: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/latchd/latch/internal/vfs"
 )
 
 // rec is the payload of record i in these tests: its size varies with i.
@@ -89,7 +91,7 @@ func written(t *testing.T, segSize int64, last uint64) string {
 
 func segments(t *testing.T, dir string) int {
 	t.Helper()
-	firsts, err := listSegments(dir)
+	firsts, err := listSegments(vfs.OS, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +227,7 @@ func TestTruncate(t *testing.T) {
 // lastSegment returns the path of dir's last segment.
 func lastSegment(t *testing.T, dir string) string {
 	t.Helper()
-	firsts, err := listSegments(dir)
+	firsts, err := listSegments(vfs.OS, dir)
 	if err != nil || len(firsts) == 0 {
 		t.Fatalf("no segments: %v", err)
 	}
@@ -309,7 +311,7 @@ func TestTornTail(t *testing.T) {
 func TestDamageRefused(t *testing.T) {
 	flip := func(index uint64) func(dir string) error {
 		return func(dir string) error {
-			firsts, _ := listSegments(dir)
+			firsts, _ := listSegments(vfs.OS, dir)
 			i, _ := slices.BinarySearch(firsts, index+1)
 			first := firsts[i-1]
 			p := segmentPath(dir, first)
@@ -329,14 +331,14 @@ func TestDamageRefused(t *testing.T) {
 		{"a flipped byte early in the last segment", flip(91)},
 		{"a flipped byte in the last record", flip(100)},
 		{"a segment missing", func(dir string) error {
-			firsts, _ := listSegments(dir)
+			firsts, _ := listSegments(vfs.OS, dir)
 			return os.Remove(segmentPath(dir, firsts[1]))
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := written(t, 1000, 100)
-			if firsts, _ := listSegments(dir); len(firsts) < 3 || firsts[len(firsts)-1] > 90 {
+			if firsts, _ := listSegments(vfs.OS, dir); len(firsts) < 3 || firsts[len(firsts)-1] > 90 {
 				t.Fatalf("segments %v: the test needs three, the last from before 91", firsts)
 			}
 			if err := tt.damage(dir); err != nil {
