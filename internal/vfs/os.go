@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -51,6 +52,8 @@ func (osFS) SyncDir(name string) error {
 }
 
 func (osFS) SyncAll(name string) error { return syncAll(name) }
+
+func (osFS) Lock(name string) (io.Closer, error) { return lock(name) }
 
 type osFile struct{ *os.File }
 

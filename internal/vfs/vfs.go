@@ -37,7 +37,15 @@ type FS interface {
 	// of its files and the entries of its directories (syncfs(2) on
 	// Linux, which syncs the whole file system that holds it).
 	SyncAll(name string) error
+	// Lock takes an exclusive lock on the file name, creating it, until
+	// the returned Closer is closed or the process ends. A second Lock of
+	// the same name, by this process or another, fails at once with an
+	// error that wraps ErrLocked. The file's contents are the FS's own.
+	Lock(name string) (io.Closer, error)
 }
+
+// ErrLocked is wrapped by the error of a Lock that another holder has.
+var ErrLocked = errors.New("locked by another process")
 
 // File is an open file of an FS.
 type File interface {

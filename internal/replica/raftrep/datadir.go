@@ -3,64 +3,57 @@ package raftrep
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
+
+	"github.com/latchd/latch/internal/vfs"
 )
 
-// nodeFile, in a data dir, names the node the dir belongs to.
-const nodeFile = "node-id"
+// The files of a data dir that are raftrep's own, beside the log (logDir).
+const (
+	// nodeFile names the node the dir belongs to.
+	nodeFile = "node-id"
+	// lockFile is the dir's lock, held by the process that owns it.
+	lockFile = "lock"
+	// haltedFile is left by a node that stopped on a disk error (halt);
+	// while it exists the node refuses to start.
+	haltedFile = "halted"
+)
+
+// lockDir takes dir's lock, so that a second process given the same data
+// directory fails at once, naming the first, rather than write the same
+// log. Closing the returned Closer releases it.
+func lockDir(fsys vfs.FS, dir string) (io.Closer, error) {
+	l, err := fsys.Lock(filepath.Join(dir, lockFile))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("raftrep: data dir %s is in use by another process%s", dir, strings.TrimPrefix(err.Error(), vfs.ErrLocked.Error()))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("raftrep: lock data dir: %w", err)
+	}
+	return l, nil
+}
 
 // claimDir records id as the node of data dir dir at its first start, and
 // refuses dir if it belongs to another node. Started with an ID that its
 // log's configuration does not name, Raft would neither lead nor vote, and
-// the node would serve nothing without an error. A dir written before this
-// record existed is claimed by the first ID it is started with.
-func claimDir(dir, id string) error {
+// the node would serve nothing without an error.
+func claimDir(fsys vfs.FS, dir, id string) error {
 	path := filepath.Join(dir, nodeFile)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(fsys, path)
 	if err == nil {
 		if owner := strings.TrimSpace(string(b)); owner != id {
 			return fmt.Errorf("raftrep: data dir %s belongs to node %s, not %s: give each node its own data dir", dir, owner, id)
 		}
 		return nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
+	if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("raftrep: data dir %s: %w", dir, err)
 	}
-	if err := writeDurably(path, []byte(id+"\n")); err != nil {
+	if err := vfs.WriteFile(fsys, path, []byte(id+"\n")); err != nil {
 		return fmt.Errorf("raftrep: data dir %s: record the node: %w", dir, err)
 	}
 	return nil
-}
-
-// writeDurably writes a new file at path with data, whole or not at all:
-// it writes a temporary file, syncs it, renames it to path and syncs the
-// directory.
-func writeDurably(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -1,10 +1,14 @@
 package raftrep
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/latchd/latch/internal/vfs"
 )
 
 // TestClaimDir: a data dir is claimed by the first node ID it is started
@@ -30,7 +34,7 @@ func TestClaimDir(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := claimDir(dir, tt.id)
+			err := claimDir(vfs.OS, dir, tt.id)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("claimDir(%q) = %v, want an error containing %q", tt.id, err, tt.wantErr)
@@ -47,5 +51,21 @@ func TestClaimDir(t *testing.T) {
 				t.Errorf("temporary file left: %v", err)
 			}
 		})
+	}
+}
+
+// TestLockDir: a data dir's lock is held by one node at a time; a second
+// fails at once naming the holder's pid.
+func TestLockDir(t *testing.T) {
+	dir := t.TempDir()
+	first, err := lockDir(vfs.OS, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	_, err = lockDir(vfs.OS, dir)
+	want := fmt.Sprintf("data dir %s is in use by another process (pid %d)", dir, os.Getpid())
+	if runtime.GOOS != "windows" && (err == nil || !strings.Contains(err.Error(), want)) {
+		t.Fatalf("second lock: %v; want an error containing %q", err, want)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -25,11 +23,10 @@ import (
 // entries.)
 type LogStore struct {
 	log *wal.Log
-	// halt stops the node when its log broke (see broke): haltBroken
-	// for the log Raft writes, nil for one that is only being copied into
-	// (migrateLog) or read (OpenLog), whose errors are returned.
+	// halt stops the node when its log broke (see broke): disk.halt for
+	// the log Raft writes, nil for one that is only read (OpenLog), whose
+	// errors are returned.
 	halt func(error)
-	lg   *slog.Logger // nil for a log opened by OpenLog
 }
 
 var (
@@ -39,130 +36,6 @@ var (
 
 // logDir is where a node's log lives, in its data directory.
 const logDir = "log"
-
-// openLogStore opens the log in dir/log. A data directory from before
-// the log moved out of bbolt has none: the entries in bolt are copied into
-// a new log, which takes the place of theirs.
-func openLogStore(dir string, bolt raft.LogStore, log *slog.Logger) (*LogStore, error) {
-	path := filepath.Join(dir, logDir)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		n, err := migrateLog(path, bolt)
-		if err != nil {
-			return nil, fmt.Errorf("raftrep: move the log out of bbolt: %w", err)
-		}
-		if n > 0 {
-			log.Info("raftrep: moved the Raft log out of bbolt", "entries", n, "dir", path)
-		}
-	}
-	l, err := wal.Open(path, wal.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("raftrep: open log: %w", err)
-	}
-	s := &LogStore{log: l, lg: log, halt: haltBroken}
-	if err := s.emptyBolt(bolt); err != nil {
-		l.Close()
-		return nil, err
-	}
-	return s, nil
-}
-
-// emptyBolt deletes the entries left in bolt once they were copied into
-// s (a crash after the copy leaves them to the next start). Entries that
-// go further than s's, or differ from them, were written by an older latch
-// after s was made (a downgrade, then an upgrade): it refuses to choose.
-func (s *LogStore) emptyBolt(bolt raft.LogStore) error {
-	first, err := bolt.FirstIndex()
-	if err != nil || first == 0 {
-		return err
-	}
-	last, err := bolt.LastIndex()
-	if err != nil {
-		return err
-	}
-	var b, w raft.Log
-	if err := bolt.GetLog(last, &b); err != nil {
-		return fmt.Errorf("raftrep: bbolt's last entry: %w", err)
-	}
-	wfirst, _ := s.FirstIndex()
-	wlast, _ := s.LastIndex()
-	stale := last <= wlast && (last < wfirst || s.GetLog(last, &w) == nil && w.Term == b.Term)
-	if !stale {
-		return fmt.Errorf("raftrep: both %s and raft.db hold a Raft log, and raft.db's (to entry %d, term %d) is not a copy of it: was this data dir used by an older latch since? Remove %[1]s to move raft.db's log again", logDir, last, b.Term)
-	}
-	if err := bolt.DeleteRange(first, last); err != nil {
-		return fmt.Errorf("raftrep: empty the old log in bbolt: %w", err)
-	}
-	return nil
-}
-
-// migrateLog copies bolt's entries into a new log at path, built aside and
-// renamed into place, so that a crash leaves either no log or all of it,
-// and returns how many it copied.
-func migrateLog(path string, bolt raft.LogStore) (int, error) {
-	first, err := bolt.FirstIndex()
-	if err != nil {
-		return 0, err
-	}
-	last, err := bolt.LastIndex()
-	if err != nil {
-		return 0, err
-	}
-	// Only the entries from the last gap on: bolt, unlike this log, kept
-	// entries from before a snapshot it was sent, with a gap after them,
-	// until compaction passed it; the snapshot holds their effect.
-	start := last
-	for start > first {
-		var e raft.Log
-		err := bolt.GetLog(start-1, &e)
-		if errors.Is(err, raft.ErrLogNotFound) {
-			break
-		}
-		if err != nil {
-			return 0, fmt.Errorf("entry %d: %w", start-1, err)
-		}
-		start--
-	}
-	first = start
-	tmp := path + ".new"
-	if err := os.RemoveAll(tmp); err != nil {
-		return 0, err
-	}
-	l, err := wal.Open(tmp, wal.Options{})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	s := &LogStore{log: l}
-	const chunk = 256
-	for i := first; first != 0 && i <= last; i += chunk {
-		var logs []*raft.Log
-		for j := i; j <= min(i+chunk-1, last); j++ {
-			e := new(raft.Log)
-			if err := bolt.GetLog(j, e); err != nil {
-				l.Close()
-				return 0, fmt.Errorf("entry %d: %w", j, err)
-			}
-			logs = append(logs, e)
-		}
-		if err := s.StoreLogs(logs); err != nil {
-			l.Close()
-			return 0, err
-		}
-		n += len(logs)
-	}
-	if err := l.Close(); err != nil {
-		return 0, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return 0, err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return 0, err
-	}
-	defer d.Close()
-	return n, d.Sync()
-}
 
 // FirstIndex implements raft.LogStore.
 func (s *LogStore) FirstIndex() (uint64, error) { return s.log.FirstIndex() }
@@ -218,23 +91,16 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 // clients while it could commit nothing for them. So it stops, as etcd
 // does on a failed write of its log, and as hashicorp/raft does on a
 // failed write of its term: the error is logged and the process panics
-// (haltBroken). Restarted, the node opens its log again, which cuts off
-// the append that failed, and catches up from the others. A log that is
-// not Raft's (s.halt nil) returns err, as any other error.
+// (disk.halt), leaving a marker in its data dir that keeps it from
+// starting again until an operator clears it: after a failed sync, what
+// the log reads back may never have reached the disk. A log that is not
+// Raft's (s.halt nil) returns err, as any other error.
 func (s *LogStore) broke(err error) error {
 	if s.halt == nil || !errors.Is(err, wal.ErrBroken) {
 		return err
 	}
-	if s.lg != nil {
-		s.lg.Error("raftrep: the Raft log on disk failed; this node stops", "err", err)
-	}
 	s.halt(err)
 	return err
-}
-
-// haltBroken stops the process: the log Raft writes broke (see broke).
-func haltBroken(err error) {
-	panic(fmt.Sprintf("raftrep: the Raft log on disk failed, so this node stops (a restart opens it again): %v", err))
 }
 
 // DeleteRange implements raft.LogStore. Raft removes entries from the

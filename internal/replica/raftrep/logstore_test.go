@@ -3,15 +3,11 @@ package raftrep
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/latchd/latch/internal/wal"
 )
@@ -151,114 +147,9 @@ func TestLogStoreRefusesGaps(t *testing.T) {
 	checkLog(t, s, append(entries(10, 20, 1), entries(21, 21, 2)...))
 }
 
-// TestLogMovedOutOfBolt: a data directory of a latch that kept its log in
-// bbolt keeps its entries; the copy in bolt is emptied.
-func TestLogMovedOutOfBolt(t *testing.T) {
-	tests := []struct {
-		name       string
-		bolt, want []*raft.Log
-	}{
-		{"a log", entries(5, 700, 3), entries(5, 700, 3)}, // more than one chunk of the copy
-		{"empty", nil, nil},
-		// bbolt kept entries from before a snapshot it was sent, and a gap
-		// after them; the snapshot holds their effect.
-		{"a gap", append(entries(1, 50, 1), entries(5001, 5010, 2)...), entries(5001, 5010, 2)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			bolt := openBolt(t, dir)
-			if err := bolt.StoreLogs(tt.bolt); err != nil {
-				t.Fatal(err)
-			}
-			// A copy that a crash left half made is started over.
-			if err := os.MkdirAll(filepath.Join(dir, logDir+".new"), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			for range 2 { // the second start finds the log moved
-				s, err := openLogStore(dir, bolt, slog.New(slog.DiscardHandler))
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkLog(t, s, tt.want)
-				s.Close()
-				if last, _ := bolt.LastIndex(); last != 0 {
-					t.Fatalf("bolt still holds entries up to %d", last)
-				}
-			}
-			if _, err := os.Stat(filepath.Join(dir, logDir+".new")); !errors.Is(err, os.ErrNotExist) {
-				t.Fatalf("the copy's directory is left: %v", err)
-			}
-		})
-	}
-}
-
-func openBolt(t *testing.T, dir string) *raftboltdb.BoltStore {
-	t.Helper()
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bolt.Close() })
-	return bolt
-}
-
-// TestBoltLogLeftOver: entries found in bolt beside a moved log are
-// emptied when they are a copy of it (a crash after the move), and refused
-// when they are not (an older latch ran on the data dir since).
-func TestBoltLogLeftOver(t *testing.T) {
-	tests := []struct {
-		name    string
-		bolt    []*raft.Log
-		refused bool
-	}{
-		{"a copy", entries(5, 20, 1), false},
-		{"older than the log's start", entries(1, 3, 1), false},
-		{"a copy of the log's start", entries(5, 12, 1), false},
-		{"further than the log", entries(5, 21, 1), true},
-		{"another term", append(entries(5, 19, 1), entries(20, 20, 2)...), true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			s, err := OpenLog(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.StoreLogs(entries(5, 20, 1)); err != nil {
-				t.Fatal(err)
-			}
-			s.Close()
-			bolt := openBolt(t, dir)
-			if err := bolt.StoreLogs(tt.bolt); err != nil {
-				t.Fatal(err)
-			}
-			s, err = openLogStore(dir, bolt, slog.New(slog.DiscardHandler))
-			if tt.refused {
-				if err == nil {
-					s.Close()
-					t.Fatal("opened with a log in bolt that is not a copy of the moved one")
-				}
-				if last, _ := bolt.LastIndex(); last != tt.bolt[len(tt.bolt)-1].Index {
-					t.Fatalf("bolt's entries were deleted, up to %d", last)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			if last, _ := bolt.LastIndex(); last != 0 {
-				t.Fatalf("bolt still holds entries up to %d", last)
-			}
-			checkLog(t, s, entries(5, 20, 1))
-		})
-	}
-}
-
 // TestBroke: an error of a broken log (wal.ErrBroken) stops the node;
-// any other is Raft's to handle; a log that is not Raft's (no halt: the
-// copy out of bbolt, OpenLog) returns it.
+// any other is Raft's to handle; a log that is not Raft's (no halt:
+// OpenLog) returns it.
 func TestBroke(t *testing.T) {
 	refused := errors.New("wal: append at 9 to a log that ends at 7")
 	broken := fmt.Errorf("%w: sync log/00000000000000000001.seg: input/output error", wal.ErrBroken)
@@ -284,10 +175,4 @@ func TestBroke(t *testing.T) {
 			t.Errorf("broke(%v) of a live log %v halted with %v, want halted %v", tt.err, tt.live, halted, tt.halted)
 		}
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("haltBroken did not panic")
-		}
-	}()
-	haltBroken(broken)
 }

@@ -7,16 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/replica"
+	"github.com/latchd/latch/internal/vfs"
 )
 
 // Peer is a member of the initial cluster.
@@ -39,8 +37,9 @@ type Config struct {
 	// ID names this node; Addr is its Raft transport's address.
 	ID, Addr string
 	// Dir holds the log, the stable store and the snapshots; "" keeps them
-	// in memory (tests).
+	// in memory (tests). FS is the file system it is on (nil: vfs.OS).
 	Dir string
+	FS  vfs.FS
 	// Peers is the initial cluster, this node included. A node without
 	// state bootstraps a cluster of Peers; a node with state rejoins its
 	// own. Empty: a cluster of this node alone.
@@ -74,14 +73,14 @@ type Config struct {
 // Replicator replicates the node's batches through hashicorp/raft: the
 // replica.Replicator of a cluster node. See the package documentation.
 type Replicator struct {
-	cfg    Config
-	sm     replica.StateMachine
-	raft   *raft.Raft
-	stores []io.Closer // the log and the stable store, when on disk
-	log    *slog.Logger
-	m      *machine
-	obs    chan raft.Observation
-	stats  stats
+	cfg   Config
+	sm    replica.StateMachine
+	raft  *raft.Raft
+	disk  *disk // the data dir, nil for a node in memory
+	log   *slog.Logger
+	m     *machine
+	obs   chan raft.Observation
+	stats stats
 
 	mu   sync.Mutex
 	wake chan struct{} // capacity 1: the sender has work
@@ -211,42 +210,21 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		mem := raft.NewInmemStore()
 		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
 	} else {
-		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		fsys := cfg.FS
+		if fsys == nil {
+			fsys = vfs.OS
+		}
+		d, err := openDisk(fsys, cfg.Dir, cfg.ID, r.log, rc.Logger)
+		if err != nil {
+			return nil, err
+		}
+		r.disk = d
+		cache, err := raft.NewLogCache(512, d.log)
+		if err != nil {
+			d.close()
 			return nil, fmt.Errorf("raftrep: %w", err)
 		}
-		lock, err := lockDir(cfg.Dir)
-		if err != nil {
-			return nil, err
-		}
-		if err := claimDir(cfg.Dir, cfg.ID); err != nil {
-			lock.Close()
-			return nil, err
-		}
-		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
-		if err != nil {
-			lock.Close()
-			return nil, fmt.Errorf("raftrep: open log: %w", err)
-		}
-		entries, err := openLogStore(cfg.Dir, bolt, r.log)
-		if err != nil {
-			bolt.Close()
-			lock.Close()
-			return nil, err
-		}
-		// Closed in this order: the lock goes last.
-		r.stores = []io.Closer{entries, bolt, lock}
-		cache, err := raft.NewLogCache(512, entries)
-		if err != nil {
-			r.closeStore()
-			return nil, fmt.Errorf("raftrep: %w", err)
-		}
-		logs, stable = cache, bolt
-		fss, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, rc.Logger)
-		if err != nil {
-			r.closeStore()
-			return nil, fmt.Errorf("raftrep: snapshots: %w", err)
-		}
-		snaps = fss
+		logs, stable, snaps = cache, d.stable, d.snaps
 	}
 	has, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
@@ -298,8 +276,8 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 }
 
 func (r *Replicator) closeStore() {
-	for _, s := range r.stores {
-		s.Close()
+	if r.disk != nil {
+		r.disk.close()
 	}
 }
 
