@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -34,6 +36,8 @@ func TestRun(t *testing.T) {
 		{name: "serve invalid setting", args: []string{"serve", "--log-level=loud"}, wantCode: 2, wantStderr: `latch serve: config: invalid log-level "loud"`},
 		{name: "serve invalid env", args: []string{"serve"}, env: map[string]string{"LATCH_LOG_FORMAT": "xml"}, wantCode: 2, wantStderr: `invalid log-format "xml"`},
 		{name: "serve missing config file", args: []string{"serve", "--config=/nonexistent.toml"}, wantCode: 2, wantStderr: "/nonexistent.toml"},
+		{name: "datadir without dir", args: []string{"datadir", "clear-halt"}, wantCode: 2, wantStderr: "Usage: latch datadir"},
+		{name: "datadir unknown op", args: []string{"datadir", "--data-dir=/tmp", "wipe"}, wantCode: 2, wantStderr: "Usage: latch datadir"},
 		{name: "serve extra argument", args: []string{"serve", "now"}, wantCode: 2, wantStderr: `unexpected arguments ["now"]`},
 	}
 	for _, tt := range tests {
@@ -69,5 +73,24 @@ func TestBuildVersion(t *testing.T) {
 	version = ""
 	if got := buildVersion(); got == "" {
 		t.Error("buildVersion() = \"\", want a fallback")
+	}
+}
+
+// TestDatadirClearHalt: clear-halt removes the mark a node halted by a
+// disk error left, and says when there was none.
+func TestDatadirClearHalt(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "halted"), []byte("sync failed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"halt cleared", "was not halted"} {
+		var stdout, stderr strings.Builder
+		code := run([]string{"datadir", "--data-dir", dir, "clear-halt"}, &environment{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }})
+		if code != 0 || !strings.Contains(stdout.String(), want) {
+			t.Fatalf("clear-halt = %d, stdout %q, stderr %q; want 0 and %q", code, stdout.String(), stderr.String(), want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "halted")); !os.IsNotExist(err) {
+		t.Fatalf("the mark is still there: %v", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/replica"
 	"github.com/latchd/latch/internal/replica/raftrep"
+	"github.com/latchd/latch/internal/vfs"
 )
 
 // cluster is an in-process cluster of nodes over a pipeNet, inside a
@@ -49,6 +50,9 @@ type cluster struct {
 	appends *atomic.Int64
 	// logger, when set, is every node's logger.
 	logger *slog.Logger
+	// fss, when set, holds each node's file system, its data dir "/ID"
+	// on it (powerloss_test.go).
+	fss map[string]vfs.FS
 }
 
 func newCluster(t *testing.T, n int, disk bool) *cluster {
@@ -87,6 +91,13 @@ func (c *cluster) startAll() {
 // node that lost its disk and catches up from the others).
 func (c *cluster) start(id string) {
 	c.t.Helper()
+	if err := c.tryStart(id); err != nil {
+		c.t.Fatalf("start %s: %v", id, err)
+	}
+}
+
+// tryStart starts node id, or says why it could not.
+func (c *cluster) tryStart(id string) error {
 	var trans raft.Transport
 	inmem, end := c.net.add(c.addr(id))
 	trans = inmem
@@ -98,6 +109,9 @@ func (c *cluster) start(id string) {
 		NodeTTL: 10 * time.Second,
 		Replicator: func(sm replica.StateMachine) (replica.Replicator, error) {
 			rc := raftrep.Config{ID: id, Addr: c.addr(id), Dir: c.dirs[id], Peers: c.peers, Join: c.joining[id], Transport: trans, Network: end, Logger: c.logger}
+			if fsys := c.fss[id]; fsys != nil {
+				rc.FS, rc.Dir = fsys, "/"+id
+			}
 			if c.snapshots {
 				rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = 8, time.Second, 2
 			}
@@ -107,9 +121,11 @@ func (c *cluster) start(id string) {
 		},
 	})
 	if err != nil {
-		c.t.Fatalf("start %s: %v", id, err)
+		c.net.remove(c.addr(id))
+		return err
 	}
 	c.nodes[id] = n
+	return nil
 }
 
 // stop shuts node id down.

@@ -48,7 +48,7 @@ type disk struct {
 // whose log was created and is gone, one of another node, and one that an
 // older, unreleased format wrote.
 func openDisk(fsys vfs.FS, dir, id string, lg *slog.Logger, rlog hclog.Logger) (*disk, error) {
-	d := &disk{fs: fsys, dir: dir, lg: lg, exit: func(msg string) { panic(msg) }}
+	d := &disk{fs: fsys, dir: dir, lg: lg, exit: exitHalted}
 	if err := d.open(id, rlog); err != nil {
 		d.close()
 		return nil, err
@@ -173,16 +173,18 @@ var ErrHalted = errors.New("raftrep: halted")
 // ClearHalt removes the halted marker from data dir dir, so that its node
 // starts again; it reports whether there was one. The operator's command
 // for it says what the marker means (docs/operations.md).
-func ClearHalt(dir string) (bool, error) {
+func ClearHalt(dir string) (bool, error) { return clearHalt(vfs.OS, dir) }
+
+func clearHalt(fsys vfs.FS, dir string) (bool, error) {
 	path := filepath.Join(dir, haltedFile)
-	err := vfs.OS.Remove(path)
+	err := fsys.Remove(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return true, vfs.OS.SyncDir(dir)
+	return true, fsys.SyncDir(dir)
 }
 
 // haltingStable halts the node on a failed write of the stable store, as
@@ -208,6 +210,11 @@ func (s haltingStable) SetUint64(key []byte, val uint64) error {
 	}
 	return nil
 }
+
+// exitHalted ends the process of a node that halt stopped: a panic, as
+// hashicorp/raft's on a failed write of its term. Tests that let a node
+// fail its disk in process replace it.
+var exitHalted = func(msg string) { panic(msg) }
 
 // halt stops the node on a failed write or sync of its log or its
 // stable store: it logs err, leaves the halted marker (best effort: a

@@ -94,14 +94,23 @@ func (p *pipeNet) heal() {
 	}
 }
 
-// remove takes a stopped node's transport out.
+// remove takes a node's transport out: nothing reaches it, nothing it
+// sends reaches anyone, and its forwarding connections are closed.
 func (p *pipeNet) remove(addr string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for other, ot := range p.trans {
 		if other != addr {
 			ot.Disconnect(raft.ServerAddress(addr))
+			k := pair(addr, other)
+			for _, c := range p.conns[k] {
+				c.Close()
+			}
+			delete(p.conns, k)
 		}
+	}
+	if t := p.trans[addr]; t != nil {
+		t.DisconnectAll()
 	}
 	delete(p.trans, addr)
 	delete(p.lns, addr)

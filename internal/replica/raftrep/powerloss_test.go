@@ -1,0 +1,462 @@
+package raftrep_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/replica/raftrep"
+	"github.com/latchd/latch/internal/vfs"
+	"github.com/latchd/latch/internal/vfs/crashfs"
+)
+
+// The power-loss test runs in-process clusters whose nodes keep their
+// data dirs on crashable file systems (package crashfs), and kills them,
+// cuts their power (dropping what they had not synced, tearing what they
+// were writing), fails their disks and partitions them, while clients
+// take and release leased locks. It checks what a lock service promises:
+//
+//   - no double grant: a grant acknowledged while an earlier grant of the
+//     same key was held (not released, lease not over);
+//   - no token twice: every acknowledged grant has its own token;
+//   - no acknowledged grant lost: one that the cluster forgets before its
+//     lease ends (a release answered "not held", or a key not held by it
+//     at the end);
+//   - no node refuses to start, unless its disk failed (then it refuses
+//     until an operator clears it, and starts after a power cycle).
+//
+// LATCH_POWERLOSS_SEEDS runs more seeds (make test runs the default);
+// LATCH_POWERLOSS_SEED runs one. The control, with syncs that do nothing,
+// must be caught.
+
+const (
+	plLease = 30 * time.Second
+	plKeys  = 3
+)
+
+func powerLossSeeds(t *testing.T, def int) []uint64 {
+	if s := os.Getenv("LATCH_POWERLOSS_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LATCH_POWERLOSS_SEED: %v", err)
+		}
+		return []uint64{seed}
+	}
+	n := def
+	if s := os.Getenv("LATCH_POWERLOSS_SEEDS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("LATCH_POWERLOSS_SEEDS: %v", err)
+		}
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = uint64(i + 1)
+	}
+	return seeds
+}
+
+func TestPowerLoss(t *testing.T) {
+	restore := raftrep.SetExitHalted(func(string) {})
+	defer restore()
+	for _, seed := range powerLossSeeds(t, 40) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			var r *plResult
+			synctest.Test(t, func(t *testing.T) { r = runPowerLoss(t, seed, false) })
+			if len(r.violations) > 0 {
+				t.Fatalf("seed %d (LATCH_POWERLOSS_SEED=%d): %d violations:\n%s\nschedule:\n%s", seed, seed, len(r.violations), strings.Join(r.violations, "\n"), strings.Join(r.schedule, "\n"))
+			}
+		})
+	}
+}
+
+// TestPowerLossControl: with syncs that do nothing, the checker must find
+// a violation: it would pass a log that syncs nothing otherwise.
+func TestPowerLossControl(t *testing.T) {
+	restore := raftrep.SetExitHalted(func(string) {})
+	defer restore()
+	caught := 0
+	seeds := powerLossSeeds(t, 10)
+	for _, seed := range seeds {
+		var r *plResult
+		synctest.Test(t, func(t *testing.T) { r = runPowerLoss(t, seed, true) })
+		if len(r.violations) > 0 {
+			caught++
+			t.Logf("seed %d: caught: %s", seed, r.violations[0])
+		}
+	}
+	if caught == 0 {
+		t.Fatalf("no violation in %d seeds of a cluster whose syncs do nothing", len(seeds))
+	}
+}
+
+type plGrant struct {
+	key      string
+	token    uint64
+	client   int
+	inv, ack time.Time
+	rel      time.Time // when its release was asked for; zero: never
+}
+
+type plResult struct {
+	violations []string
+	schedule   []string
+}
+
+// plCluster is a cluster on crashable file systems, with what its
+// clients and its nemesis share.
+type plCluster struct {
+	*cluster
+	rng     *rand.Rand
+	control bool
+	res     *plResult
+	start   time.Time
+
+	mu     sync.Mutex // guards nodes (through c.nodes) and down
+	down   map[string]bool
+	halted map[string]bool // nodes whose disk was made to fail
+}
+
+func (p *plCluster) logf(format string, args ...any) {
+	p.res.schedule = append(p.res.schedule, fmt.Sprintf("%8v ", time.Since(p.start).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+func (p *plCluster) violate(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.res.violations = append(p.res.violations, fmt.Sprintf(format, args...))
+}
+
+func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	n := 3
+	if seed%4 == 0 {
+		n = 5
+	}
+	c := makeCluster(t, n, false)
+	c.snapshots = true
+	c.fss = make(map[string]vfs.FS)
+	p := &plCluster{cluster: c, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}}
+	for _, peer := range c.peers {
+		c.fss[peer.ID] = p.wrap(crashfs.New())
+	}
+	c.startAll()
+	c.leader()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	grants := make([][]*plGrant, 4)
+	for i := range grants {
+		wg.Add(1)
+		crng := rand.New(rand.NewPCG(seed, uint64(i)))
+		go func() {
+			defer wg.Done()
+			grants[i] = p.client(ctx, i, crng)
+		}()
+	}
+	for range 8 + rng.IntN(5) {
+		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
+		p.fault()
+	}
+	time.Sleep(2 * time.Second)
+	p.healAll()
+	cancel()
+	wg.Wait()
+	var all []*plGrant
+	for _, g := range grants {
+		all = append(all, g...)
+	}
+	p.check(all)
+	return p.res
+}
+
+// wrap gives a node's file system, made to sync nothing in the control.
+func (p *plCluster) wrap(fsys *crashfs.FS) vfs.FS {
+	if p.control {
+		return noSyncFS{fsys}
+	}
+	return fsys
+}
+
+func crashFS(fsys vfs.FS) *crashfs.FS {
+	if n, ok := fsys.(noSyncFS); ok {
+		return n.FS.(*crashfs.FS)
+	}
+	return fsys.(*crashfs.FS)
+}
+
+// fault injects one fault: a crash (kill or power loss) of one node, of a
+// majority or of all, a disk that fails, or a partition; then heals it.
+func (p *plCluster) fault() {
+	ids := p.upIDs()
+	if len(ids) == 0 {
+		p.healAll()
+		return
+	}
+	switch k := p.rng.IntN(10); {
+	case k < 2: // kill one
+		id := ids[p.rng.IntN(len(ids))]
+		p.crash(id, 1)
+	case k < 5: // power loss of one
+		id := ids[p.rng.IntN(len(ids))]
+		p.crash(id, p.keep())
+	case k < 6: // power loss of a majority
+		p.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		for _, id := range ids[:min(len(ids), len(p.peers)/2+1)] {
+			p.crash(id, p.keep())
+		}
+	case k < 7: // power loss of all
+		for _, id := range ids {
+			p.crash(id, p.keep())
+		}
+	case k < 8: // a disk that fails its next sync or write
+		id := ids[p.rng.IntN(len(ids))]
+		p.failDisk(id)
+	default: // a partition
+		side := []string{ids[p.rng.IntN(len(ids))]}
+		p.logf("partition %v", side)
+		p.net.partition(side...)
+		time.Sleep(time.Duration(1000+p.rng.IntN(3000)) * time.Millisecond)
+		p.logf("heal")
+		p.net.heal()
+		return
+	}
+	time.Sleep(time.Duration(500+p.rng.IntN(3000)) * time.Millisecond)
+	p.healAll()
+}
+
+func (p *plCluster) keep() float64 {
+	return []float64{0, 0, 0.5, 0.9}[p.rng.IntN(4)]
+}
+
+func (p *plCluster) upIDs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	for _, peer := range p.peers {
+		if !p.down[peer.ID] {
+			ids = append(ids, peer.ID)
+		}
+	}
+	return ids
+}
+
+// crash stops node id as a crash does: nothing it does from now on
+// reaches the others or its disk, and its disk keeps what it had synced
+// plus, of the rest, a share keep of the sectors and directory changes
+// (1: a kill, which keeps the page cache).
+func (p *plCluster) crash(id string, keep float64) {
+	p.mu.Lock()
+	p.logf("crash %s keep=%v", id, keep)
+	p.net.remove(p.addr(id))
+	old := crashFS(p.fss[id])
+	old.Kill()
+	p.fss[id] = p.wrap(old.CrashClone(p.rng, keep))
+	n := p.nodes[id]
+	delete(p.nodes, id)
+	delete(p.reps, id)
+	p.down[id] = true
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n.Shutdown(ctx)
+}
+
+// failDisk makes node id's disk fail its next write or sync: the node
+// halts, and is restarted by healAll after a power cycle, once an
+// operator cleared its halt.
+func (p *plCluster) failDisk(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.logf("fail the disk of %s", id)
+	p.halted[id] = true
+	fsys := crashFS(p.fss[id])
+	var once sync.Once
+	fsys.SetFault(func(ev crashfs.Event) error {
+		switch ev.Op {
+		case crashfs.OpWriteAt, crashfs.OpDatasync, crashfs.OpSync:
+			if !strings.Contains(ev.Name, "/log/") {
+				return nil
+			}
+			var err error
+			once.Do(func() { err = errors.New("input/output error") })
+			return err
+		}
+		return nil
+	})
+}
+
+// healAll restarts every node that is down (and power-cycles those whose
+// disk failed, clearing their halt), and heals the network.
+func (p *plCluster) healAll() {
+	p.net.heal()
+	for _, peer := range p.peers {
+		id := peer.ID
+		p.mu.Lock()
+		halted := p.halted[id]
+		p.mu.Unlock()
+		if halted && !p.down[id] {
+			p.crash(id, 0)
+			fsys := crashFS(p.fss[id])
+			fsys.SetFault(nil)
+		}
+		p.mu.Lock()
+		if !p.down[id] {
+			p.mu.Unlock()
+			continue
+		}
+		err := p.tryStart(id)
+		if halted && errors.Is(err, raftrep.ErrHalted) {
+			p.logf("%s refuses to start, halted; cleared", id)
+			if _, err := raftrep.ClearHaltOn(p.fss[id], "/"+id); err != nil {
+				p.t.Fatalf("clear the halt of %s: %v", id, err)
+			}
+			err = p.tryStart(id)
+		}
+		delete(p.halted, id)
+		if err != nil {
+			p.res.violations = append(p.res.violations, fmt.Sprintf("%s refused to start: %v", id, err))
+			p.mu.Unlock()
+			continue
+		}
+		p.logf("start %s", id)
+		p.down[id] = false
+		p.mu.Unlock()
+	}
+}
+
+// client takes and releases leased locks through sessions on node
+// (i mod n), until ctx ends; it returns the grants it was answered.
+func (p *plCluster) client(ctx context.Context, i int, rng *rand.Rand) []*plGrant {
+	var out []*plGrant
+	var s latch.Session
+	home := p.peers[i%len(p.peers)].ID
+	drop := func() {
+		if s != nil {
+			s.Close()
+			s = nil
+		}
+	}
+	defer drop()
+	for ctx.Err() == nil {
+		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond)
+		if s == nil {
+			p.mu.Lock()
+			n := p.nodes[home]
+			p.mu.Unlock()
+			if n == nil {
+				continue
+			}
+			var err error
+			if s, err = n.OpenSession(latch.SessionOptions{Protocol: "test"}); err != nil {
+				s = nil
+				continue
+			}
+		}
+		key := fmt.Sprintf("k%d", rng.IntN(plKeys))
+		g := &plGrant{key: key, client: i, inv: time.Now()}
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		grant, err := s.Acquire(actx, latch.LockRequest{Keys: []string{key}, Lease: plLease, Wait: latch.NoWait})
+		cancel()
+		g.ack = time.Now()
+		if errors.Is(err, latch.ErrWouldBlock) {
+			continue
+		}
+		if err != nil {
+			drop()
+			continue
+		}
+		g.token = grant.Token
+		out = append(out, g)
+		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		if ctx.Err() != nil {
+			break // held at the end: checked then
+		}
+		g.rel = time.Now()
+		err = s.Release(key)
+		if errors.Is(err, latch.ErrNotHeld) && time.Since(g.inv) < plLease {
+			p.violate("%s token %d, granted at %v, released at %v: not held (acknowledged grant lost before its lease ended)", key, g.token, g.ack.Sub(p.start), g.rel.Sub(p.start))
+		}
+		if err != nil {
+			drop()
+		}
+	}
+	return out
+}
+
+// check checks the grants the clients were answered, and the cluster's
+// state once it healed.
+func (p *plCluster) check(grants []*plGrant) {
+	tokens := map[uint64]*plGrant{}
+	byKey := map[string][]*plGrant{}
+	for _, g := range grants {
+		if o := tokens[g.token]; o != nil {
+			p.violate("token %d granted twice: %s at %v and %s at %v", g.token, o.key, o.ack.Sub(p.start), g.key, g.ack.Sub(p.start))
+		}
+		tokens[g.token] = g
+		byKey[g.key] = append(byKey[g.key], g)
+	}
+	// A grant is held from its application, before it was answered, at
+	// least until its release was asked for and its lease, counted from
+	// when it was asked for, ended. One granted later (a larger token) and
+	// answered while an earlier one was held is a double grant.
+	for key, gs := range byKey {
+		slices.SortFunc(gs, func(a, b *plGrant) int { return cmp.Compare(a.token, b.token) })
+		for i, a := range gs {
+			end := a.inv.Add(plLease)
+			if !a.rel.IsZero() && a.rel.Before(end) {
+				end = a.rel
+			}
+			for _, b := range gs[i+1:] {
+				if b.ack.Before(end) {
+					p.violate("%s granted twice: token %d (asked %v, answered %v, released %v) and token %d answered %v", key, a.token, a.inv.Sub(p.start), a.ack.Sub(p.start), a.rel.Sub(p.start), b.token, b.ack.Sub(p.start))
+				}
+			}
+		}
+	}
+	// Every grant still held at the end, lease not over, is held by every
+	// node once it caught up.
+	lead := p.leader()
+	time.Sleep(3 * time.Second)
+	for _, g := range grants {
+		if !g.rel.IsZero() || time.Since(g.inv) >= plLease {
+			continue
+		}
+		for id, n := range p.nodes {
+			info, ok := n.Lock(g.key)
+			if !ok || len(info.Holders) != 1 || info.Holders[0].Token != g.token {
+				p.violate("%s token %d (answered %v) lost: node %s (leader %s) has %+v", g.key, g.token, g.ack.Sub(p.start), id, lead, info)
+			}
+		}
+	}
+}
+
+// noSyncFS syncs nothing: the control.
+type noSyncFS struct{ vfs.FS }
+
+func (f noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{file}, nil
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+func (noSyncFS) SyncAll(string) error { return nil }
+
+type noSyncFile struct{ vfs.File }
+
+func (noSyncFile) Sync() error     { return nil }
+func (noSyncFile) Datasync() error { return nil }
