@@ -51,8 +51,9 @@
 //   - each file's current size, where it differs from its durable size;
 //     a file longer than its durable contents reads zeros where its
 //     sectors were not kept (as ext4 shows a file whose size reached the
-//     disk and its data did not), and a file cut shorter keeps its
-//     durable bytes past the cut, if its size was not kept;
+//     disk and its data did not), and a file cut shorter whose size
+//     was not kept reads past the cut its durable bytes, or zeros in the
+//     sectors there that were kept (the cut zeroed them);
 //   - each unsynced change of directory entries, the tied ones together.
 //
 // So keep 0 leaves exactly the durable state, and keep 1 exactly what

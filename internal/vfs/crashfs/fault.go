@@ -78,8 +78,10 @@ type Event struct {
 
 // A Fault decides whether an operation fails: it is called before every
 // operation, and the error it returns, if not nil, fails the operation
-// before it changes anything (but see ShortWrite), and is wrapped in the
-// operation's error. A Fault that only returns nil can record a trace.
+// before it changes anything, and is wrapped in the operation's error.
+// Two failures leave a trace: a WriteAt failed by a *ShortWrite writes
+// part of its bytes, and a failed sync loses the dirty sectors it was to
+// make durable (see the package doc). A Fault that only returns nil can record a trace.
 //
 // A Fault runs with the FS locked: it must not call the FS or its files.
 type Fault func(Event) error
