@@ -1,6 +1,7 @@
 package raftrep_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/replica/raftrep"
@@ -123,9 +126,13 @@ type plCluster struct {
 	res     *plResult
 	start   time.Time
 
-	mu     sync.Mutex // guards nodes (through c.nodes) and down
+	mu     sync.Mutex // guards nodes (through c.nodes), down and terms
 	down   map[string]bool
 	halted map[string]bool // nodes whose disk was made to fail
+	// leaders holds the leader seen in each term; terms the highest term
+	// each node was seen in.
+	leaders map[uint64]string
+	terms   map[string]uint64
 }
 
 func (p *plCluster) logf(format string, args ...any) {
@@ -147,7 +154,7 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 	c := makeCluster(t, n, false)
 	c.snapshots = true
 	c.fss = make(map[string]vfs.FS)
-	p := &plCluster{cluster: c, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}}
+	p := &plCluster{cluster: c, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}}
 	for _, peer := range c.peers {
 		c.fss[peer.ID] = p.wrap(crashfs.New())
 	}
@@ -156,6 +163,11 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.watchTerms(ctx)
+	}()
 	grants := make([][]*plGrant, 4)
 	for i := range grants {
 		wg.Add(1)
@@ -178,7 +190,84 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 		all = append(all, g...)
 	}
 	p.check(all)
+	p.checkLogs()
 	return p.res
+}
+
+// watchTerms checks, every 50 ms until ctx ends, that no two nodes lead
+// in the same term (election safety) and that no node's term goes back,
+// across its restarts too: Raft stores a term before it acts in it.
+func (p *plCluster) watchTerms(ctx context.Context) {
+	for ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		p.mu.Lock()
+		for id, r := range p.reps {
+			if r == nil {
+				continue
+			}
+			st, err := r.Status()
+			if err != nil || st.State == "shutdown" {
+				continue
+			}
+			if st.Term < p.terms[id] {
+				p.res.violations = append(p.res.violations, fmt.Sprintf("%s: term %d, after %d", id, st.Term, p.terms[id]))
+			}
+			p.terms[id] = max(p.terms[id], st.Term)
+			if st.State != "leader" {
+				continue
+			}
+			if l, ok := p.leaders[st.Term]; ok && l != id {
+				p.res.violations = append(p.res.violations, fmt.Sprintf("two leaders in term %d: %s and %s", st.Term, l, id))
+			}
+			p.leaders[st.Term] = id
+		}
+		p.mu.Unlock()
+	}
+}
+
+// checkLogs stops every node, then compares their logs: once the cluster
+// healed and caught up, they hold the same entries where they overlap.
+func (p *plCluster) checkLogs() {
+	for id := range p.nodes {
+		p.stop(id)
+	}
+	type log struct {
+		id          string
+		s           *raftrep.LogStore
+		first, last uint64
+	}
+	var logs []log
+	lo, hi := uint64(0), ^uint64(0)
+	for _, peer := range p.peers {
+		s, err := raftrep.OpenLogOn(p.fss[peer.ID], "/"+peer.ID)
+		if err != nil {
+			p.res.violations = append(p.res.violations, fmt.Sprintf("%s: open its log after the run: %v", peer.ID, err))
+			continue
+		}
+		defer s.Close()
+		first, _ := s.FirstIndex()
+		last, _ := s.LastIndex()
+		logs = append(logs, log{peer.ID, s, first, last})
+		lo, hi = max(lo, first), min(hi, last)
+	}
+	for i := lo; i <= hi && len(logs) > 1; i++ {
+		var want raft.Log
+		for j, l := range logs {
+			var e raft.Log
+			if err := l.s.GetLog(i, &e); err != nil {
+				p.res.violations = append(p.res.violations, fmt.Sprintf("%s: entry %d: %v", l.id, i, err))
+				return
+			}
+			if j == 0 {
+				want = e
+				continue
+			}
+			if e.Term != want.Term || e.Type != want.Type || !bytes.Equal(e.Data, want.Data) {
+				p.res.violations = append(p.res.violations, fmt.Sprintf("entry %d: %s has term %d, %s term %d: the logs diverged", i, logs[0].id, want.Term, l.id, e.Term))
+				return
+			}
+		}
+	}
 }
 
 // wrap gives a node's file system, made to sync nothing in the control.

@@ -24,8 +24,9 @@ type FS struct {
 	gen    uint64 // bumped by Kill and PowerLoss: files of an older one are dead
 	ops    int    // operations so far
 	fault  Fault
-	groups []*group // the unsynced entry changes, oldest first
-	seq    int      // the last group's seq
+	groups []*group          // the unsynced entry changes, oldest first
+	seq    int               // the last group's seq
+	locks  map[string]uint64 // held locks (Lock), by name, with the gen that took them
 }
 
 var _ vfs.FS = (*FS)(nil)

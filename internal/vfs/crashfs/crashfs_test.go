@@ -737,3 +737,26 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("%d files durable, want 4", len(c))
 	}
 }
+
+// TestLock: a lock is held by one taker at a time, free again once
+// closed, and a Kill ends the process that held it.
+func TestLock(t *testing.T) {
+	fsys := New()
+	l, err := fsys.Lock("/lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Lock("lock"); !errors.Is(err, vfs.ErrLocked) {
+		t.Fatalf("second Lock = %v, want ErrLocked", err)
+	}
+	l.Close()
+	l, err = fsys.Lock("/lock")
+	if err != nil {
+		t.Fatalf("Lock after Close: %v", err)
+	}
+	fsys.Kill()
+	if _, err := fsys.Lock("/lock"); err != nil {
+		t.Fatalf("Lock after a Kill: %v", err)
+	}
+	l.Close()
+}
