@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -509,6 +510,52 @@ func TestSnapFailedClose(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSnapConcurrent lists and opens snapshots while others are taken and
+// the old removed: List never fails, and Open either finds a whole
+// snapshot or none (removed since it was listed).
+func TestSnapConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	s := testSnaps(t, vfs.OS, dir, 2, nil)
+	writeSnap(t, s, 1, 1, []byte("1"))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			list, err := s.List()
+			if err != nil || len(list) == 0 {
+				t.Errorf("List: %v, %v", metaIDs(list), err)
+				return
+			}
+			m, rc, err := s.Open(list[0].ID)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				t.Errorf("Open: %v", err)
+				return
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || string(b) != fmt.Sprint(m.Index) {
+				t.Errorf("snapshot %s: %q, %v; want %d", m.ID, b, err, m.Index)
+			}
+		}
+	})
+	for i := uint64(2); i <= 30; i++ {
+		writeSnap(t, s, i, 1, fmt.Append(nil, i))
+	}
+	close(stop)
+	wg.Wait()
+	if names := dirNames(t, dir); len(names) != 2 {
+		t.Errorf("dir holds %q; want 2 snapshots", names)
 	}
 }
 
