@@ -487,9 +487,10 @@ type snapReader struct {
 func (r *snapReader) Close() error { return r.f.Close() }
 
 // snapSink writes a snapshot (raft.SnapshotSink). One goroutine uses it.
-// Close may follow Close, and Cancel Close, as Raft does after an FSM's
-// Persist that closed the sink itself: the later call returns what the
-// first returned, and changes nothing.
+// Raft closes a sink that an FSM's Persist closed itself, and cancels one
+// that Persist cancelled, or whose Close failed: a Close after Close
+// returns what the first returned, a Cancel after Close or Cancel does
+// nothing and returns nil, and a Close after Cancel is an error.
 type snapSink struct {
 	s        *snapshotStore
 	f        vfs.File
@@ -499,15 +500,17 @@ type snapSink struct {
 	headLen  int64  // where the state begins
 	stateCRC uint32 // crc32.Update from ^0 over the state: see crcJoin
 	err      error  // the first error of a Write
-	done     bool
-	doneErr  error
+	done     bool   // closed or cancelled
+	doneErr  error  // what Close returned, or errCancelled
 }
+
+var errCancelled = errors.New("cancelled")
 
 func (k *snapSink) ID() string { return k.meta.ID }
 
 func (k *snapSink) Write(p []byte) (int, error) {
 	if k.done {
-		return 0, fmt.Errorf("raftrep: snapshot %s: write after close", k.f.Name())
+		return 0, fmt.Errorf("raftrep: snapshot %s: write after Close or Cancel", k.f.Name())
 	}
 	if k.err != nil {
 		return 0, k.err
@@ -531,6 +534,9 @@ func (k *snapSink) Write(p []byte) (int, error) {
 // may not be found after a crash.
 func (k *snapSink) Close() error {
 	if k.done {
+		if k.doneErr == errCancelled {
+			return fmt.Errorf("raftrep: snapshot %s: Close after Cancel", k.f.Name())
+		}
 		return k.doneErr
 	}
 	k.done = true
@@ -610,14 +616,14 @@ func (s *snapshotStore) reap() {
 }
 
 // Cancel abandons the snapshot and removes its temporary file. After
-// Close it does nothing, and returns what Close returned.
+// Close or Cancel it does nothing.
 func (k *snapSink) Cancel() error {
 	if k.done {
-		return k.doneErr
+		return nil
 	}
 	k.done = true
-	k.doneErr = k.abort()
-	return k.doneErr
+	k.doneErr = errCancelled
+	return k.abort()
 }
 
 // abort closes the temporary file if it is open and removes it.

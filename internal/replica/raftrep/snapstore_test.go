@@ -205,8 +205,8 @@ func TestSnapCancel(t *testing.T) {
 	if err := sink.Cancel(); err != nil {
 		t.Errorf("second Cancel: %v", err)
 	}
-	if err := sink.Close(); err != nil {
-		t.Errorf("Close after Cancel: %v", err)
+	if err := sink.Close(); err == nil {
+		t.Error("Close after Cancel succeeded")
 	}
 	if names := dirNames(t, dir); len(names) != 0 {
 		t.Errorf("Cancel left %q", names)
@@ -495,6 +495,9 @@ func TestSnapFailedClose(t *testing.T) {
 			}
 			if err2 := sink.Close(); err2 != err {
 				t.Errorf("second Close: %v; want the first's error", err2)
+			}
+			if err := sink.Cancel(); err != nil {
+				t.Errorf("Cancel after a failed Close: %v", err)
 			}
 			ffs.setFail(nil)
 			names := dirNames(t, dir)
