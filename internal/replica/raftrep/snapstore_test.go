@@ -630,94 +630,132 @@ func (s countSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (countSnapshot) Release() {}
 
+// raftOnStores is a one-node Raft on the two stores in dir, and a log
+// that outlives its nodes, as one on disk does.
+type raftOnStores struct {
+	t    *testing.T
+	dir  string
+	logs *raft.InmemStore
+}
+
+func newRaftOnStores(t *testing.T) *raftOnStores {
+	return &raftOnStores{t: t, dir: t.TempDir(), logs: raft.NewInmemStore()}
+}
+
+func (n *raftOnStores) config() *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = "n1"
+	c.HeartbeatTimeout = 50 * time.Millisecond
+	c.ElectionTimeout = 50 * time.Millisecond
+	c.LeaderLeaseTimeout = 50 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	c.SnapshotThreshold = 1 << 30 // only the test's
+	c.TrailingLogs = 2
+	c.Logger = hclog.NewNullLogger()
+	return c
+}
+
+func (n *raftOnStores) stable() *stableStore {
+	n.t.Helper()
+	stable, err := openStable(vfs.OS, filepath.Join(n.dir, "stable"))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return stable
+}
+
+// start starts the node, bootstrapping it first if asked, and waits until
+// it leads; it returns raft.NewRaft's error.
+func (n *raftOnStores) start(bootstrap bool) (*raft.Raft, *countFSM, error) {
+	t := n.t
+	t.Helper()
+	stable := n.stable()
+	snaps := testSnaps(t, vfs.OS, filepath.Join(n.dir, "snapshots"), 2, nil)
+	snaps.SetFloor(func() (uint64, uint64, error) {
+		first, err := n.logs.FirstIndex()
+		if err != nil {
+			return 0, 0, err
+		}
+		last, err := n.logs.LastIndex()
+		return first, last, err
+	})
+	addr, trans := raft.NewInmemTransport("n1")
+	if bootstrap {
+		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "n1", Address: addr}}}
+		if err := raft.BootstrapCluster(n.config(), n.logs, stable, snaps, trans, boot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsm := &countFSM{}
+	r, err := raft.NewRaft(n.config(), fsm, n.logs, stable, snaps, trans)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.Cleanup(func() { r.Shutdown() })
+	deadline := time.Now().Add(10 * time.Second)
+	for r.State() != raft.Leader {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return r, fsm, nil
+}
+
+func (n *raftOnStores) apply(r *raft.Raft, from, to int) {
+	n.t.Helper()
+	for i := from; i < to; i++ {
+		if err := r.Apply(fmt.Appendf(nil, "e%d", i), 5*time.Second).Error(); err != nil {
+			n.t.Fatal(err)
+		}
+	}
+}
+
+func (n *raftOnStores) snapshot(r *raft.Raft) string {
+	n.t.Helper()
+	f := r.Snapshot()
+	if err := f.Error(); err != nil {
+		n.t.Fatal(err)
+	}
+	m, rc, err := f.Open()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	rc.Close()
+	return m.ID
+}
+
 // TestSnapStoresRaftRestart runs a real Raft node on the two stores:
 // entries applied, a snapshot taken and the log compacted under it, the
 // node stopped and started again on the same files: its state comes back
 // from the snapshot and the log, and its term from the stable store.
 func TestSnapStoresRaftRestart(t *testing.T) {
-	dir := t.TempDir()
-	logs := raft.NewInmemStore() // the log outlives the node, as on disk
-	conf := func() *raft.Config {
-		c := raft.DefaultConfig()
-		c.LocalID = "n1"
-		c.HeartbeatTimeout = 50 * time.Millisecond
-		c.ElectionTimeout = 50 * time.Millisecond
-		c.LeaderLeaseTimeout = 50 * time.Millisecond
-		c.CommitTimeout = 5 * time.Millisecond
-		c.SnapshotThreshold = 1 << 30 // only the test's
-		c.TrailingLogs = 2
-		c.Logger = hclog.NewNullLogger()
-		return c
-	}
-	start := func(bootstrap bool) (*raft.Raft, *countFSM, *stableStore) {
-		t.Helper()
-		stable, err := openStable(vfs.OS, filepath.Join(dir, "stable"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		snaps := testSnaps(t, vfs.OS, filepath.Join(dir, "snapshots"), 2, nil)
-		snaps.SetFloor(func() (uint64, uint64, error) {
-			first, err := logs.FirstIndex()
-			if err != nil {
-				return 0, 0, err
-			}
-			last, err := logs.LastIndex()
-			return first, last, err
-		})
-		addr, trans := raft.NewInmemTransport("n1")
-		if bootstrap {
-			boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "n1", Address: addr}}}
-			if err := raft.BootstrapCluster(conf(), logs, stable, snaps, trans, boot); err != nil {
-				t.Fatal(err)
-			}
-		}
-		fsm := &countFSM{}
-		r, err := raft.NewRaft(conf(), fsm, logs, stable, snaps, trans)
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for r.State() != raft.Leader {
-			if time.Now().After(deadline) {
-				t.Fatal("no leader in 10s")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		return r, fsm, stable
-	}
-	apply := func(r *raft.Raft, from, to int) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			if err := r.Apply(fmt.Appendf(nil, "e%d", i), 5*time.Second).Error(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-
-	r, _, stable := start(true)
-	apply(r, 0, 10)
-	if err := r.Snapshot().Error(); err != nil {
+	n := newRaftOnStores(t)
+	r, _, err := n.start(true)
+	if err != nil {
 		t.Fatal(err)
 	}
-	apply(r, 10, 15)
-	term, err := stable.GetUint64([]byte("CurrentTerm"))
+	n.apply(r, 0, 10)
+	n.snapshot(r)
+	n.apply(r, 10, 15)
+	term, err := n.stable().GetUint64([]byte("CurrentTerm"))
 	if err != nil || term == 0 {
 		t.Fatalf("CurrentTerm in the stable store: %d, %v", term, err)
 	}
-	if first, _ := logs.FirstIndex(); first <= 2 {
+	if first, _ := n.logs.FirstIndex(); first <= 2 {
 		t.Fatalf("the log begins at %d: the snapshot did not compact it", first)
 	}
 	if err := r.Shutdown().Error(); err != nil {
 		t.Fatal(err)
 	}
 
-	if again, err := openStable(vfs.OS, filepath.Join(dir, "stable")); err != nil {
-		t.Fatal(err)
-	} else if got, err := again.GetUint64([]byte("CurrentTerm")); err != nil || got != term {
+	if got, err := n.stable().GetUint64([]byte("CurrentTerm")); err != nil || got != term {
 		t.Errorf("CurrentTerm after the restart: %d, %v; want %d", got, err, term)
 	}
-	r, fsm, _ := start(false)
-	defer r.Shutdown()
+	r, fsm, err := n.start(false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Barrier(5 * time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -734,5 +772,33 @@ func TestSnapStoresRaftRestart(t *testing.T) {
 	}
 	if got := r.CurrentTerm(); got <= term {
 		t.Errorf("term %d after the restart; want past %d", got, term)
+	}
+}
+
+// TestSnapStoresRaftNoFallback: when the newest snapshot is damaged and
+// the log was compacted past the one before it, Raft must not fall back
+// to that one (it would start without the entries between them): the
+// floor keeps it from List, and raft.NewRaft fails.
+func TestSnapStoresRaftNoFallback(t *testing.T) {
+	n := newRaftOnStores(t)
+	r, _, err := n.start(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.apply(r, 0, 10)
+	n.snapshot(r)
+	n.apply(r, 10, 20)
+	newest := n.snapshot(r)
+	n.apply(r, 20, 25)
+	if err := r.Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if names := dirNames(t, filepath.Join(n.dir, "snapshots")); len(names) != 2 {
+		t.Fatalf("snapshots: %q; want 2", names)
+	}
+	damage(t, filepath.Join(n.dir, "snapshots"), newest, func(b []byte) []byte { b[len(b)-snapTrailerLen-1] ^= 1; return b })
+	_, _, err = n.start(false)
+	if err == nil || !strings.Contains(err.Error(), "failed to load any existing snapshots") {
+		t.Errorf("NewRaft with the newest snapshot damaged: %v; want it to fail to load a snapshot", err)
 	}
 }
