@@ -122,6 +122,7 @@ func (c *cluster) tryStart(id string) error {
 	})
 	if err != nil {
 		c.net.remove(c.addr(id))
+		delete(c.reps, id)
 		return err
 	}
 	c.nodes[id] = n
@@ -150,6 +151,15 @@ func (c *cluster) addr(id string) string {
 // returns it.
 func (c *cluster) leader() string {
 	c.t.Helper()
+	if id := c.waitLeader(); id != "" {
+		return id
+	}
+	c.t.Fatal("no leader after 10 s")
+	return ""
+}
+
+// waitLeader is leader, "" when there is none after 10 s.
+func (c *cluster) waitLeader() string {
 	for range 100 {
 		time.Sleep(100 * time.Millisecond)
 		seen := ""
@@ -169,7 +179,6 @@ func (c *cluster) leader() string {
 			}
 		}
 	}
-	c.t.Fatal("no leader after 10 s")
 	return ""
 }
 

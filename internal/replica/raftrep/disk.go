@@ -12,10 +12,15 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/latchd/latch/internal/vfs"
 	"github.com/latchd/latch/internal/wal"
+)
+
+// The stable store's file and the snapshots' directory in a data dir.
+const (
+	stableFile = "stable"
+	snapDir    = "snap"
 )
 
 // keyLogCreated, in the stable store, records that the node's log was
@@ -74,37 +79,40 @@ func (d *disk) open(id string, rlog hclog.Logger) error {
 	if err := claimDir(d.fs, d.dir, id); err != nil {
 		return err
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(d.dir, "raft.db")})
+	for _, old := range []string{"raft.db", "snapshots"} {
+		if _, err := d.fs.Stat(filepath.Join(d.dir, old)); err == nil {
+			return fmt.Errorf("raftrep: data dir %s holds %s, of a format no released latch writes: start with an empty data dir", d.dir, old)
+		}
+	}
+	stable, err := openStable(d.fs, filepath.Join(d.dir, stableFile))
 	if err != nil {
 		return fmt.Errorf("raftrep: stable store: %w", err)
 	}
-	d.closers = append([]io.Closer{bolt}, d.closers...)
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return fmt.Errorf("raftrep: data dir: %w", err)
-	}
-	if first, err := bolt.FirstIndex(); err != nil || first != 0 {
-		return fmt.Errorf("raftrep: data dir %s holds a Raft log in raft.db, a format no released latch writes (%v): start with an empty data dir", d.dir, err)
-	}
-	d.stable = bolt
+	d.stable = stable
 	if err := d.openLog(); err != nil {
 		return err
 	}
-	d.stable = haltingStable{bolt, d.halt}
-	fss, err := raft.NewFileSnapshotStoreWithLogger(d.dir, 2, rlog)
+	d.stable = haltingStable{stable, d.halt}
+	snaps, err := openSnapshots(d.fs, filepath.Join(d.dir, snapDir), 2, d.lg)
 	if err != nil {
 		return fmt.Errorf("raftrep: snapshots: %w", err)
 	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return fmt.Errorf("raftrep: data dir: %w", err)
-	}
-	d.snaps = fss
+	snaps.SetFloor(func() (uint64, uint64, error) {
+		first, err := d.log.FirstIndex()
+		if err != nil {
+			return 0, 0, err
+		}
+		last, err := d.log.LastIndex()
+		return first, last, err
+	})
+	d.snaps = snaps
 	return d.trimLog()
 }
 
 // openLog opens the log, refusing a log that was created and is gone
 // (keyLogCreated), or one that holds entries while the stable store does
-// not know it was ever made (raft.db lost: the node would forget its term
-// and vote).
+// not know it was ever made (the stable store lost: the node would forget
+// its term and vote).
 func (d *disk) openLog() error {
 	path := filepath.Join(d.dir, logDir)
 	created, err := d.stable.GetUint64(keyLogCreated)
@@ -127,7 +135,7 @@ func (d *disk) openLog() error {
 	d.closers = append([]io.Closer{d.log}, d.closers...)
 	if created == 0 {
 		if last, _ := l.LastIndex(); last != 0 {
-			return fmt.Errorf("raftrep: data dir %s: its log holds entries to %d but its stable store does not know of it (raft.db lost or replaced): starting would forget this node's term and vote; see docs/operations.md (a damaged data dir)", d.dir, last)
+			return fmt.Errorf("raftrep: data dir %s: its log holds entries to %d but its stable store does not know of it (lost or replaced): starting would forget this node's term and vote; see docs/operations.md (a damaged data dir)", d.dir, last)
 		}
 		if err := d.stable.SetUint64(keyLogCreated, 1); err != nil {
 			return fmt.Errorf("raftrep: stable store: %w", err)

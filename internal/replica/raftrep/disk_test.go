@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/latchd/latch/internal/vfs"
 )
@@ -40,7 +39,7 @@ func TestDiskRefuses(t *testing.T) {
 			}
 		}, "its log (" + logDir + ") is gone"},
 		{"stable store gone", func(t *testing.T, dir string) {
-			if err := os.Remove(filepath.Join(dir, "raft.db")); err != nil {
+			if err := os.Remove(filepath.Join(dir, stableFile)); err != nil {
 				t.Fatal(err)
 			}
 		}, "does not know of it"},
@@ -80,23 +79,20 @@ func TestDiskRefuses(t *testing.T) {
 	}
 }
 
-// TestDiskOlderFormat: a data dir whose raft.db holds the Raft log, as no
-// released latch writes it, is refused.
+// TestDiskOlderFormat: a data dir that an unreleased latch wrote (its
+// term and vote in bbolt's raft.db, raft's snapshot directory) is refused.
 func TestDiskOlderFormat(t *testing.T) {
-	dir := t.TempDir()
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bolt.StoreLogs(entries(1, 2, 1)); err != nil {
-		t.Fatal(err)
-	}
-	bolt.Close()
-	if d, err := openTestDisk(t, vfs.OS, dir); err == nil || !strings.Contains(err.Error(), "a format no released latch writes") {
-		if err == nil {
-			d.close()
+	for _, old := range []string{"raft.db", "snapshots"} {
+		dir := t.TempDir()
+		if err := os.Mkdir(filepath.Join(dir, old), 0o700); err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("open = %v, want it refused as an older format", err)
+		if d, err := openTestDisk(t, vfs.OS, dir); err == nil || !strings.Contains(err.Error(), "a format no released latch writes") {
+			if err == nil {
+				d.close()
+			}
+			t.Fatalf("open with %s = %v, want it refused as an older format", old, err)
+		}
 	}
 }
 

@@ -2,8 +2,11 @@
 // cluster node: it carries the node's batches of commands through
 // hashicorp/raft (its only importer in latch), with its log in a
 // write-ahead log of latch's own (package wal: one fdatasync per append,
-// where bbolt takes two), its few stable values (term, vote) in bbolt
-// (raft-boltdb), and snapshots on disk; or all in memory, for tests.
+// where bbolt takes two), its few stable values (term, vote) in one
+// checksummed file written whole (stable.go), and snapshots in
+// checksummed files (snapstore.go), all through the file-system seam
+// vfs.FS, so that the power-loss tests cover every byte a node writes
+// (disk.go opens a data dir); or all in memory, for tests.
 //
 // # Batching
 //

@@ -38,7 +38,8 @@ func (p *pipeNet) add(addr string) (*raft.InmemTransport, *pipeEnd) {
 	defer p.mu.Unlock()
 	_, t := raft.NewInmemTransport(raft.ServerAddress(addr))
 	p.trans[addr] = t
-	p.lns[addr] = &pipeListener{addr: addr, conns: make(chan net.Conn, 16), closed: make(chan struct{})}
+	ln := &pipeListener{addr: addr, conns: make(chan net.Conn, 16), closed: make(chan struct{})}
+	p.lns[addr] = ln
 	for other, ot := range p.trans {
 		if other == addr || p.cut[pair(addr, other)] {
 			continue
@@ -46,7 +47,7 @@ func (p *pipeNet) add(addr string) (*raft.InmemTransport, *pipeEnd) {
 		t.Connect(raft.ServerAddress(other), ot)
 		ot.Connect(raft.ServerAddress(addr), t)
 	}
-	return t, &pipeEnd{p: p, addr: addr}
+	return t, &pipeEnd{p: p, addr: addr, ln: ln}
 }
 
 func pair(a, b string) [2]string {
@@ -120,6 +121,7 @@ func (p *pipeNet) remove(addr string) {
 type pipeEnd struct {
 	p    *pipeNet
 	addr string
+	ln   *pipeListener
 }
 
 var errCut = errors.New("pipenet: no route")
@@ -144,11 +146,7 @@ func (e *pipeEnd) DialForward(ctx context.Context, addr string) (net.Conn, error
 	return a, nil
 }
 
-func (e *pipeEnd) ForwardListener() net.Listener {
-	e.p.mu.Lock()
-	defer e.p.mu.Unlock()
-	return e.p.lns[e.addr]
-}
+func (e *pipeEnd) ForwardListener() net.Listener { return e.ln }
 
 type pipeListener struct {
 	addr   string

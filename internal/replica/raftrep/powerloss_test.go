@@ -77,6 +77,7 @@ func TestPowerLoss(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			var r *plResult
 			synctest.Test(t, func(t *testing.T) { r = runPowerLoss(t, seed, false) })
+			t.Logf("grants=%d schedule:\n%s", r.grants, strings.Join(r.schedule, "\n"))
 			if len(r.violations) > 0 {
 				t.Fatalf("seed %d (LATCH_POWERLOSS_SEED=%d): %d violations:\n%s\nschedule:\n%s", seed, seed, len(r.violations), strings.Join(r.violations, "\n"), strings.Join(r.schedule, "\n"))
 			}
@@ -96,7 +97,7 @@ func TestPowerLossControl(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) { r = runPowerLoss(t, seed, true) })
 		if len(r.violations) > 0 {
 			caught++
-			t.Logf("seed %d: caught: %s", seed, r.violations[0])
+			t.Logf("seed %d: caught %d: %s", seed, len(r.violations), strings.Join(r.violations, "; "))
 		}
 	}
 	if caught == 0 {
@@ -115,6 +116,7 @@ type plGrant struct {
 type plResult struct {
 	violations []string
 	schedule   []string
+	grants     int
 }
 
 // plCluster is a cluster on crashable file systems, with what its
@@ -131,8 +133,9 @@ type plCluster struct {
 	halted map[string]bool // nodes whose disk was made to fail
 	// leaders holds the leader seen in each term; terms the highest term
 	// each node was seen in.
-	leaders map[uint64]string
-	terms   map[string]uint64
+	leaders  map[uint64]string
+	terms    map[string]uint64
+	wentBack map[string]bool
 }
 
 func (p *plCluster) logf(format string, args ...any) {
@@ -154,12 +157,17 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 	c := makeCluster(t, n, false)
 	c.snapshots = true
 	c.fss = make(map[string]vfs.FS)
-	p := &plCluster{cluster: c, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}}
+	p := &plCluster{cluster: c, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}, wentBack: map[string]bool{}}
 	for _, peer := range c.peers {
 		c.fss[peer.ID] = p.wrap(crashfs.New())
 	}
 	c.startAll()
 	c.leader()
+	defer func() {
+		for id := range c.nodes {
+			c.stop(id)
+		}
+	}()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -189,6 +197,7 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 	for _, g := range grants {
 		all = append(all, g...)
 	}
+	p.res.grants = len(all)
 	p.check(all)
 	p.checkLogs()
 	return p.res
@@ -209,7 +218,8 @@ func (p *plCluster) watchTerms(ctx context.Context) {
 			if err != nil || st.State == "shutdown" {
 				continue
 			}
-			if st.Term < p.terms[id] {
+			if st.Term < p.terms[id] && !p.wentBack[id] {
+				p.wentBack[id] = true // once a node is enough
 				p.res.violations = append(p.res.violations, fmt.Sprintf("%s: term %d, after %d", id, st.Term, p.terms[id]))
 			}
 			p.terms[id] = max(p.terms[id], st.Term)
@@ -466,7 +476,7 @@ func (p *plCluster) client(ctx context.Context, i int, rng *rand.Rand) []*plGran
 			drop()
 			continue
 		}
-		g.token = grant.Token
+		g.token = uint64(grant.Token)
 		out = append(out, g)
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 		if ctx.Err() != nil {
@@ -516,7 +526,11 @@ func (p *plCluster) check(grants []*plGrant) {
 	}
 	// Every grant still held at the end, lease not over, is held by every
 	// node once it caught up.
-	lead := p.leader()
+	lead := p.waitLeader()
+	if lead == "" {
+		p.violate("no leader once the cluster healed")
+		return
+	}
 	time.Sleep(3 * time.Second)
 	for _, g := range grants {
 		if !g.rel.IsZero() || time.Since(g.inv) >= plLease {
@@ -524,7 +538,7 @@ func (p *plCluster) check(grants []*plGrant) {
 		}
 		for id, n := range p.nodes {
 			info, ok := n.Lock(g.key)
-			if !ok || len(info.Holders) != 1 || info.Holders[0].Token != g.token {
+			if !ok || len(info.Holders) != 1 || uint64(info.Holders[0].Token) != g.token {
 				p.violate("%s token %d (answered %v) lost: node %s (leader %s) has %+v", g.key, g.token, g.ack.Sub(p.start), id, lead, info)
 			}
 		}
