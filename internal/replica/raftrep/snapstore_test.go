@@ -410,6 +410,8 @@ func TestSnapFloor(t *testing.T) {
 		{name: "log from 32", floor: &bounds{32, 50}, wantErr: "no snapshot reaches entry 31"},
 		{name: "log behind the snapshots", floor: &bounds{5, 8}, want: []uint64{30, 20, 10}},
 		{name: "empty log", floor: &bounds{0, 0}, want: []uint64{30}},
+		{name: "empty log, last kept", floor: &bounds{0, 50}, want: []uint64{30}},
+		{name: "empty log, first past last", floor: &bounds{51, 50}, want: []uint64{30}},
 		{name: "empty log, newest unreadable", floor: &bounds{0, 0}, bad: []int{30}, wantErr: "none of the snapshots"},
 		{name: "newest unreadable, log from 21", floor: &bounds{21, 50}, bad: []int{30}, want: []uint64{20}},
 		{name: "newest unreadable, log from 22", floor: &bounds{22, 50}, bad: []int{30}, wantErr: "none of the snapshots"},
