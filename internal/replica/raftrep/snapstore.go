@@ -71,9 +71,11 @@ const (
 // which no longer exist anywhere on this node. So, once SetFloor gave it
 // the log's bounds, List returns only the snapshots that the log
 // continues:
-//   - when the log holds entries (first > 0), those with Index+1 >= first;
-//   - when the log is empty, the newest alone (by its name, unreadable or
-//     not), since the log holds nothing of what came after it;
+//   - when the log holds entries (0 < first <= last), those with
+//     Index+1 >= first;
+//   - when the log is empty (first is 0, or last < first), the newest
+//     alone (by its name, unreadable or not), since the log holds nothing
+//     of what came after it;
 //
 // and List is an error when that leaves the log without a start: the log
 // does not begin at entry 1 and no snapshot reaches its first entry, or
@@ -137,8 +139,8 @@ func openSnapshots(fsys vfs.FS, dir string, retain int, logger *slog.Logger) (*s
 }
 
 // SetFloor makes List return only the snapshots that the log continues
-// (see snapshotStore). bounds returns the log's first and last index, 0
-// and 0 when it is empty: a LogStore's FirstIndex and LastIndex. Call it
+// (see snapshotStore). bounds returns the log's first and last index (0
+// and 0 when it is empty): a LogStore's FirstIndex and LastIndex. Call it
 // before Raft starts.
 func (s *snapshotStore) SetFloor(bounds func() (first, last uint64, err error)) {
 	s.mu.Lock()
@@ -373,7 +375,7 @@ func (s *snapshotStore) List() ([]*raft.SnapshotMeta, error) {
 		if err != nil {
 			return nil, fmt.Errorf("raftrep: snapshots %s: the log's bounds: %w", s.dir, err)
 		}
-		if first == 0 && last == 0 {
+		if first == 0 || last < first { // empty
 			names = names[:min(len(names), 1)]
 		} else {
 			names = slices.DeleteFunc(names, func(n snapName) bool { return n.index+1 < first })
