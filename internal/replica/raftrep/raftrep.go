@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -100,19 +101,37 @@ type Replicator struct {
 	fwdCmds int    // the commands in fwd
 	maxSeen uint64 // the highest Seq of origin applied
 
+	// The leadership. epoch counts watch's changes of Raft's state (not
+	// Raft's terms): each time Raft makes this node leader starts an
+	// epoch, which promote takes up, and each time it makes it anything
+	// else starts one in which it leads nothing (demote). leading: promote
+	// took up the current epoch's leadership (the node keeps the batches
+	// other nodes forward, and stamps its next entries from base); ready:
+	// its fsm.OpPromote committed, and the node packs and stamps entries.
+	// Only promote sets them, only for the epoch it was started for, and
+	// only while that epoch is current; a new epoch clears them. So ready
+	// implies leading, and both belong to the current epoch: no late
+	// answer of Raft to an earlier promote leaves a node that does not
+	// lead "leading" (it would neither forward its batches nor pack them),
+	// nor ready before its own OpPromote. Guarded by mu.
+	epoch          uint64
+	leading, ready bool
+	// promoteHook, when set, is called by promote before each of its
+	// steps (tests: export_test.go).
+	promoteHook atomic.Pointer[func(step string)]
+
 	// The clock. On the leader: it stamps base + time since promotedAt,
 	// never less than last+1. Elsewhere: the last stamp applied, plus the
 	// time since it was, at most a heartbeat timeout (past it, the cluster
 	// may be without a leader, whose time does not count), and never less
 	// than read before (read). Guarded by mu.
-	leading, ready bool
-	base, last     int64
-	read           int64
-	promotedAt     time.Time
-	applStamp      int64
-	applAt         time.Time
-	leaderless     time.Time // when the last leader was lost; zero while one is known
-	closed         bool
+	base, last int64
+	read       int64
+	promotedAt time.Time
+	applStamp  int64
+	applAt     time.Time
+	leaderless time.Time // when the last leader was lost; zero while one is known
+	closed     bool
 
 	// The follower's connection to the leader it forwards to.
 	fwdConn net.Conn
