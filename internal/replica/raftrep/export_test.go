@@ -1,16 +1,17 @@
 package raftrep
 
-// The steps of promote at which a hook set with SetPromoteHook is called.
+// The steps at which a hook set with SetStepHook is called.
 const (
-	StepBarrier = stepBarrier // the barrier answered: leading is set next
-	StepApplied = stepApplied // the OpPromote committed: ready is set next
+	StepBarrier = stepBarrier // promote's barrier answered: leading is set next
+	StepApplied = stepApplied // promote's OpPromote committed: ready is set next
+	StepPack    = stepPack    // the leader's sender had its turn: it packs an entry next
 )
 
-// SetPromoteHook has r's promote call hook before each of its steps, in
-// the goroutine that promotes, so that a test can hold it there while it
-// changes the leadership.
-func SetPromoteHook(r *Replicator, hook func(step string)) {
-	r.promoteHook.Store(&hook)
+// SetStepHook has r call hook before each step, in the goroutine that
+// takes it (promote's, or the sender), so that a test can hold it there
+// while it changes the leadership.
+func SetStepHook(r *Replicator, hook func(step string)) {
+	r.stepHook.Store(&hook)
 }
 
 // Promotion reports whether r leads (it took up the leadership of its

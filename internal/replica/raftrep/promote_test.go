@@ -2,6 +2,7 @@ package raftrep_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,16 +11,17 @@ import (
 	"github.com/latchd/latch/internal/replica/raftrep"
 )
 
-// promoteHold holds a node's promote at each step it reaches
-// (raftrep.SetPromoteHook), so that a test changes the leadership while
-// promote waits there, whatever the order the scheduler would have run
-// them in; once let go, every step goes on at once.
-type promoteHold struct {
+// stepHold holds a node at each of the steps it names (promote's, or the
+// sender's: raftrep.SetStepHook) that the node reaches, so that a test
+// changes the leadership while it waits there, whatever the order the
+// scheduler would have run them in; other steps go on at once, and once
+// let go, every step does.
+type stepHold struct {
 	at   chan heldStep
 	free chan struct{}
 }
 
-// heldStep is a step promote waits at until it is released.
+// heldStep is a step a node waits at until it is released.
 type heldStep struct {
 	name string
 	goOn chan struct{}
@@ -27,9 +29,12 @@ type heldStep struct {
 
 func (s heldStep) release() { close(s.goOn) }
 
-func holdPromote(t *testing.T, r *raftrep.Replicator) *promoteHold {
-	h := &promoteHold{at: make(chan heldStep), free: make(chan struct{})}
-	raftrep.SetPromoteHook(r, func(step string) {
+func holdSteps(t *testing.T, r *raftrep.Replicator, steps ...string) *stepHold {
+	h := &stepHold{at: make(chan heldStep), free: make(chan struct{})}
+	raftrep.SetStepHook(r, func(step string) {
+		if !slices.Contains(steps, step) {
+			return
+		}
 		s := heldStep{name: step, goOn: make(chan struct{})}
 		select {
 		case h.at <- s:
@@ -44,23 +49,23 @@ func holdPromote(t *testing.T, r *raftrep.Replicator) *promoteHold {
 	return h
 }
 
-// reach waits for promote to reach step, where it holds it.
-func (h *promoteHold) reach(t *testing.T, step string) heldStep {
+// reach waits for the node to reach step, where it holds it.
+func (h *stepHold) reach(t *testing.T, step string) heldStep {
 	t.Helper()
 	select {
 	case s := <-h.at:
 		if s.name != step {
-			t.Fatalf("promote reached step %s, want %s", s.name, step)
+			t.Fatalf("reached step %s, want %s", s.name, step)
 		}
 		return s
 	case <-time.After(10 * time.Second):
-		t.Fatalf("promote did not reach step %s", step)
+		t.Fatalf("step %s not reached", step)
 		return heldStep{}
 	}
 }
 
 // letGo lets every step, held or to come, go on.
-func (h *promoteHold) letGo() {
+func (h *stepHold) letGo() {
 	select {
 	case <-h.free:
 	default:
@@ -115,7 +120,7 @@ func TestDemotedWhileTakingUp(t *testing.T) {
 		c := newCluster(t, 3, false)
 		lead := c.leader()
 		f := c.other(lead)
-		h := holdPromote(t, c.reps[f])
+		h := holdSteps(t, c.reps[f], raftrep.StepBarrier, raftrep.StepApplied)
 		c.transfer(lead, f)
 		b := h.reach(t, raftrep.StepBarrier)
 		c.transfer(f, lead)
@@ -148,7 +153,7 @@ func TestPromotedForEarlierLeadership(t *testing.T) {
 		c := newCluster(t, 3, false)
 		lead := c.leader()
 		f := c.other(lead)
-		h := holdPromote(t, c.reps[f])
+		h := holdSteps(t, c.reps[f], raftrep.StepBarrier, raftrep.StepApplied)
 		c.transfer(lead, f)
 		h.reach(t, raftrep.StepBarrier).release()
 		first := h.reach(t, raftrep.StepApplied)
@@ -182,7 +187,7 @@ func TestPromotedThroughTransfer(t *testing.T) {
 		f := c.other(lead)
 		x := c.other(lead, f)
 		c.net.partition(x)
-		h := holdPromote(t, c.reps[f])
+		h := holdSteps(t, c.reps[f], raftrep.StepBarrier, raftrep.StepApplied)
 		c.transfer(lead, f)
 		b := h.reach(t, raftrep.StepBarrier)
 		// x, cut off, lacks f's first entries: the transfer to it waits
@@ -205,5 +210,46 @@ func TestPromotedThroughTransfer(t *testing.T) {
 		c.serves(f, "k1")
 		c.serves(lead, "k2")
 		c.net.heal()
+	})
+}
+
+// TestPackedForEarlierLeadership: an entry whose turn comes after its
+// leader lost the leadership, and got the next, is not packed until the
+// new leadership is taken up: its stamp was of the earlier leadership's
+// clock, which counted the time without a leader, and it was proposed
+// ahead of the new leadership's OpPromote.
+func TestPackedForEarlierLeadership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		h := holdSteps(t, c.reps[lead], raftrep.StepPack, raftrep.StepBarrier)
+		opened := make(chan error, 1)
+		go func() {
+			s, err := c.nodes[lead].OpenSession(latch.SessionOptions{Protocol: "test"})
+			if err == nil {
+				s.Close()
+			}
+			opened <- err
+		}()
+		pack := h.reach(t, raftrep.StepPack)
+		f := c.other(lead)
+		c.transfer(lead, f)
+		c.leaderAmong(f)
+		c.transfer(f, lead)
+		barrier := h.reach(t, raftrep.StepBarrier)
+		before := c.reps[lead].Counters().Entries
+		pack.release()
+		time.Sleep(100 * time.Millisecond)
+		if n := c.reps[lead].Counters().Entries - before; n != 0 {
+			t.Errorf("%s proposed %d entries before it took up its leadership", lead, n)
+		}
+		barrier.release()
+		h.letGo()
+		if err := <-opened; err != nil {
+			t.Fatalf("open a session on %s: %v", lead, err)
+		}
+		c.checkPromotion(lead, true)
+		c.serves(lead, "k1")
+		c.serves(f, "k2")
 	})
 }

@@ -116,9 +116,10 @@ type Replicator struct {
 	// nor ready before its own OpPromote. Guarded by mu.
 	epoch          uint64
 	leading, ready bool
-	// promoteHook, when set, is called by promote before each of its
-	// steps (tests: export_test.go).
-	promoteHook atomic.Pointer[func(step string)]
+	// stepHook, when set, is called by promote and by the sender before
+	// each of the steps that depend on the epoch (step; tests:
+	// export_test.go).
+	stepHook atomic.Pointer[func(step string)]
 
 	// The clock. On the leader: it stamps base + time since promotedAt,
 	// never less than last+1. Elsewhere: the last stamp applied, plus the

@@ -88,10 +88,11 @@ func (r *Replicator) demote() {
 	r.leading, r.ready = false, false
 }
 
-// The steps of promote, at which promoteHook is called.
+// The steps that depend on the epoch, at which stepHook is called.
 const (
-	stepBarrier = "barrier" // the barrier answered: leading is set next
-	stepApplied = "applied" // the OpPromote committed: ready is set next
+	stepBarrier = "barrier" // promote's barrier answered: leading is set next
+	stepApplied = "applied" // promote's OpPromote committed: ready is set next
+	stepPack    = "pack"    // the leader's sender had its turn: it packs an entry next
 )
 
 // errStale is takeUp's error once its epoch has ended.
@@ -185,9 +186,9 @@ func (r *Replicator) takeUp(e uint64) error {
 	return nil
 }
 
-// step calls the promoteHook, when one is set, at promote's step s.
+// step calls the stepHook, when one is set, at step s.
 func (r *Replicator) step(s string) {
-	if h := r.promoteHook.Load(); h != nil {
+	if h := r.stepHook.Load(); h != nil {
 		(*h)(s)
 	}
 }
@@ -242,6 +243,7 @@ func (r *Replicator) sendOnce() bool {
 			r.mu.Unlock()
 			return false
 		}
+		e := r.epoch
 		r.mu.Unlock()
 		select {
 		case r.inflight <- struct{}{}:
@@ -249,7 +251,17 @@ func (r *Replicator) sendOnce() bool {
 			return false
 		}
 		r.gather()
+		r.step(stepPack)
 		r.mu.Lock()
+		if r.epoch != e {
+			// The leadership ended while the entry waited for its turn:
+			// its stamp would be of that leadership's clock, and it
+			// would go ahead of the next one's OpPromote. Start over,
+			// as the node now is.
+			r.mu.Unlock()
+			<-r.inflight
+			return true
+		}
 		before := r.waiting()
 		entry, n := r.pack()
 		answers := before - r.waiting()
