@@ -5,10 +5,11 @@ const (
 	StepBarrier = stepBarrier // promote's barrier answered: leading is set next
 	StepApplied = stepApplied // promote's OpPromote committed: ready is set next
 	StepPack    = stepPack    // the leader's sender had its turn: it packs an entry next
+	StepReceive = stepReceive // a forwarded batch arrived: a leader keeps it next
 )
 
 // SetStepHook has r call hook before each step, in the goroutine that
-// takes it (promote's, or the sender), so that a test can hold it there
+// takes it (promote's, the sender, or a forward connection's), so that a test can hold it there
 // while it changes the leadership.
 func SetStepHook(r *Replicator, hook func(step string)) {
 	r.stepHook.Store(&hook)
@@ -20,4 +21,12 @@ func Promotion(r *Replicator) (leading, ready bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.leading, r.ready
+}
+
+// Forwarded returns the count of the commands forwarded to r that wait
+// for it to pack them.
+func Forwarded(r *Replicator) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fwdCmds
 }

@@ -253,3 +253,38 @@ func TestPackedForEarlierLeadership(t *testing.T) {
 		c.serves(f, "k2")
 	})
 }
+
+// TestForwardedToEarlierLeadership: a batch forwarded to a leader that is
+// demoted as it arrives is dropped, as those that arrived before were
+// (their nodes send them again to the next leader): it was kept, for the
+// node to pack when, if ever, it next led.
+func TestForwardedToEarlierLeadership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		f := c.other(lead)
+		h := holdSteps(t, c.reps[lead], raftrep.StepReceive)
+		opened := make(chan error, 1)
+		go func() {
+			s, err := c.nodes[f].OpenSession(latch.SessionOptions{Protocol: "test"})
+			if err == nil {
+				s.Close()
+			}
+			opened <- err
+		}()
+		received := h.reach(t, raftrep.StepReceive)
+		c.transfer(lead, f)
+		c.leaderAmong(f)
+		received.release()
+		h.letGo()
+		time.Sleep(100 * time.Millisecond)
+		if n := raftrep.Forwarded(c.reps[lead]); n != 0 {
+			t.Errorf("%s, demoted, keeps %d forwarded commands", lead, n)
+		}
+		if err := <-opened; err != nil {
+			t.Fatalf("open a session on %s: %v", f, err)
+		}
+		c.serves(f, "k1")
+		c.serves(lead, "k2")
+	})
+}

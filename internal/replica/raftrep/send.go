@@ -93,6 +93,7 @@ const (
 	stepBarrier = "barrier" // promote's barrier answered: leading is set next
 	stepApplied = "applied" // promote's OpPromote committed: ready is set next
 	stepPack    = "pack"    // the leader's sender had its turn: it packs an entry next
+	stepReceive = "receive" // a forwarded batch arrived: a leader keeps it next
 )
 
 // errStale is takeUp's error once its epoch has ended.
@@ -449,9 +450,12 @@ func (r *Replicator) receive(br *bufio.Reader) {
 		if _, err := io.ReadFull(br, b); err != nil {
 			return
 		}
-		leader := r.raft.State() == raft.Leader
+		r.step(stepReceive)
+		// Raft's state is read under mu: a node already demoted (which
+		// dropped fwd) reads the change that demoted it, and drops the
+		// batch too; one that Raft made leader keeps it, for its promote.
 		r.mu.Lock()
-		if leader || r.leading {
+		if r.leading || r.raft.State() == raft.Leader {
 			r.fwd = append(r.fwd, b)
 			r.fwdCmds += fsm.BatchLen(b)
 			r.kick()
