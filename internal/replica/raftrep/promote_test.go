@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/replica/raftrep"
 )
@@ -284,6 +286,31 @@ func TestForwardedToEarlierLeadership(t *testing.T) {
 		if err := <-opened; err != nil {
 			t.Fatalf("open a session on %s: %v", f, err)
 		}
+		c.serves(f, "k1")
+		c.serves(lead, "k2")
+	})
+}
+
+// TestObservationsDropped: a node whose watcher falls behind, so that
+// Raft drops the observations that find its channel full, follows Raft's
+// state once it catches up: made leader unseen, it takes the leadership
+// up. It was left the leader of a cluster that packed nothing, for
+// anyone.
+func TestObservationsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		f := c.other(lead)
+		h := holdSteps(t, c.reps[f], raftrep.StepWatch)
+		stale := raft.Observation{Data: raft.LeaderObservation{LeaderID: raft.ServerID(lead), LeaderAddr: raft.ServerAddress(lead)}}
+		raftrep.FillObservations(c.reps[f], stale)
+		watching := h.reach(t, raftrep.StepWatch)
+		raftrep.FillObservations(c.reps[f], stale)
+		c.transfer(lead, f)
+		watching.release()
+		h.letGo()
+		c.leaderAmong(f)
+		c.checkPromotion(f, true)
 		c.serves(f, "k1")
 		c.serves(lead, "k2")
 	})

@@ -74,14 +74,17 @@ type Config struct {
 // Replicator replicates the node's batches through hashicorp/raft: the
 // replica.Replicator of a cluster node. See the package documentation.
 type Replicator struct {
-	cfg   Config
-	sm    replica.StateMachine
-	raft  *raft.Raft
-	disk  *disk // the data dir, nil for a node in memory
-	log   *slog.Logger
-	m     *machine
-	obs   chan raft.Observation
-	stats stats
+	cfg  Config
+	sm   replica.StateMachine
+	raft *raft.Raft
+	disk *disk // the data dir, nil for a node in memory
+	log  *slog.Logger
+	m    *machine
+	obs  chan raft.Observation
+	// observer puts Raft's observations of the leadership in obs, and
+	// drops those that do not fit (watch then goes by Raft's state).
+	observer *raft.Observer
+	stats    stats
 
 	mu   sync.Mutex
 	wake chan struct{} // capacity 1: the sender has work
@@ -277,13 +280,14 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	if has && len(cfg.Peers) > 0 {
 		r.checkPeers(cfg.Peers)
 	}
-	ra.RegisterObserver(raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
+	r.observer = raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.LeaderObservation, raft.RaftState:
 			return true
 		}
 		return false
-	}))
+	})
+	ra.RegisterObserver(r.observer)
 	r.wg.Add(3)
 	go r.watch()
 	go r.send()

@@ -18,20 +18,27 @@ import (
 // watch follows Raft's leadership: a node that becomes leader promotes
 // itself (promote) in a new epoch; a node that loses it starts one in
 // which it leads nothing (demote); a node that sees a new leader sends
-// its unapplied batches again, to whoever leads now.
+// its unapplied batches again, to whoever leads now. Raft drops the
+// observations that find obs full: once it has, watch goes by Raft's
+// state instead (resync).
 func (r *Replicator) watch() {
 	defer r.wg.Done()
+	var dropped uint64
 	for {
 		select {
 		case <-r.stop:
 			return
 		case o := <-r.obs:
+			r.step(stepWatch)
+			if n := r.observer.GetNumDropped(); n != dropped {
+				dropped = n
+				r.resync()
+				continue
+			}
 			switch d := o.Data.(type) {
 			case raft.RaftState:
 				if d == raft.Leader {
-					e := r.elected()
-					r.wg.Add(1)
-					go r.promote(e)
+					r.lead()
 				} else {
 					r.demote()
 				}
@@ -40,6 +47,38 @@ func (r *Replicator) watch() {
 			}
 		}
 	}
+}
+
+// lead starts promoting this node, which Raft just made leader.
+func (r *Replicator) lead() {
+	e := r.elected()
+	r.wg.Add(1)
+	go r.promote(e)
+}
+
+// resync follows Raft's leadership as it is now, when some of its changes
+// were not observed (obs was full). The observations left in obs are
+// dropped too: Raft's state, read after them, supersedes them. Whatever
+// this node took up ends (demote), and it promotes itself again if it
+// leads (a leadership it may have lost and got again since, unseen). A
+// change after the state is read here is observed, in obs, which now has
+// room.
+func (r *Replicator) resync() {
+drain:
+	for {
+		select {
+		case <-r.obs:
+		default:
+			break drain
+		}
+	}
+	r.log.Warn("raftrep: changes of the leadership were not observed; going by Raft's state")
+	r.demote()
+	if r.raft.State() == raft.Leader {
+		r.lead()
+	}
+	_, id := r.raft.LeaderWithID()
+	r.leaderChanged(string(id))
 }
 
 // leaderChanged resends the outbox to a new leader, and marks the time a
@@ -94,6 +133,7 @@ const (
 	stepApplied = "applied" // promote's OpPromote committed: ready is set next
 	stepPack    = "pack"    // the leader's sender had its turn: it packs an entry next
 	stepReceive = "receive" // a forwarded batch arrived: a leader keeps it next
+	stepWatch   = "watch"   // watch has an observation: it handles it next
 )
 
 // errStale is takeUp's error once its epoch has ended.
