@@ -77,7 +77,8 @@ type Replicator struct {
 	cfg  Config
 	sm   replica.StateMachine
 	raft *raft.Raft
-	disk *disk // the data dir, nil for a node in memory
+	logs raft.LogStore // Raft's log, read for the term of a committed entry (notify)
+	disk *disk         // the data dir, nil for a node in memory
 	log  *slog.Logger
 	m    *machine
 	obs  chan raft.Observation
@@ -271,6 +272,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	r.mu.Lock()
 	r.leaderless = time.Now()
 	r.mu.Unlock()
+	r.logs = logs
 	ra, err := raft.NewRaft(rc, r.m, logs, stable, snaps, cfg.Transport)
 	if err != nil {
 		r.closeStore()
