@@ -152,7 +152,9 @@ func (r *Replicator) promote(e uint64) {
 		if err == nil || errors.Is(err, errStale) {
 			return
 		}
-		// Not leading after all: neither forward to itself nor pack.
+		// The try failed: what it set is cleared, so that no failed try
+		// leaves the node leading and not ready (it would neither pack
+		// its batches nor forward them).
 		r.mu.Lock()
 		current := r.epoch == e
 		if current {
@@ -188,6 +190,12 @@ func (r *Replicator) promote(e uint64) {
 // log is applied, which after a restart takes long), and must not set
 // anything for the epoch that followed.
 func (r *Replicator) takeUp(e uint64) error {
+	r.mu.Lock()
+	stale := r.epoch != e // a try again, after e ended
+	r.mu.Unlock()
+	if stale {
+		return errStale
+	}
 	if err := r.raft.Barrier(0).Error(); err != nil {
 		return fmt.Errorf("raftrep: barrier: %w", err)
 	}
