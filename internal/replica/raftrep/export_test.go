@@ -12,8 +12,8 @@ const (
 )
 
 // SetStepHook has r call hook before each step, in the goroutine that
-// takes it (promote's, the sender, a forward connection's, or watch), so that a test can hold it there
-// while it changes the leadership.
+// takes it (promote's, the sender, a forward connection's, or watch), so
+// that a test can hold it there while it changes the leadership.
 func SetStepHook(r *Replicator, hook func(step string)) {
 	r.stepHook.Store(&hook)
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/latchd/latch/internal/replica/raftrep"
 )
 
-// stepHold holds a node at each of the steps it names (promote's, or the
-// sender's: raftrep.SetStepHook) that the node reaches, so that a test
+// stepHold holds a node at each of the steps it names (promote's, the
+// sender's, ...: raftrep.SetStepHook) that the node reaches, so that a test
 // changes the leadership while it waits there, whatever the order the
 // scheduler would have run them in; other steps go on at once, and once
 // let go, every step does.
