@@ -38,7 +38,11 @@
 // until every earlier entry is applied (Barrier), resumes the clock from
 // the last stamp applied (the time without a leader is not counted), and
 // proposes fsm.OpPromote first, which extends every session and lease by
-// the grace period, before it stamps anything else.
+// the grace period, before it stamps anything else. Raft may answer the
+// barrier, or the OpPromote, after that leadership ended (a barrier
+// committed in time answers once the log is applied): each change of
+// leadership starts an epoch, and what a promotion sets, and the entries
+// the leader packs, count only in the epoch they were started in.
 //
 // # Exactly once
 //

@@ -82,10 +82,19 @@ func (r *Replicator) notify() {
 		if err := f.Error(); err != nil {
 			continue
 		}
-		// The entry was appended in this leader's term: a leader that
-		// lost its term since has its future fail, and sends nothing.
-		term := r.raft.CurrentTerm()
-		if r.raft.State() != raft.Leader {
+		// The notice names the entry's own term, which this node led: it
+		// appended the entry as leader, so the notice is that leader's
+		// word, whatever happened since. (Raft's current term, read
+		// apart from its state, could be one that another node led, or
+		// that this node led later, with the entry of an earlier one.) A
+		// node that no longer leads that term sends nothing: the others
+		// refuse it, or learn of the commit from their leader.
+		var entry raft.Log
+		if err := r.logs.GetLog(index, &entry); err != nil {
+			continue
+		}
+		term := entry.Term
+		if r.raft.State() != raft.Leader || r.raft.CurrentTerm() != term {
 			continue
 		}
 		for _, s := range f.Configuration().Servers {

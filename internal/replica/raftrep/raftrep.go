@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -73,14 +74,18 @@ type Config struct {
 // Replicator replicates the node's batches through hashicorp/raft: the
 // replica.Replicator of a cluster node. See the package documentation.
 type Replicator struct {
-	cfg   Config
-	sm    replica.StateMachine
-	raft  *raft.Raft
-	disk  *disk // the data dir, nil for a node in memory
-	log   *slog.Logger
-	m     *machine
-	obs   chan raft.Observation
-	stats stats
+	cfg  Config
+	sm   replica.StateMachine
+	raft *raft.Raft
+	logs raft.LogStore // Raft's log, read for the term of a committed entry (notify)
+	disk *disk         // the data dir, nil for a node in memory
+	log  *slog.Logger
+	m    *machine
+	obs  chan raft.Observation
+	// observer puts Raft's observations of the leadership in obs, and
+	// drops those that do not fit (watch then goes by Raft's state).
+	observer *raft.Observer
+	stats    stats
 
 	mu   sync.Mutex
 	wake chan struct{} // capacity 1: the sender has work
@@ -100,19 +105,38 @@ type Replicator struct {
 	fwdCmds int    // the commands in fwd
 	maxSeen uint64 // the highest Seq of origin applied
 
+	// The leadership. epoch counts watch's changes of Raft's state (not
+	// Raft's terms): each time Raft makes this node leader starts an
+	// epoch, which promote takes up, and each time it makes it anything
+	// else starts one in which it leads nothing (demote). leading: promote
+	// took up the current epoch's leadership (the node keeps the batches
+	// other nodes forward, and stamps its next entries from base); ready:
+	// its fsm.OpPromote committed, and the node packs and stamps entries.
+	// Only promote sets them, only for the epoch it was started for, and
+	// only while that epoch is current; a new epoch clears them. So ready
+	// implies leading, and both belong to the current epoch: no late
+	// answer of Raft to an earlier promote leaves a node that does not
+	// lead "leading" (it would neither forward its batches nor pack them),
+	// nor ready before its own OpPromote. Guarded by mu.
+	epoch          uint64
+	leading, ready bool
+	// stepHook, when set, is called by promote and by the sender before
+	// each of the steps that depend on the epoch (step; tests:
+	// export_test.go).
+	stepHook atomic.Pointer[func(step string)]
+
 	// The clock. On the leader: it stamps base + time since promotedAt,
 	// never less than last+1. Elsewhere: the last stamp applied, plus the
 	// time since it was, at most a heartbeat timeout (past it, the cluster
 	// may be without a leader, whose time does not count), and never less
 	// than read before (read). Guarded by mu.
-	leading, ready bool
-	base, last     int64
-	read           int64
-	promotedAt     time.Time
-	applStamp      int64
-	applAt         time.Time
-	leaderless     time.Time // when the last leader was lost; zero while one is known
-	closed         bool
+	base, last int64
+	read       int64
+	promotedAt time.Time
+	applStamp  int64
+	applAt     time.Time
+	leaderless time.Time // when the last leader was lost; zero while one is known
+	closed     bool
 
 	// The follower's connection to the leader it forwards to.
 	fwdConn net.Conn
@@ -248,6 +272,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	r.mu.Lock()
 	r.leaderless = time.Now()
 	r.mu.Unlock()
+	r.logs = logs
 	ra, err := raft.NewRaft(rc, r.m, logs, stable, snaps, cfg.Transport)
 	if err != nil {
 		r.closeStore()
@@ -257,13 +282,14 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	if has && len(cfg.Peers) > 0 {
 		r.checkPeers(cfg.Peers)
 	}
-	ra.RegisterObserver(raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
+	r.observer = raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.LeaderObservation, raft.RaftState:
 			return true
 		}
 		return false
-	}))
+	})
+	ra.RegisterObserver(r.observer)
 	r.wg.Add(3)
 	go r.watch()
 	go r.send()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"time"
@@ -15,20 +16,29 @@ import (
 )
 
 // watch follows Raft's leadership: a node that becomes leader promotes
-// itself (promote); a node that loses it, or sees a new leader, sends its
-// unapplied batches again, to whoever leads now.
+// itself (promote) in a new epoch; a node that loses it starts one in
+// which it leads nothing (demote); a node that sees a new leader sends
+// its unapplied batches again, to whoever leads now. Raft drops the
+// observations that find obs full: once it has, watch goes by Raft's
+// state instead (resync).
 func (r *Replicator) watch() {
 	defer r.wg.Done()
+	var dropped uint64
 	for {
 		select {
 		case <-r.stop:
 			return
 		case o := <-r.obs:
+			r.step(stepWatch)
+			if n := r.observer.GetNumDropped(); n != dropped {
+				dropped = n
+				r.resync()
+				continue
+			}
 			switch d := o.Data.(type) {
 			case raft.RaftState:
 				if d == raft.Leader {
-					r.wg.Add(1)
-					go r.promote()
+					r.lead()
 				} else {
 					r.demote()
 				}
@@ -37,6 +47,38 @@ func (r *Replicator) watch() {
 			}
 		}
 	}
+}
+
+// lead starts promoting this node, which Raft just made leader.
+func (r *Replicator) lead() {
+	e := r.elected()
+	r.wg.Add(1)
+	go r.promote(e)
+}
+
+// resync follows Raft's leadership as it is now, when some of its changes
+// were not observed (obs was full). The observations left in obs are
+// dropped too: Raft's state, read after them, supersedes them. Whatever
+// this node took up ends (demote), and it promotes itself again if it
+// leads (a leadership it may have lost and got again since, unseen). A
+// change after the state is read here is observed, in obs, which now has
+// room.
+func (r *Replicator) resync() {
+drain:
+	for {
+		select {
+		case <-r.obs:
+		default:
+			break drain
+		}
+	}
+	r.log.Warn("raftrep: changes of the leadership were not observed; going by Raft's state")
+	r.demote()
+	if r.raft.State() == raft.Leader {
+		r.lead()
+	}
+	_, id := r.raft.LeaderWithID()
+	r.leaderChanged(string(id))
 }
 
 // leaderChanged resends the outbox to a new leader, and marks the time a
@@ -60,18 +102,109 @@ func (r *Replicator) leaderChanged(id string) {
 	r.kick()
 }
 
-// promote makes this new leader ready to stamp: once everything committed
+// elected starts the epoch of a leadership that Raft just gave this node,
+// for promote to take up, and returns it. The batches forwarded to the
+// node are kept: Raft made it leader before watch heard of it, and
+// receive took them for this epoch.
+func (r *Replicator) elected() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch++
+	r.leading, r.ready = false, false
+	return r.epoch
+}
+
+// demote starts an epoch in which this node leads nothing: whatever an
+// earlier promote took up ends, and one still under way sets nothing more.
+func (r *Replicator) demote() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch++
+	r.fwd, r.fwdCmds = nil, 0 // their nodes send them again to the next leader
+	if r.leading {
+		r.sent = 0
+	}
+	r.leading, r.ready = false, false
+}
+
+// The steps that depend on the epoch, at which stepHook is called.
+const (
+	stepBarrier = "barrier" // promote's barrier answered: leading is set next
+	stepApplied = "applied" // promote's OpPromote committed: ready is set next
+	stepPack    = "pack"    // the leader's sender had its turn: it packs an entry next
+	stepReceive = "receive" // a forwarded batch arrived: a leader keeps it next
+	stepWatch   = "watch"   // watch has an observation: it handles it next
+)
+
+// errStale is takeUp's error once its epoch has ended.
+var errStale = errors.New("raftrep: the leadership ended while it was taken up")
+
+// promote makes this new leader ready to stamp, for epoch e (takeUp): it
+// takes up the leadership until it has, or e has ended, or Raft no longer
+// makes this node leader (the watcher then starts the next epoch). A
+// failed try while Raft still makes it leader is a leadership transfer
+// under way, which refuses entries until it ends: promote tries again,
+// as a transfer that fails leaves this node leading.
+func (r *Replicator) promote(e uint64) {
+	defer r.wg.Done()
+	for {
+		err := r.takeUp(e)
+		if err == nil || errors.Is(err, errStale) {
+			return
+		}
+		// The try failed: what it set is cleared, so that no failed try
+		// leaves the node leading and not ready (it would neither pack
+		// its batches nor forward them).
+		r.mu.Lock()
+		current := r.epoch == e
+		if current {
+			if r.leading {
+				r.sent = 0
+			}
+			r.leading, r.ready = false, false
+		}
+		r.mu.Unlock()
+		if !current || r.raft.State() != raft.Leader {
+			r.log.Warn("raftrep: lost the leadership while taking it up", "err", err)
+			return
+		}
+		r.log.Info("raftrep: the leadership not taken up yet; trying again", "err", err)
+		t := time.NewTimer(r.cfg.HeartbeatTimeout / 4)
+		select {
+		case <-t.C:
+		case <-r.stop:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// takeUp takes up the leadership of epoch e: once everything committed
 // before its term is applied (Barrier), its clock resumes from the last
 // stamp applied, and its first entry extends every session and lease by
 // the grace period (fsm.OpPromote): the time without a leader counts for
-// nothing, and a failover never ends a session or a lease by itself.
-func (r *Replicator) promote() {
-	defer r.wg.Done()
-	if err := r.raft.Barrier(0).Error(); err != nil {
-		r.log.Warn("raftrep: lost the leadership before taking it up", "err", err)
-		return
-	}
+// nothing, and a failover never ends a session or a lease by itself. It
+// sets leading, then ready, each only while e is the current epoch, and
+// fails with errStale once it is not: Raft's answers may come after the
+// node lost the leadership (a barrier committed in time answers once the
+// log is applied, which after a restart takes long), and must not set
+// anything for the epoch that followed.
+func (r *Replicator) takeUp(e uint64) error {
 	r.mu.Lock()
+	stale := r.epoch != e // a try again, after e ended
+	r.mu.Unlock()
+	if stale {
+		return errStale
+	}
+	if err := r.raft.Barrier(0).Error(); err != nil {
+		return fmt.Errorf("raftrep: barrier: %w", err)
+	}
+	r.step(stepBarrier)
+	r.mu.Lock()
+	if r.epoch != e {
+		r.mu.Unlock()
+		return errStale
+	}
 	r.leading = true
 	// The barrier applied every entry of the log: the clock goes on from
 	// the last stamp applied. Not from this node's own last stamp, whose
@@ -86,26 +219,26 @@ func (r *Replicator) promote() {
 	entry := appendEntryHeader(nil, stamp, 1)
 	entry = appendUnit(entry, fsm.AppendBatch(nil, []fsm.Command{promote}))
 	if err := r.raft.Apply(entry, 0).Error(); err != nil {
-		r.log.Warn("raftrep: lost the leadership while taking it up", "err", err)
-		return
+		return fmt.Errorf("raftrep: promote: %w", err)
 	}
+	r.step(stepApplied)
 	r.mu.Lock()
-	if r.raft.State() == raft.Leader {
-		r.ready = true
-		r.sent = 0
-		r.log.Info("raftrep: leading", "id", r.cfg.ID, "stamp", stamp, "grace", r.cfg.Grace)
+	if r.epoch != e || !r.leading {
+		r.mu.Unlock()
+		return errStale
 	}
+	r.ready = true
+	r.sent = 0
+	r.log.Info("raftrep: leading", "id", r.cfg.ID, "stamp", stamp, "grace", r.cfg.Grace)
 	r.mu.Unlock()
 	r.kick()
+	return nil
 }
 
-func (r *Replicator) demote() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.fwd, r.fwdCmds = nil, 0 // their nodes send them again to the next leader
-	if r.leading {
-		r.leading, r.ready = false, false
-		r.sent = 0
+// step calls the stepHook, when one is set, at step s.
+func (r *Replicator) step(s string) {
+	if h := r.stepHook.Load(); h != nil {
+		(*h)(s)
 	}
 }
 
@@ -159,6 +292,7 @@ func (r *Replicator) sendOnce() bool {
 			r.mu.Unlock()
 			return false
 		}
+		e := r.epoch
 		r.mu.Unlock()
 		select {
 		case r.inflight <- struct{}{}:
@@ -166,7 +300,17 @@ func (r *Replicator) sendOnce() bool {
 			return false
 		}
 		r.gather()
+		r.step(stepPack)
 		r.mu.Lock()
+		if r.epoch != e {
+			// The leadership ended while the entry waited for its turn:
+			// its stamp would be of that leadership's clock, and it
+			// would go ahead of the next one's OpPromote. Start over,
+			// as the node now is.
+			r.mu.Unlock()
+			<-r.inflight
+			return true
+		}
 		before := r.waiting()
 		entry, n := r.pack()
 		answers := before - r.waiting()
@@ -354,9 +498,12 @@ func (r *Replicator) receive(br *bufio.Reader) {
 		if _, err := io.ReadFull(br, b); err != nil {
 			return
 		}
-		leader := r.raft.State() == raft.Leader
+		r.step(stepReceive)
+		// Raft's state is read under mu: a node already demoted (which
+		// dropped fwd) reads the change that demoted it, and drops the
+		// batch too; one that Raft made leader keeps it, for its promote.
 		r.mu.Lock()
-		if leader || r.leading {
+		if r.leading || r.raft.State() == raft.Leader {
 			r.fwd = append(r.fwd, b)
 			r.fwdCmds += fsm.BatchLen(b)
 			r.kick()
