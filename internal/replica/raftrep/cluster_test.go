@@ -111,6 +111,9 @@ func (c *cluster) tryStart(id string) error {
 			rc := raftrep.Config{ID: id, Addr: c.addr(id), Dir: c.dirs[id], Peers: c.peers, Join: c.joining[id], Transport: trans, Network: end, Logger: c.logger}
 			if fsys := c.fss[id]; fsys != nil {
 				rc.FS, rc.Dir = fsys, "/"+id
+				if c.logger != nil {
+					rc.Logger = c.logger.With("node", id)
+				}
 			}
 			if c.snapshots {
 				rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = 8, time.Second, 2

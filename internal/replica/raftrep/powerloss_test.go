@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -39,8 +40,8 @@ import (
 //   - no node refuses to start, unless its disk failed (then it refuses
 //     until an operator clears it, and starts after a power cycle).
 //
-// LATCH_POWERLOSS_SEEDS runs more seeds (make test runs the default);
-// LATCH_POWERLOSS_SEED runs one. The control, with syncs that do nothing,
+// LATCH_POWERLOSS_SEEDS runs more seeds (make test runs the default),
+// from LATCH_POWERLOSS_FIRST (1) on; LATCH_POWERLOSS_SEED runs one. The control, with syncs that do nothing,
 // must be caught.
 
 const (
@@ -63,9 +64,16 @@ func powerLossSeeds(t *testing.T, def int) []uint64 {
 			t.Fatalf("LATCH_POWERLOSS_SEEDS: %v", err)
 		}
 	}
+	first := uint64(1)
+	if s := os.Getenv("LATCH_POWERLOSS_FIRST"); s != "" {
+		var err error
+		if first, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("LATCH_POWERLOSS_FIRST: %v", err)
+		}
+	}
 	seeds := make([]uint64, n)
 	for i := range seeds {
-		seeds[i] = uint64(i + 1)
+		seeds[i] = first + uint64(i)
 	}
 	return seeds
 }
@@ -156,6 +164,9 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 	}
 	c := makeCluster(t, n, false)
 	c.snapshots = true
+	if os.Getenv("LATCH_POWERLOSS_LOG") != "" {
+		c.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	c.fss = make(map[string]vfs.FS)
 	p := &plCluster{cluster: c, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}, wentBack: map[string]bool{}}
 	for _, peer := range c.peers {
@@ -526,12 +537,42 @@ func (p *plCluster) check(grants []*plGrant) {
 	}
 	// Every grant still held at the end, lease not over, is held by every
 	// node once it caught up.
+	defer func() {
+		if len(p.res.violations) == 0 {
+			return
+		}
+		for id, r := range p.reps {
+			st, err := r.Status()
+			p.logf("status of %s: %+v %v", id, st, err)
+		}
+	}()
 	lead := p.waitLeader()
 	if lead == "" {
 		p.violate("no leader once the cluster healed")
 		return
 	}
-	time.Sleep(3 * time.Second)
+	// Caught up: every node applied what the leader had committed when
+	// the clients stopped. A node that was sent a snapshot while it was
+	// cut off may wait out the snapshot's RPC timeout first (10 s on
+	// Raft's in-memory transport).
+	st, err := p.reps[lead].Status()
+	if err != nil {
+		p.violate("leader %s: %v", lead, err)
+		return
+	}
+	for id, r := range p.reps {
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			s, err := r.Status()
+			if err == nil && s.AppliedIndex >= st.CommitIndex {
+				break
+			}
+			if time.Now().After(deadline) {
+				p.violate("%s did not catch up with the leader %s in 30 s: applied %d of %d", id, lead, s.AppliedIndex, st.CommitIndex)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for _, g := range grants {
 		if !g.rel.IsZero() || time.Since(g.inv) >= plLease {
 			continue

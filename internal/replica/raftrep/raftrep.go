@@ -137,6 +137,12 @@ type Replicator struct {
 	applAt     time.Time
 	leaderless time.Time // when the last leader was lost; zero while one is known
 	closed     bool
+	// refused is set when Raft refused or lost the leader's last entry:
+	// the sender packs nothing more until its next tick (send), rather
+	// than pack and be refused again at once for as long as a hand-over
+	// lasts (or, in a test's bubble of virtual time, forever: time does
+	// not pass while the sender spins). Guarded by mu.
+	refused bool
 
 	// The follower's connection to the leader it forwards to.
 	fwdConn net.Conn

@@ -110,7 +110,7 @@ func (r *Replicator) elected() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.epoch++
-	r.leading, r.ready = false, false
+	r.leading, r.ready, r.refused = false, false, false
 	return r.epoch
 }
 
@@ -119,6 +119,11 @@ func (r *Replicator) elected() uint64 {
 func (r *Replicator) demote() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.demoteLocked()
+}
+
+// demoteLocked is demote, with mu held.
+func (r *Replicator) demoteLocked() {
 	r.epoch++
 	r.fwd, r.fwdCmds = nil, 0 // their nodes send them again to the next leader
 	if r.leading {
@@ -257,6 +262,18 @@ func (r *Replicator) send() {
 			return
 		case <-r.wake:
 		case <-tick.C:
+			r.mu.Lock()
+			r.refused = false
+			if r.leading && r.raft.State() != raft.Leader {
+				// Raft no longer makes this node leader, and watch did
+				// not hear of it (an observation Raft dropped, with none
+				// after it to tell): the leadership ends here. Under mu,
+				// so that a leadership Raft gave since (elected, which
+				// clears leading) is not the one that ends.
+				r.log.Warn("raftrep: leading, though Raft does not make this node leader; stepping down")
+				r.demoteLocked()
+			}
+			r.mu.Unlock()
 			r.resendStale()
 		}
 		for r.sendOnce() {
@@ -288,7 +305,7 @@ func (r *Replicator) sendOnce() bool {
 		return false
 	}
 	if r.leading {
-		if !r.ready || (r.sent == len(r.outbox) && len(r.fwd) == 0) {
+		if !r.ready || r.refused || (r.sent == len(r.outbox) && len(r.fwd) == 0) {
 			r.mu.Unlock()
 			return false
 		}
@@ -333,6 +350,7 @@ func (r *Replicator) sendOnce() bool {
 				r.log.Debug("raftrep: an entry was not committed", "err", err)
 				r.mu.Lock()
 				r.sent = 0
+				r.refused = true
 				r.mu.Unlock()
 				<-r.inflight
 				return
