@@ -203,7 +203,32 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 	time.Sleep(2 * time.Second)
 	p.healAll()
 	cancel()
-	wg.Wait()
+	// Every request is answered: a client's request may fail while the
+	// cluster is broken, never wait for ever once it healed.
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		p.mu.Lock()
+		var states []string
+		for id, r := range p.reps {
+			leading, ready := raftrep.Promotion(r)
+			st, _ := r.Status()
+			states = append(states, fmt.Sprintf("%s: leading=%v ready=%v state=%s leader=%s term=%d applied=%d", id, leading, ready, st.State, st.Leader, st.Term, st.AppliedIndex))
+		}
+		p.mu.Unlock()
+		slices.Sort(states)
+		p.violate("a request unanswered a minute after the cluster healed; %s", strings.Join(states, "; "))
+		for id := range p.nodes {
+			p.stop(id) // which answers it, so that the clients end
+		}
+		<-done
+		return p.res
+	}
 	var all []*plGrant
 	for _, g := range grants {
 		all = append(all, g...)
