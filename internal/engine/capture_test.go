@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch"
+)
+
+// TestCaptureOwned: a capture open across each change of owned holds (the
+// model sequences of TestCaptureModel have none) writes the snapshot of
+// the instant it was taken.
+func TestCaptureOwned(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(e *Engine) error
+	}{
+		{"replace the owner", func(e *Engine) error {
+			_, _, _, err := e.ReplaceOwner(2, "a", "bob", false)
+			return err
+		}},
+		{"take over", func(e *Engine) error {
+			_, _, _, err := e.ReplaceOwner(2, "a", "bob", true)
+			return err
+		}},
+		{"renew", func(e *Engine) error {
+			_, _, _, err := e.RenewOwned(2, "a", time.Minute)
+			return err
+		}},
+		{"release", func(e *Engine) error {
+			_, err := e.ReleaseOwned(2, "a")
+			return err
+		}},
+		{"acquire another", func(e *Engine) error {
+			_, _, err := e.AcquireOwned(2, []string{"c"}, []byte("carol"), time.Second)
+			return err
+		}},
+		{"the lease ends", func(e *Engine) error {
+			e.Tick(int64(time.Hour))
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		for _, steps := range []int{0, 1} { // changed before any Step, or after one
+			t.Run(tt.name, func(t *testing.T) {
+				e := New(Config{})
+				for _, k := range []string{"a", "b"} {
+					if _, _, err := e.AcquireOwned(1, []string{k}, []byte("alice"), time.Second); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want := e.AppendSnapshot(nil)
+				c := e.Capture()
+				c.Step(steps)
+				if err := tt.change(e); err != nil {
+					t.Fatal(err)
+				}
+				if !c.Step(math.MaxInt) {
+					t.Fatal("Step(MaxInt) left the capture incomplete")
+				}
+				if got := c.AppendTo(nil); !bytes.Equal(got, want) {
+					t.Fatalf("the capture wrote\n%x\nwant\n%x", got, want)
+				}
+				if e.capture != nil {
+					t.Fatal("the complete capture is still open")
+				}
+			})
+		}
+	}
+}
+
+// TestCaptureClosed: a capture replaced by another, or closed, is told of
+// no more changes; the engine keeps one open at most.
+func TestCaptureClosed(t *testing.T) {
+	e := New(Config{})
+	s, _ := e.OpenSession(0, SessionOptions{})
+	if _, _, err := e.Acquire(0, s, latch.LockRequest{Keys: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	first := e.Capture()
+	second := e.Capture()
+	if first.open || e.capture != second {
+		t.Fatal("a second Capture left the first open")
+	}
+	if first.Step(math.MaxInt) {
+		t.Fatal("a capture replaced half way reports itself complete")
+	}
+	second.Close()
+	second.Close()
+	if e.capture != nil {
+		t.Fatal("Close left the capture open")
+	}
+	if _, err := e.Release(1, s, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+}
