@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"iter"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -20,7 +21,9 @@ import (
 // open, the first change of a session, key (with its holds) or queued
 // request that existed at the instant of the capture first encodes its
 // record as it was; Step encodes the records of the others, which have
-// not changed, from the live table. Sessions and waiters made after the
+// not changed, from the live table. A session's list of holds is encoded
+// a part at a time too; if the session changes half way, the rest of its
+// list is encoded then. Sessions and waiters made after the
 // capture are told by their IDs, which grow; keys by a set of the keys
 // made since. The sorting of the records and the writing of the snapshot
 // (AppendTo) need not the engine at all.
@@ -50,8 +53,9 @@ type Capture struct {
 	stops       []func()
 
 	// freshKeys holds the keys made since the capture, which it must not
-	// encode; savedKeys, savedSessions and savedWaiters those whose
-	// record was encoded at their first change, before it. An entry
+	// encode; savedKeys and savedWaiters those whose record was encoded
+	// at their first change, before it; savedSessions the sessions whose
+	// record was begun, by Step or at their first change. A key or waiter
 	// encoded by Step and changed later is encoded twice, alike, and
 	// appendTo keeps one.
 	freshKeys     map[*key]struct{}
@@ -59,23 +63,53 @@ type Capture struct {
 	savedSessions map[*session]struct{}
 	savedWaiters  map[*waiter]struct{}
 
-	// The records, in the order they were encoded: each one's bytes are
-	// buf[off:end], and the keys it names (a session's holds, a waiter's
-	// queues) names[from:to].
-	buf      []byte
-	names    []string
-	sessions []record
-	keys     []record
-	waiters  []record
+	// partial is the session whose list of holds Step is encoding, into
+	// its record partialRec, up to the hold next (nil when none is).
+	partial    *session
+	partialRec *record
+	next       *hold
+
+	// The records, in the order they were encoded, and their bytes. Both
+	// grow a chunk at a time, so that no step copies what the ones before
+	// encoded.
+	bufs     chunks[byte]
+	sessions chunks[record]
+	keys     chunks[record]
+	waiters  chunks[record]
 }
 
-// record is one session, key or waiter encoded.
+// record is one session, key or waiter encoded: its bytes
+// (bufs.chunk[chunk][off:end]) and the keys it names, by name.
 type record struct {
-	name     string // a key's
-	id       uint64 // a session's or waiter's
-	off, end int
-	from, to int
+	name            string   // a key's
+	id              uint64   // a session's or waiter's
+	names           []string // a session's holds or a waiter's queues
+	chunk, off, end int
 }
+
+// chunkLen is the length of a chunk of chunks.
+const chunkLen = 4096
+
+// chunks is a list that grows a chunk of chunkLen at a time: append never
+// copies the elements before it, as a slice's append may.
+type chunks[T any] struct {
+	chunk [][]T
+}
+
+// last returns the last chunk, a new one if the last is full. An append
+// past a chunk's chunkLen elements copies that chunk alone; chunks of
+// elements appended one at a time never are, and pointers to them stay.
+func (c *chunks[T]) last() *[]T {
+	if n := len(c.chunk); n == 0 || len(c.chunk[n-1]) >= chunkLen {
+		c.chunk = append(c.chunk, make([]T, 0, chunkLen))
+	}
+	return &c.chunk[len(c.chunk)-1]
+}
+
+func (c *chunks[T]) append(v T) { l := c.last(); *l = append(*l, v) }
+
+// all returns the elements in one slice.
+func (c *chunks[T]) all() []T { return slices.Concat(c.chunk...) }
 
 // Capture captures the engine's state at this instant, in constant time,
 // for a snapshot that Step then encodes between the engine's calls. One
@@ -124,14 +158,23 @@ func (c *Capture) Step(n int) bool {
 	if !c.open {
 		return c.done
 	}
-	for ; n > 0 && c.nextSession != nil; n-- {
-		_, s, ok := c.nextSession()
-		if !ok {
-			c.nextSession = nil
-			break
+	for n > 0 && (c.partial != nil || c.nextSession != nil) {
+		if c.partial == nil {
+			_, s, ok := c.nextSession()
+			if !ok {
+				c.nextSession = nil
+				break
+			}
+			n--
+			if s.id > c.lastSession || has(c.savedSessions, s) {
+				continue
+			}
+			c.savedSessions[s] = struct{}{}
+			c.partial, c.partialRec, c.next = s, c.beginSession(s), s.holds
 		}
-		if s.id <= c.lastSession && !has(c.savedSessions, s) {
-			c.addSession(s)
+		c.next, n = c.partialRec.addHolds(c.next, n)
+		if c.next == nil {
+			c.partial, c.partialRec = nil, nil
 		}
 	}
 	for ; n > 0 && c.nextKey != nil; n-- {
@@ -142,6 +185,7 @@ func (c *Capture) Step(n int) bool {
 		}
 		if !has(c.freshKeys, k) && !has(c.savedKeys, k) {
 			c.addKey(name, k)
+			n -= int(k.nholds) // a shared key's holds
 		}
 	}
 	for ; n > 0 && c.nextWaiter != nil; n-- {
@@ -175,11 +219,16 @@ func (c *Capture) Close() {
 		stop()
 	}
 	c.stops, c.nextSession, c.nextKey, c.nextWaiter = nil, nil, nil, nil
+	c.partial, c.partialRec, c.next = nil, nil, nil
 	c.freshKeys, c.savedKeys, c.savedSessions, c.savedWaiters = nil, nil, nil, nil
 	if c.e.capture == c {
 		c.e.capture = nil
 	}
 }
+
+// GivenUp reports whether the capture was closed before it was complete
+// (Close, or a later Engine.Capture): Step will never complete it.
+func (c *Capture) GivenUp() bool { return !c.open && !c.done }
 
 // AppendTo appends the snapshot that AppendSnapshot would have appended at
 // the instant of the capture. It panics unless Step has reported the
@@ -211,9 +260,15 @@ func (e *Engine) changeKey(k *key) {
 // changeSession is called before s or its list of holds changes, or s
 // ends.
 func (e *Engine) changeSession(s *session) {
-	if c := e.capture; c != nil && s.id <= c.lastSession && !has(c.savedSessions, s) {
+	c := e.capture
+	switch {
+	case c == nil || s.id > c.lastSession:
+	case s == c.partial:
+		c.partialRec.addHolds(c.next, math.MaxInt)
+		c.partial, c.partialRec, c.next = nil, nil, nil
+	case !has(c.savedSessions, s):
 		c.savedSessions[s] = struct{}{}
-		c.addSession(s)
+		c.beginSession(s).addHolds(s.holds, math.MaxInt)
 	}
 }
 
@@ -250,27 +305,45 @@ func (e *Engine) changeTimer(t *timer) {
 	}
 }
 
-// addSession encodes s's record: its entry in the sessions section and
-// the keys of its holds, in its list's order, for the held keys section.
+// addSession encodes s's record whole (for AppendSnapshot).
 func (c *Capture) addSession(s *session) {
-	r := record{id: uint64(s.id), off: len(c.buf), from: len(c.names)}
-	c.buf = binary.AppendUvarint(c.buf, uint64(s.id))
-	c.buf = binary.AppendVarint(c.buf, s.opened)
-	c.buf = binary.AppendVarint(c.buf, int64(s.ttl))
-	c.buf = binary.AppendVarint(c.buf, int64(s.lockDelay))
-	c.buf = appendTimer(c.buf, s.expiry)
-	for h := s.holds; h != nil; h = h.snext {
-		c.names = append(c.names, h.k.name)
+	c.beginSession(s).addHolds(s.holds, math.MaxInt)
+}
+
+// beginSession encodes s's entry in the sessions section and returns its
+// record, to which addHolds adds the keys of its holds.
+func (c *Capture) beginSession(s *session) *record {
+	buf := c.bufs.last()
+	r := record{id: uint64(s.id), chunk: len(c.bufs.chunk) - 1, off: len(*buf)}
+	*buf = binary.AppendUvarint(*buf, uint64(s.id))
+	*buf = binary.AppendVarint(*buf, s.opened)
+	*buf = binary.AppendVarint(*buf, int64(s.ttl))
+	*buf = binary.AppendVarint(*buf, int64(s.lockDelay))
+	*buf = appendTimer(*buf, s.expiry)
+	r.end = len(*buf)
+	r.names = make([]string, 0, s.nholds)
+	c.sessions.append(r)
+	l := c.sessions.chunk[len(c.sessions.chunk)-1]
+	return &l[len(l)-1]
+}
+
+// addHolds adds the keys of up to n holds of a session's list, from h on,
+// to the session's record r (for the held keys section). It returns the
+// hold it stopped at (nil at the end of the list) and what is left of n.
+func (r *record) addHolds(h *hold, n int) (*hold, int) {
+	for ; n > 0 && h != nil; n-- {
+		r.names = append(r.names, h.k.name)
+		h = h.snext
 	}
-	r.end, r.to = len(c.buf), len(c.names)
-	c.sessions = append(c.sessions, r)
+	return h, n
 }
 
 // addKey encodes the record of k, named name: the key and its holds.
 func (c *Capture) addKey(name string, k *key) {
 	e := c.e
-	r := record{name: name, off: len(c.buf)}
-	dst := c.buf
+	buf := c.bufs.last()
+	r := record{name: name, chunk: len(c.bufs.chunk) - 1, off: len(*buf)}
+	dst := *buf
 	dst = binary.AppendUvarint(dst, uint64(len(name)))
 	dst = append(dst, name...)
 	dst = append(dst, byte(k.mode))
@@ -294,16 +367,17 @@ func (c *Capture) addKey(name string, k *key) {
 			dst = append(dst, 0)
 		}
 	}
-	c.buf = dst
-	r.end = len(c.buf)
-	c.keys = append(c.keys, r)
+	*buf = dst
+	r.end = len(dst)
+	c.keys.append(r)
 }
 
 // addWaiter encodes w's record, up to its deadline, and the keys it waits
 // for, in request order.
 func (c *Capture) addWaiter(w *waiter) {
-	r := record{id: uint64(w.id), off: len(c.buf), from: len(c.names)}
-	dst := c.buf
+	buf := c.bufs.last()
+	r := record{id: uint64(w.id), chunk: len(c.bufs.chunk) - 1, off: len(*buf)}
+	dst := *buf
 	dst = binary.AppendUvarint(dst, uint64(w.id))
 	dst = binary.AppendUvarint(dst, uint64(w.s.id))
 	dst = append(dst, byte(w.mode))
@@ -312,12 +386,13 @@ func (c *Capture) addWaiter(w *waiter) {
 	dst = binary.AppendVarint(dst, int64(w.lease))
 	dst = binary.AppendVarint(dst, w.since)
 	dst = appendTimer(dst, w.deadline)
-	c.buf = dst
+	*buf = dst
+	r.end = len(dst)
+	r.names = make([]string, len(w.entries))
 	for i := range w.entries {
-		c.names = append(c.names, w.entries[i].k.name)
+		r.names[i] = w.entries[i].k.name
 	}
-	r.end, r.to = len(c.buf), len(c.names)
-	c.waiters = append(c.waiters, r)
+	c.waiters.append(r)
 }
 
 // appendTo writes the records in the snapshot's order (see the format in
@@ -327,39 +402,37 @@ func (c *Capture) addWaiter(w *waiter) {
 func (c *Capture) appendTo(dst []byte) []byte {
 	byID := func(a, b record) int { return cmp.Compare(a.id, b.id) }
 	byName := func(a, b record) int { return strings.Compare(a.name, b.name) }
-	slices.SortFunc(c.sessions, byID)
-	c.sessions = slices.CompactFunc(c.sessions, func(a, b record) bool { return a.id == b.id })
-	slices.SortFunc(c.keys, byName)
-	c.keys = slices.CompactFunc(c.keys, func(a, b record) bool { return a.name == b.name })
-	slices.SortFunc(c.waiters, byID)
-	c.waiters = slices.CompactFunc(c.waiters, func(a, b record) bool { return a.id == b.id })
-	index := func(name string) uint64 {
-		i, _ := slices.BinarySearchFunc(c.keys, name, func(r record, name string) int { return strings.Compare(r.name, name) })
-		return uint64(i)
+	sessions := slices.SortedFunc(slices.Values(c.sessions.all()), byID)
+	keys := slices.SortedFunc(slices.Values(c.keys.all()), byName)
+	keys = slices.CompactFunc(keys, func(a, b record) bool { return a.name == b.name })
+	waiters := slices.SortedFunc(slices.Values(c.waiters.all()), byID)
+	waiters = slices.CompactFunc(waiters, func(a, b record) bool { return a.id == b.id })
+	bytesOf := func(r record) []byte { return c.bufs.chunk[r.chunk][r.off:r.end] }
+	appendIndexes := func(dst []byte, names []string) []byte {
+		dst = binary.AppendUvarint(dst, uint64(len(names)))
+		for _, name := range names {
+			i, _ := slices.BinarySearchFunc(keys, name, func(r record, name string) int { return strings.Compare(r.name, name) })
+			dst = binary.AppendUvarint(dst, uint64(i))
+		}
+		return dst
 	}
 
 	dst = append(dst, c.head...)
-	dst = binary.AppendUvarint(dst, uint64(len(c.sessions)))
-	for _, r := range c.sessions {
-		dst = append(dst, c.buf[r.off:r.end]...)
+	dst = binary.AppendUvarint(dst, uint64(len(sessions)))
+	for _, r := range sessions {
+		dst = append(dst, bytesOf(r)...)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(c.keys)))
-	for _, r := range c.keys {
-		dst = append(dst, c.buf[r.off:r.end]...)
+	dst = binary.AppendUvarint(dst, uint64(len(keys)))
+	for _, r := range keys {
+		dst = append(dst, bytesOf(r)...)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(c.waiters)))
-	for _, r := range c.waiters {
-		dst = append(dst, c.buf[r.off:r.end]...)
-		dst = binary.AppendUvarint(dst, uint64(r.to-r.from))
-		for _, name := range c.names[r.from:r.to] {
-			dst = binary.AppendUvarint(dst, index(name))
-		}
+	dst = binary.AppendUvarint(dst, uint64(len(waiters)))
+	for _, r := range waiters {
+		dst = append(dst, bytesOf(r)...)
+		dst = appendIndexes(dst, r.names)
 	}
-	for _, r := range c.sessions {
-		dst = binary.AppendUvarint(dst, uint64(r.to-r.from))
-		for _, name := range c.names[r.from:r.to] {
-			dst = binary.AppendUvarint(dst, index(name))
-		}
+	for _, r := range sessions {
+		dst = appendIndexes(dst, r.names)
 	}
 	return dst
 }
