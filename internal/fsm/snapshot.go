@@ -101,6 +101,10 @@ func (c *Capture) Step(n int) bool { return c.eng.Step(n) }
 // Close stops the capture; one closed before it is complete is given up.
 func (c *Capture) Close() { c.eng.Close() }
 
+// GivenUp reports whether the capture was closed, by Close or by a later
+// capture, before it was complete.
+func (c *Capture) GivenUp() bool { return c.eng.GivenUp() }
+
 // AppendTo appends the snapshot that AppendSnapshot would have appended at
 // the instant of the capture. It panics unless Step has reported the
 // capture complete.
