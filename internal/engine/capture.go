@@ -3,9 +3,8 @@ package engine
 import (
 	"cmp"
 	"encoding/binary"
-	"iter"
-	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -26,7 +25,9 @@ import (
 // list is encoded then. Sessions and waiters made after the
 // capture are told by their IDs, which grow; keys by a set of the keys
 // made since. The sorting of the records and the writing of the snapshot
-// (AppendTo) need not the engine at all.
+// (AppendTo) need not the engine at all. Step ranges over the engine's maps
+// a few entries at a time with reflect.MapIter, the one way to resume a
+// range over a map, which the engine changes between the steps.
 //
 // A Capture is not safe for concurrent use, and neither are its engine and
 // it together: Engine.Capture, Step and Close are called as the engine's
@@ -46,11 +47,11 @@ type Capture struct {
 	lastSession latch.SessionID
 	lastWaiter  WaiterID
 
-	// The live maps' entries, pulled a few at a time; nil once drained.
-	nextSession func() (latch.SessionID, *session, bool)
-	nextKey     func() (string, *key, bool)
-	nextWaiter  func() (WaiterID, *waiter, bool)
-	stops       []func()
+	// The live maps, ranged over a few entries at a time; nil once
+	// drained.
+	sessionsLeft *cursor[*session]
+	keysLeft     *cursor[*key]
+	waitersLeft  *cursor[*waiter]
 
 	// freshKeys holds the keys made since the capture, which it must not
 	// encode; savedKeys and savedWaiters those whose record was encoded
@@ -74,34 +75,47 @@ type Capture struct {
 	// encoded.
 	bufs     chunks[byte]
 	sessions chunks[record]
-	keys     chunks[record]
+	keys     chunks[keyRecord]
 	waiters  chunks[record]
 }
 
-// record is one session, key or waiter encoded: its bytes
+// record is one session or waiter encoded: its bytes
 // (bufs.chunk[chunk][off:end]) and the keys it names, by name.
 type record struct {
-	name            string   // a key's
-	id              uint64   // a session's or waiter's
-	names           []string // a session's holds or a waiter's queues
+	id              uint64   // the session's or waiter's
+	names           []string // the session's holds or the waiter's queues
 	chunk, off, end int
 }
 
-// chunkLen is the length of a chunk of chunks.
-const chunkLen = 4096
+// keyRecord is one key encoded, with its holds, in
+// bufs.chunk[chunk][off:end]; lean, as there is one per lock.
+type keyRecord struct {
+	name            string
+	chunk, off, end uint32
+}
 
-// chunks is a list that grows a chunk of chunkLen at a time: append never
-// copies the elements before it, as a slice's append may.
+// chunks is a list that grows a chunk at a time, each twice the one
+// before up to maxChunk elements: append never copies the chunks before
+// it, as a slice's append may copy all it holds.
 type chunks[T any] struct {
 	chunk [][]T
 }
 
+// The lengths of the first and the largest chunks of chunks.
+const (
+	minChunk = 16
+	maxChunk = 4096
+)
+
 // last returns the last chunk, a new one if the last is full. An append
-// past a chunk's chunkLen elements copies that chunk alone; chunks of
-// elements appended one at a time never are, and pointers to them stay.
+// past a chunk's capacity copies that chunk alone; chunks of elements
+// appended one at a time never are, and pointers to them stay.
 func (c *chunks[T]) last() *[]T {
-	if n := len(c.chunk); n == 0 || len(c.chunk[n-1]) >= chunkLen {
-		c.chunk = append(c.chunk, make([]T, 0, chunkLen))
+	n := len(c.chunk)
+	if n == 0 {
+		c.chunk = append(c.chunk, make([]T, 0, minChunk))
+	} else if l := c.chunk[n-1]; len(l) >= min(cap(l), maxChunk) {
+		c.chunk = append(c.chunk, make([]T, 0, min(2*len(l), maxChunk)))
 	}
 	return &c.chunk[len(c.chunk)-1]
 }
@@ -126,13 +140,9 @@ func (e *Engine) Capture() *Capture {
 	c.savedKeys = make(map[*key]struct{})
 	c.savedSessions = make(map[*session]struct{})
 	c.savedWaiters = make(map[*waiter]struct{})
-	var stop func()
-	c.nextSession, stop = iter.Pull2(maps.All(e.sessions))
-	c.stops = append(c.stops, stop)
-	c.nextKey, stop = iter.Pull2(maps.All(e.keys))
-	c.stops = append(c.stops, stop)
-	c.nextWaiter, stop = iter.Pull2(maps.All(e.waiters))
-	c.stops = append(c.stops, stop)
+	c.sessionsLeft = newCursor(e.sessions)
+	c.keysLeft = newCursor(e.keys)
+	c.waitersLeft = newCursor(e.waiters)
 	e.capture = c
 	return c
 }
@@ -158,11 +168,11 @@ func (c *Capture) Step(n int) bool {
 	if !c.open {
 		return c.done
 	}
-	for n > 0 && (c.partial != nil || c.nextSession != nil) {
+	for n > 0 && (c.partial != nil || c.sessionsLeft != nil) {
 		if c.partial == nil {
-			_, s, ok := c.nextSession()
+			s, ok := c.sessionsLeft.next()
 			if !ok {
-				c.nextSession = nil
+				c.sessionsLeft = nil
 				break
 			}
 			n--
@@ -177,21 +187,23 @@ func (c *Capture) Step(n int) bool {
 			c.partial, c.partialRec = nil, nil
 		}
 	}
-	for ; n > 0 && c.nextKey != nil; n-- {
-		name, k, ok := c.nextKey()
+	for ; n > 0 && c.keysLeft != nil; n-- {
+		k, ok := c.keysLeft.next()
 		if !ok {
-			c.nextKey = nil
+			c.keysLeft = nil
 			break
 		}
+		// A key recycled since is fresh; one recycled and not yet
+		// reused was saved when it left.
 		if !has(c.freshKeys, k) && !has(c.savedKeys, k) {
-			c.addKey(name, k)
+			c.addKey(k.name, k)
 			n -= int(k.nholds) // a shared key's holds
 		}
 	}
-	for ; n > 0 && c.nextWaiter != nil; n-- {
-		_, w, ok := c.nextWaiter()
+	for ; n > 0 && c.waitersLeft != nil; n-- {
+		w, ok := c.waitersLeft.next()
 		if !ok {
-			c.nextWaiter = nil
+			c.waitersLeft = nil
 			break
 		}
 		// A waiter recycled since has a newer ID; one recycled and not
@@ -200,7 +212,7 @@ func (c *Capture) Step(n int) bool {
 			c.addWaiter(w)
 		}
 	}
-	if c.nextSession == nil && c.nextKey == nil && c.nextWaiter == nil {
+	if c.sessionsLeft == nil && c.keysLeft == nil && c.waitersLeft == nil {
 		c.done = true
 		c.Close()
 	}
@@ -215,10 +227,7 @@ func (c *Capture) Close() {
 		return
 	}
 	c.open = false
-	for _, stop := range c.stops {
-		stop()
-	}
-	c.stops, c.nextSession, c.nextKey, c.nextWaiter = nil, nil, nil, nil
+	c.sessionsLeft, c.keysLeft, c.waitersLeft = nil, nil, nil
 	c.partial, c.partialRec, c.next = nil, nil, nil
 	c.freshKeys, c.savedKeys, c.savedSessions, c.savedWaiters = nil, nil, nil, nil
 	if c.e.capture == c {
@@ -238,6 +247,31 @@ func (c *Capture) AppendTo(dst []byte) []byte {
 		panic("engine: Capture.AppendTo before Step completed it")
 	}
 	return c.appendTo(dst)
+}
+
+// cursor ranges over the values of a map a few at a time, with the
+// changes to the map between them, as a range loop whose body changes the
+// map does (reflect.MapIter): an entry is reached once at most, one
+// removed before it is reached is not, and one added may or may not be.
+// A map that is replaced (peakmap.Rebuild) is still ranged over, as it was
+// when replaced.
+type cursor[V any] struct {
+	it *reflect.MapIter
+	v  reflect.Value // where the value reached is set, without allocating
+}
+
+func newCursor[K comparable, V any](m map[K]V) *cursor[V] {
+	return &cursor[V]{it: reflect.ValueOf(m).MapRange(), v: reflect.New(reflect.TypeFor[V]()).Elem()}
+}
+
+// next returns the next value, or false when the map has no more.
+func (c *cursor[V]) next() (V, bool) {
+	if !c.it.Next() {
+		var zero V
+		return zero, false
+	}
+	c.v.SetIterValue(c.it)
+	return c.v.Interface().(V), true
 }
 
 func has[K comparable](m map[K]struct{}, k K) bool {
@@ -342,7 +376,7 @@ func (r *record) addHolds(h *hold, n int) (*hold, int) {
 func (c *Capture) addKey(name string, k *key) {
 	e := c.e
 	buf := c.bufs.last()
-	r := record{name: name, chunk: len(c.bufs.chunk) - 1, off: len(*buf)}
+	r := keyRecord{name: name, chunk: uint32(len(c.bufs.chunk) - 1), off: uint32(len(*buf))}
 	dst := *buf
 	dst = binary.AppendUvarint(dst, uint64(len(name)))
 	dst = append(dst, name...)
@@ -368,7 +402,7 @@ func (c *Capture) addKey(name string, k *key) {
 		}
 	}
 	*buf = dst
-	r.end = len(dst)
+	r.end = uint32(len(dst))
 	c.keys.append(r)
 }
 
@@ -401,17 +435,29 @@ func (c *Capture) addWaiter(w *waiter) {
 // first change) keeps one of its records, which are alike.
 func (c *Capture) appendTo(dst []byte) []byte {
 	byID := func(a, b record) int { return cmp.Compare(a.id, b.id) }
-	byName := func(a, b record) int { return strings.Compare(a.name, b.name) }
-	sessions := slices.SortedFunc(slices.Values(c.sessions.all()), byID)
-	keys := slices.SortedFunc(slices.Values(c.keys.all()), byName)
-	keys = slices.CompactFunc(keys, func(a, b record) bool { return a.name == b.name })
-	waiters := slices.SortedFunc(slices.Values(c.waiters.all()), byID)
+	byName := func(a, b keyRecord) int { return strings.Compare(a.name, b.name) }
+	sessions, keys, waiters := c.sessions.all(), c.keys.all(), c.waiters.all()
+	slices.SortFunc(sessions, byID)
+	slices.SortFunc(keys, byName)
+	keys = slices.CompactFunc(keys, func(a, b keyRecord) bool { return a.name == b.name })
+	slices.SortFunc(waiters, byID)
 	waiters = slices.CompactFunc(waiters, func(a, b record) bool { return a.id == b.id })
-	bytesOf := func(r record) []byte { return c.bufs.chunk[r.chunk][r.off:r.end] }
+	size := len(c.head) + 3*binary.MaxVarintLen64
+	for _, b := range c.bufs.chunk {
+		size += len(b) // an upper bound of the records' bytes
+	}
+	for _, r := range waiters {
+		size += binary.MaxVarintLen64 + len(r.names)*binary.MaxVarintLen32
+	}
+	for _, r := range sessions {
+		size += binary.MaxVarintLen64 + len(r.names)*binary.MaxVarintLen32
+	}
+	dst = slices.Grow(dst, size)
+	bytesOf := func(chunk, off, end int) []byte { return c.bufs.chunk[chunk][off:end] }
 	appendIndexes := func(dst []byte, names []string) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(names)))
 		for _, name := range names {
-			i, _ := slices.BinarySearchFunc(keys, name, func(r record, name string) int { return strings.Compare(r.name, name) })
+			i, _ := slices.BinarySearchFunc(keys, name, func(r keyRecord, name string) int { return strings.Compare(r.name, name) })
 			dst = binary.AppendUvarint(dst, uint64(i))
 		}
 		return dst
@@ -420,15 +466,15 @@ func (c *Capture) appendTo(dst []byte) []byte {
 	dst = append(dst, c.head...)
 	dst = binary.AppendUvarint(dst, uint64(len(sessions)))
 	for _, r := range sessions {
-		dst = append(dst, bytesOf(r)...)
+		dst = append(dst, bytesOf(r.chunk, r.off, r.end)...)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(keys)))
 	for _, r := range keys {
-		dst = append(dst, bytesOf(r)...)
+		dst = append(dst, bytesOf(int(r.chunk), int(r.off), int(r.end))...)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(waiters)))
 	for _, r := range waiters {
-		dst = append(dst, bytesOf(r)...)
+		dst = append(dst, bytesOf(r.chunk, r.off, r.end)...)
 		dst = appendIndexes(dst, r.names)
 	}
 	for _, r := range sessions {
