@@ -119,6 +119,10 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 // millisecond's work.
 const captureStep = 1024
 
+// observeStep, when set (by tests), is called before each step of Persist,
+// under the node's lock, and what it returns after the step.
+var observeStep func() (stepped func())
+
 // capture is a state captured for a snapshot, to be encoded and persisted.
 type capture struct {
 	sm    replica.StateMachine
@@ -131,8 +135,15 @@ type capture struct {
 func (s *capture) Persist(sink raft.SnapshotSink) error {
 	for done := false; !done; {
 		s.sm.Lock()
+		var stepped func()
+		if observeStep != nil {
+			stepped = observeStep()
+		}
 		done = s.c.Step(captureStep)
 		givenUp := s.c.GivenUp()
+		if stepped != nil {
+			stepped()
+		}
 		s.sm.Unlock()
 		if givenUp {
 			sink.Cancel()
