@@ -22,12 +22,12 @@ import (
 // record as it was; Step encodes the records of the others, which have
 // not changed, from the live table. A session's list of holds is encoded
 // a part at a time too; if the session changes half way, the rest of its
-// list is encoded then. Sessions and waiters made after the
-// capture are told by their IDs, which grow; keys by a set of the keys
-// made since. The sorting of the records and the writing of the snapshot
-// (AppendTo) need not the engine at all. Step ranges over the engine's maps
-// a few entries at a time with reflect.MapIter, the one way to resume a
-// range over a map, which the engine changes between the steps.
+// list is encoded then. Sessions and waiters made after the capture are
+// told by their IDs, which grow; keys by a set of the keys made since.
+// Step ranges over the engine's maps a few entries at a time with
+// reflect.MapIter, the one way to resume a range over a map that changes
+// between the steps. The sorting of the records and the writing of the
+// snapshot (AppendTo) need not the engine at all.
 //
 // A Capture is not safe for concurrent use, and neither are its engine and
 // it together: Engine.Capture, Step and Close are called as the engine's
