@@ -70,4 +70,10 @@
 // inconsistent input with an error wrapping ErrBadSnapshot. The token
 // counter is seeded once per state with Engine.SeedToken, so that tokens
 // keep growing across in-memory restarts.
+//
+// Engine.Capture takes the same snapshot at one instant without encoding
+// it then: its driver encodes it a step at a time between the calls that
+// change the table (Capture.Step), and writes it out without the engine
+// (Capture.AppendTo). Until it is complete, the first change of an entry
+// the capture has not encoded yet encodes it first, as it was.
 package engine

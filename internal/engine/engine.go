@@ -52,6 +52,10 @@ type Engine struct {
 	freeKeys    []*key
 	freeHolds   []*hold
 	freeWaiters []*waiter
+
+	// capture is the open Capture, told of every change before it is
+	// made; nil when none is open.
+	capture *Capture
 }
 
 // New returns an empty lock table.
@@ -208,6 +212,7 @@ func (e *Engine) Acquire(now int64, id latch.SessionID, req latch.LockRequest) (
 			k = e.newKey(name)
 		}
 		if req.Mode == latch.Shared && k.nshared() == 0 {
+			e.changeKey(k)
 			k.limit = req.Limit
 		}
 		w.entries[i] = qentry{w: w, k: k}
@@ -405,6 +410,7 @@ func (e *Engine) fire(t *timer) {
 		e.undelay(t.key)
 	case timerDeadline:
 		w := t.wait
+		e.changeWaiter(w)
 		var busy []string
 		for i := range w.entries {
 			if !e.available(&w.entries[i]) {
@@ -424,6 +430,7 @@ func (e *Engine) emit(ev Event) {
 
 // schedule sets t to fire at when, adding it to the heap or moving it.
 func (e *Engine) schedule(t *timer, when int64) {
+	e.changeTimer(t)
 	e.timerSeq++
 	t.when, t.seq = when, e.timerSeq
 	if t.idx < 0 {
@@ -628,6 +635,7 @@ func (e *Engine) collect(k *key) {
 	if !k.empty() || k.dirty {
 		return
 	}
+	e.changeKey(k)
 	delete(e.keys, k.name)
 	if e.keysPeak.Due(len(e.keys)) {
 		e.keys = peakmap.Rebuild(e.keys, &e.keysPeak)
@@ -650,6 +658,7 @@ func (e *Engine) newKey(name string) *key {
 	}
 	k.name = name
 	e.keys[name] = k
+	e.madeKey(k)
 	return k
 }
 
@@ -696,8 +705,12 @@ func (e *Engine) grant(s *session, keys []*key, mode latch.Mode, limit uint32, l
 	}
 	var exp int64
 	for _, k := range keys {
+		e.changeKey(k)
 		h := k.holdOf(s)
 		if h == nil {
+			if s != nil {
+				e.changeSession(s)
+			}
 			if mode == latch.Shared && k.nshared() == 0 {
 				k.limit = limit
 			}
@@ -736,6 +749,7 @@ func (e *Engine) newHold(k *key) *hold {
 // setLease gives h a lease ending lease from now (none when lease is 0) and
 // returns its end.
 func (e *Engine) setLease(h *hold, lease time.Duration) int64 {
+	e.changeKey(h.k)
 	if lease <= 0 {
 		e.dropLease(h)
 		return 0
@@ -762,6 +776,7 @@ func (e *Engine) leaseOf(h *hold) *timer {
 // dropLease removes h's lease, if it has one.
 func (e *Engine) dropLease(h *hold) {
 	if t := e.leaseOf(h); t != nil {
+		e.changeKey(h.k)
 		e.timers.remove(t)
 		delete(e.leases, h)
 	}
@@ -771,6 +786,10 @@ func (e *Engine) dropLease(h *hold) {
 // in e.drops.
 func (e *Engine) dropHold(h *hold, cause DropCause) {
 	k := h.k
+	e.changeKey(k)
+	if h.s != nil {
+		e.changeSession(h.s)
+	}
 	if e.cfg.RecordDrops {
 		var sid latch.SessionID
 		if h.s != nil {
@@ -799,6 +818,7 @@ func (e *Engine) dropHold(h *hold, cause DropCause) {
 
 // removeWaiter takes w out of every queue and of its session.
 func (e *Engine) removeWaiter(w *waiter) {
+	e.changeWaiter(w)
 	for i := range w.entries {
 		q := &w.entries[i]
 		dequeue(q)
@@ -837,6 +857,7 @@ func (e *Engine) newWaiter(n int) *waiter {
 // endSession aborts the waiters of s, releases its non-leased holds (with
 // its lock-delay) and detaches its leased ones.
 func (e *Engine) endSession(s *session) {
+	e.changeSession(s)
 	for s.waiters != nil {
 		w := s.waiters
 		e.emit(Event{Kind: EventAborted, Waiter: w.id, Session: s.id})
@@ -845,6 +866,7 @@ func (e *Engine) endSession(s *session) {
 	for s.holds != nil {
 		h := s.holds
 		if e.leaseOf(h) != nil {
+			e.changeKey(h.k)
 			unlinkFromSession(h)
 			continue
 		}
@@ -867,6 +889,7 @@ func (e *Engine) endSession(s *session) {
 // delay makes k unavailable until the instant until (or a later one it
 // already had).
 func (e *Engine) delay(k *key, until int64) {
+	e.changeKey(k)
 	t := e.delays[k]
 	if t == nil {
 		t = &timer{kind: timerDelay, key: k, idx: -1}
@@ -880,6 +903,7 @@ func (e *Engine) delay(k *key, until int64) {
 
 // undelay ends k's lock-delay.
 func (e *Engine) undelay(k *key) {
+	e.changeKey(k)
 	if t := e.delays[k]; t != nil {
 		e.timers.remove(t)
 		delete(e.delays, k)

@@ -158,6 +158,7 @@ func (e *Engine) ReplaceOwner(now int64, name, owner string, takeover bool) (str
 		return "", 0, e.events, err
 	}
 	old := e.owners[h]
+	e.changeKey(h.k)
 	e.owners[h] = owner
 	if takeover {
 		e.token++

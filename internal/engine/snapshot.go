@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/latchd/latch"
@@ -64,94 +62,21 @@ const snapshotVersion = 2
 // The encoding is canonical: engines in the same state produce the same
 // bytes. Its first byte is the format version (2; version 1, without
 // owned holds, was never written to disk by a release and is refused). It costs allocations
-// proportional to the table; it does not change the engine.
+// proportional to the table; it does not change the engine. Capture
+// writes the same bytes without holding the caller's lock for the whole
+// encoding.
 func (e *Engine) AppendSnapshot(dst []byte) []byte {
-	sessions := make([]*session, 0, len(e.sessions))
+	c := e.newCapture()
 	for _, s := range e.sessions {
-		sessions = append(sessions, s)
+		c.addSession(s)
 	}
-	slices.SortFunc(sessions, func(a, b *session) int { return cmp.Compare(a.id, b.id) })
-	keys := make([]*key, 0, len(e.keys))
-	for _, k := range e.keys {
-		keys = append(keys, k)
+	for name, k := range e.keys {
+		c.addKey(name, k)
 	}
-	slices.SortFunc(keys, func(a, b *key) int { return strings.Compare(a.name, b.name) })
-	index := make(map[*key]int, len(keys))
-	for i, k := range keys {
-		index[k] = i
-	}
-	waiters := make([]*waiter, 0, len(e.waiters))
 	for _, w := range e.waiters {
-		waiters = append(waiters, w)
+		c.addWaiter(w)
 	}
-	slices.SortFunc(waiters, func(a, b *waiter) int { return cmp.Compare(a.id, b.id) })
-
-	dst = append(dst, snapshotVersion)
-	dst = binary.AppendVarint(dst, e.now)
-	dst = binary.AppendUvarint(dst, uint64(e.token))
-	dst = binary.AppendUvarint(dst, uint64(e.lastSession))
-	dst = binary.AppendUvarint(dst, uint64(e.lastWaiter))
-	dst = binary.AppendUvarint(dst, e.timerSeq)
-
-	dst = binary.AppendUvarint(dst, uint64(len(sessions)))
-	for _, s := range sessions {
-		dst = binary.AppendUvarint(dst, uint64(s.id))
-		dst = binary.AppendVarint(dst, s.opened)
-		dst = binary.AppendVarint(dst, int64(s.ttl))
-		dst = binary.AppendVarint(dst, int64(s.lockDelay))
-		dst = appendTimer(dst, s.expiry)
-	}
-
-	dst = binary.AppendUvarint(dst, uint64(len(keys)))
-	for _, k := range keys {
-		dst = binary.AppendUvarint(dst, uint64(len(k.name)))
-		dst = append(dst, k.name...)
-		dst = append(dst, byte(k.mode))
-		dst = binary.AppendUvarint(dst, uint64(k.limit))
-		dst = appendTimer(dst, e.delays[k])
-		dst = binary.AppendUvarint(dst, uint64(k.nholds))
-		for h := k.holds; h != nil; h = h.knext {
-			var sid latch.SessionID
-			if h.s != nil {
-				sid = h.s.id
-			}
-			dst = binary.AppendUvarint(dst, uint64(sid))
-			dst = binary.AppendUvarint(dst, uint64(h.token))
-			dst = binary.AppendVarint(dst, h.acquired)
-			dst = appendTimer(dst, e.leaseOf(h))
-			if owner, ok := e.ownerOf(h); ok {
-				dst = append(dst, 1)
-				dst = binary.AppendUvarint(dst, uint64(len(owner)))
-				dst = append(dst, owner...)
-			} else {
-				dst = append(dst, 0)
-			}
-		}
-	}
-
-	dst = binary.AppendUvarint(dst, uint64(len(waiters)))
-	for _, w := range waiters {
-		dst = binary.AppendUvarint(dst, uint64(w.id))
-		dst = binary.AppendUvarint(dst, uint64(w.s.id))
-		dst = append(dst, byte(w.mode))
-		dst = binary.AppendUvarint(dst, uint64(w.limit))
-		dst = append(dst, byte(w.relock))
-		dst = binary.AppendVarint(dst, int64(w.lease))
-		dst = binary.AppendVarint(dst, w.since)
-		dst = appendTimer(dst, w.deadline)
-		dst = binary.AppendUvarint(dst, uint64(len(w.entries)))
-		for i := range w.entries {
-			dst = binary.AppendUvarint(dst, uint64(index[w.entries[i].k]))
-		}
-	}
-
-	for _, s := range sessions {
-		dst = binary.AppendUvarint(dst, uint64(s.nholds))
-		for h := s.holds; h != nil; h = h.snext {
-			dst = binary.AppendUvarint(dst, uint64(index[h.k]))
-		}
-	}
-	return dst
+	return c.appendTo(dst)
 }
 
 // appendTimer encodes t, which may be nil.

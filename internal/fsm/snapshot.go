@@ -30,6 +30,13 @@ var ErrSnapshot = errors.New("fsm: bad snapshot")
 // AppendSnapshot appends the whole state to dst. Equal states (the same
 // commands applied from the same state) give identical bytes.
 func (s *State) AppendSnapshot(dst []byte) []byte {
+	dst = s.appendHead(dst)
+	dst = appendPart(dst, s.eng.AppendSnapshot)
+	return appendPart(dst, s.cache.AppendSnapshot)
+}
+
+// appendHead appends the part of the snapshot before the lock table's.
+func (s *State) appendHead(dst []byte) []byte {
 	dst = append(dst, SnapshotVersion)
 	dst = binary.AppendVarint(dst, s.now)
 	origins := make([]uint64, 0, len(s.seqs)+1)
@@ -56,8 +63,55 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 		dst = binary.AppendUvarint(dst, uint64(id))
 		dst = binary.AppendUvarint(dst, s.gens[id])
 	}
-	dst = appendPart(dst, s.eng.AppendSnapshot)
-	return appendPart(dst, s.cache.AppendSnapshot)
+	return dst
+}
+
+// A Capture is the snapshot of a State (AppendSnapshot's bytes) as it was
+// at one instant, State.Capture's, written without stopping the commands
+// applied after it for the encoding of the whole lock table: at the
+// capture, the state encodes all but the lock table (the clock, the last
+// sequence numbers, the owners and generations of sessions, the item
+// cache) and captures the lock table (engine.Capture); Step encodes the
+// lock table a few entries at a time, between the commands that change
+// it; AppendTo writes the snapshot.
+//
+// Capture, Step and Close are called as Apply is, under the lock of the
+// node that applies commands to the state; AppendTo, once Step has
+// reported the capture complete, needs no lock. A Capture of a state that
+// Restore has since replaced goes on alike: that state no longer changes.
+type Capture struct {
+	head  []byte // the part before the lock table
+	eng   *engine.Capture
+	cache []byte // the item cache's snapshot
+}
+
+// Capture captures the state at this instant for a snapshot. Its cost
+// grows with the origins, owned and resumed sessions and cached items,
+// not with the locks, waiters and sessions of the lock table. One capture
+// is open at a time (engine.Engine.Capture); the caller closes the one it
+// gets (Close) when done with it.
+func (s *State) Capture() *Capture {
+	return &Capture{head: s.appendHead(nil), eng: s.eng.Capture(), cache: s.cache.AppendSnapshot(nil)}
+}
+
+// Step encodes up to n more entries of the lock table and reports whether
+// the capture is complete (engine.Capture.Step).
+func (c *Capture) Step(n int) bool { return c.eng.Step(n) }
+
+// Close stops the capture; one closed before it is complete is given up.
+func (c *Capture) Close() { c.eng.Close() }
+
+// GivenUp reports whether the capture was closed, by Close or by a later
+// capture, before it was complete.
+func (c *Capture) GivenUp() bool { return c.eng.GivenUp() }
+
+// AppendTo appends the snapshot that AppendSnapshot would have appended at
+// the instant of the capture. It panics unless Step has reported the
+// capture complete.
+func (c *Capture) AppendTo(dst []byte) []byte {
+	dst = append(dst, c.head...)
+	dst = appendPart(dst, c.eng.AppendTo)
+	return appendPart(dst, func(b []byte) []byte { return append(b, c.cache...) })
 }
 
 // appendTo appends the owner table as SnapshotVersion lays it out.

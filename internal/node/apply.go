@@ -34,11 +34,11 @@ type machine struct{ n *Node }
 
 var _ replica.StateMachine = machine{}
 
-func (m machine) Lock()                      { m.n.mu.Lock() }
-func (m machine) Unlock()                    { m.n.unlockApplied() }
-func (m machine) Apply(b *fsm.Batch)         { m.n.apply(b) }
-func (m machine) Snapshot(w io.Writer) error { return m.n.snapshot(w) }
-func (m machine) Restore(r io.Reader) error  { return m.n.restore(r) }
+func (m machine) Lock()                     { m.n.mu.Lock() }
+func (m machine) Unlock()                   { m.n.unlockApplied() }
+func (m machine) Apply(b *fsm.Batch)        { m.n.apply(b) }
+func (m machine) Snapshot() *fsm.Capture    { return m.n.st.Capture() }
+func (m machine) Restore(r io.Reader) error { return m.n.restore(r) }
 
 // apply applies the commands of b to the state in order and acts on what
 // each did: it parks this node's requests that were queued (matched by
@@ -289,14 +289,6 @@ func (n *Node) fire() {
 	}
 	n.command(fsm.OpTick)
 	n.send()
-}
-
-// snapshot writes the node's whole replicated state. Called with mu held.
-func (n *Node) snapshot(w io.Writer) error {
-	if _, err := w.Write(n.st.AppendSnapshot(nil)); err != nil {
-		return fmt.Errorf("node: snapshot: %w", err)
-	}
-	return nil
 }
 
 // restore replaces the node's state with a snapshot read from r. The

@@ -27,8 +27,8 @@ func (r *recorder) Apply(b *fsm.Batch) {
 	b.Results = append(b.Results[:0], make([]fsm.Result, len(b.Cmds))...)
 }
 
-func (r *recorder) Snapshot(io.Writer) error { return nil }
-func (r *recorder) Restore(io.Reader) error  { return nil }
+func (r *recorder) Snapshot() *fsm.Capture  { return nil }
+func (r *recorder) Restore(io.Reader) error { return nil }
 
 // TestLocal: Local applies a batch before Propose returns, in the caller's
 // goroutine under the caller's lock; it is always the leader; after Close

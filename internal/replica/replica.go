@@ -36,7 +36,7 @@ var ErrUnavailable = fmt.Errorf("replica: no leader: %w", latch.ErrUnavailable)
 // holds the fsm.State and acts on each command's result and events.
 //
 // Apply, Snapshot and Restore are called with the StateMachine's Locker
-// held. A Replicator that applies from its own goroutine takes the lock
+// held, and so are the Step and Close of a snapshot's capture. A Replicator that applies from its own goroutine takes the lock
 // itself; Local applies in the goroutine of Propose, whose caller already
 // holds it.
 type StateMachine interface {
@@ -48,8 +48,12 @@ type StateMachine interface {
 	// not block and must not call the Replicator.
 	Apply(b *fsm.Batch)
 
-	// Snapshot writes the whole state to w (fsm.State.Snapshot).
-	Snapshot(w io.Writer) error
+	// Snapshot captures the whole state at this instant
+	// (fsm.State.Capture). Its caller encodes the capture in steps
+	// (Step, with the lock held, released between them so that Apply
+	// goes on), writes it without the lock (AppendTo), and closes it
+	// (Close, with the lock held).
+	Snapshot() *fsm.Capture
 	// Restore replaces the whole state with one read from r.
 	Restore(r io.Reader) error
 }

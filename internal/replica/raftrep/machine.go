@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/replica"
 )
 
 // machine is the node's state machine as Raft sees it (raft.BatchingFSM):
@@ -79,17 +80,17 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 	return make([]any, len(logs))
 }
 
-// Snapshot writes the stamp of the last entry applied and the node's whole
-// state, under the node's lock.
+// Snapshot captures the node's whole state and the stamp of the last entry
+// applied, under the node's lock; Persist encodes and writes the capture,
+// holding the lock for a step at a time, so that the entries applied
+// meanwhile wait for a step (captureStep entries), not for the whole
+// state. Raft calls Snapshot from the goroutine that applies entries,
+// and Persist from another.
 func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
 	sm := m.r.sm
 	sm.Lock()
 	defer sm.Unlock()
-	buf := bytes.NewBuffer(binary.AppendVarint(nil, m.r.appliedStamp()))
-	if err := sm.Snapshot(buf); err != nil {
-		return nil, fmt.Errorf("raftrep: snapshot: %w", err)
-	}
-	return snapshot(buf.Bytes()), nil
+	return &capture{sm: sm, stamp: m.r.appliedStamp(), c: sm.Snapshot()}, nil
 }
 
 // Restore replaces the node's state with a snapshot.
@@ -113,15 +114,54 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// snapshot is a state written out whole, to be persisted.
-type snapshot []byte
+// captureStep is how many entries of the lock table (sessions, keys,
+// queued requests) Persist encodes per hold of the node's lock: about half
+// a millisecond of work (docs/benchmarks.md, "Snapshots of a million held
+// locks").
+const captureStep = 1024
 
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
+// observeStep, when set (by tests), is called before each step of Persist,
+// under the node's lock, and what it returns after the step.
+var observeStep func() (stepped func())
+
+// capture is a state captured for a snapshot, to be encoded and persisted.
+type capture struct {
+	sm    replica.StateMachine
+	stamp int64
+	c     *fsm.Capture
+}
+
+// Persist encodes the capture a step at a time, each under the node's
+// lock, then writes it to sink without the lock.
+func (s *capture) Persist(sink raft.SnapshotSink) error {
+	for done := false; !done; {
+		s.sm.Lock()
+		var stepped func()
+		if observeStep != nil {
+			stepped = observeStep()
+		}
+		done = s.c.Step(captureStep)
+		givenUp := s.c.GivenUp()
+		if stepped != nil {
+			stepped()
+		}
+		s.sm.Unlock()
+		if givenUp {
+			sink.Cancel()
+			return errors.New("raftrep: persist snapshot: the capture was given up for a newer one")
+		}
+	}
+	b := s.c.AppendTo(binary.AppendVarint(nil, s.stamp))
+	if _, err := sink.Write(b); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("raftrep: persist snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (s snapshot) Release() {}
+// Release closes the capture, if Persist did not complete it.
+func (s *capture) Release() {
+	s.sm.Lock()
+	s.c.Close()
+	s.sm.Unlock()
+}
