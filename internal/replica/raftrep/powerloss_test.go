@@ -41,7 +41,9 @@ import (
 //     until an operator clears it, and starts after a power cycle).
 //
 // LATCH_POWERLOSS_SEEDS runs more seeds (make test runs the default),
-// from LATCH_POWERLOSS_FIRST (1) on; LATCH_POWERLOSS_SEED runs one. The control, with syncs that do nothing,
+// from LATCH_POWERLOSS_FIRST (1) on; LATCH_POWERLOSS_SEED runs one.
+// LATCH_POWERLOSS_LOG=- logs every node to stderr; LATCH_POWERLOSS_LOG=DIR
+// writes the log of each seed that fails into DIR. The control, with syncs that do nothing,
 // must be caught.
 
 const (
@@ -144,6 +146,9 @@ type plCluster struct {
 	leaders  map[uint64]string
 	terms    map[string]uint64
 	wentBack map[string]bool
+	// asking holds what each client is asking, for a report of requests
+	// left unanswered.
+	asking sync.Map
 }
 
 func (p *plCluster) logf(format string, args ...any) {
@@ -164,11 +169,25 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 	}
 	c := makeCluster(t, n, false)
 	c.snapshots = true
-	if os.Getenv("LATCH_POWERLOSS_LOG") != "" {
-		c.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	c.fss = make(map[string]vfs.FS)
 	p := &plCluster{cluster: c, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}, wentBack: map[string]bool{}}
+	var logBuf *syncBuffer
+	switch dest := os.Getenv("LATCH_POWERLOSS_LOG"); dest {
+	case "":
+	case "-":
+		c.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	default: // a directory: each failing seed's log, in a file of its own
+		logBuf = new(syncBuffer)
+		c.logger = slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		defer func() {
+			if len(p.res.violations) > 0 {
+				name := fmt.Sprintf("%s/powerloss-%d.log", dest, seed)
+				if err := os.WriteFile(name, []byte(logBuf.String()+strings.Join(p.res.schedule, "\n")+"\n"+strings.Join(p.res.violations, "\n")), 0o644); err == nil {
+					t.Logf("log in %s", name)
+				}
+			}
+		}()
+	}
 	for _, peer := range c.peers {
 		c.fss[peer.ID] = p.wrap(crashfs.New())
 	}
@@ -222,6 +241,10 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 		}
 		p.mu.Unlock()
 		slices.Sort(states)
+		p.asking.Range(func(_, v any) bool {
+			states = append(states, v.(string))
+			return true
+		})
 		p.violate("a request unanswered a minute after the cluster healed; %s", strings.Join(states, "; "))
 		for id := range p.nodes {
 			p.stop(id) // which answers it, so that the clients end
@@ -494,16 +517,21 @@ func (p *plCluster) client(ctx context.Context, i int, rng *rand.Rand) []*plGran
 				continue
 			}
 			var err error
-			if s, err = n.OpenSession(latch.SessionOptions{Protocol: "test"}); err != nil {
+			p.asking.Store(i, fmt.Sprintf("client %d: open a session on %s at %v", i, home, time.Since(p.start)))
+			s, err = n.OpenSession(latch.SessionOptions{Protocol: "test"})
+			p.asking.Delete(i)
+			if err != nil {
 				s = nil
 				continue
 			}
 		}
 		key := fmt.Sprintf("k%d", rng.IntN(plKeys))
 		g := &plGrant{key: key, client: i, inv: time.Now()}
+		p.asking.Store(i, fmt.Sprintf("client %d: acquire %s on %s at %v", i, key, home, time.Since(p.start)))
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		grant, err := s.Acquire(actx, latch.LockRequest{Keys: []string{key}, Lease: plLease, Wait: latch.NoWait})
 		cancel()
+		p.asking.Delete(i)
 		g.ack = time.Now()
 		if errors.Is(err, latch.ErrWouldBlock) {
 			continue
@@ -519,7 +547,9 @@ func (p *plCluster) client(ctx context.Context, i int, rng *rand.Rand) []*plGran
 			break // held at the end: checked then
 		}
 		g.rel = time.Now()
+		p.asking.Store(i, fmt.Sprintf("client %d: release %s on %s at %v", i, key, home, time.Since(p.start)))
 		err = s.Release(key)
+		p.asking.Delete(i)
 		if errors.Is(err, latch.ErrNotHeld) && time.Since(g.inv) < plLease {
 			p.violate("%s token %d, granted at %v, released at %v: not held (acknowledged grant lost before its lease ended)", key, g.token, g.ack.Sub(p.start), g.rel.Sub(p.start))
 		}
