@@ -1,0 +1,429 @@
+package lazyfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+)
+
+// mountT mounts a lazyfs over a new backing directory and returns it; the
+// test's end unmounts it. It fails (rather than skip) without root or
+// /dev/fuse: CI runs as root, with FUSE.
+func mountT(t *testing.T) *FS {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("lazyfs: needs root, to mount a FUSE file system")
+	}
+	dir := t.TempDir()
+	backing, mnt := filepath.Join(dir, "disk"), filepath.Join(dir, "mnt")
+	for _, d := range []string{backing, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := Mount(backing, mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return f
+}
+
+func syncDir(t *testing.T, dir string) {
+	t.Helper()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeFile writes data to a new file at path, syncs it and, with dir,
+// its directory.
+func writeFile(t *testing.T, path string, data []byte, dir bool) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if dir {
+		syncDir(t, filepath.Dir(path))
+	}
+}
+
+func crash(t *testing.T, f *FS, rng *rand.Rand) {
+	t.Helper()
+	if err := f.Crash(rng); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantFile(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes %.40q, want %d bytes %.40q", path, len(got), got, len(want), want)
+	}
+}
+
+func wantMissing(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s: %v, want it missing", path, err)
+	}
+}
+
+func TestWriteSyncWriteCrash(t *testing.T) {
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "log")
+	writeFile(t, p, []byte("synced,"), true)
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteAt(bytes.Repeat([]byte("lost,"), 300), 7); err != nil {
+		t.Fatal(err)
+	}
+	// Overwrites in the synced part, too.
+	if _, err := w.WriteAt([]byte("SYN"), 0); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if files, _ := f.Unsynced(); files != 1 {
+		t.Fatalf("%d files unsynced, want 1", files)
+	}
+	crash(t, f, nil)
+	wantFile(t, p, []byte("synced,"))
+
+	// A write synced by fdatasync stays.
+	w, err = os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteAt([]byte("kept"), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fdatasync(int(w.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	crash(t, f, nil)
+	wantFile(t, p, []byte("synced,kept"))
+}
+
+func TestCreateWithoutDirSyncCrash(t *testing.T) {
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "new")
+	writeFile(t, p, []byte("data"), false)
+	crash(t, f, nil)
+	wantMissing(t, p)
+	if _, ops := f.Unsynced(); ops != 0 {
+		t.Fatalf("%d operations unsynced after a crash", ops)
+	}
+
+	// With its directory synced, it stays; in a new directory, that
+	// directory's entry must be synced too.
+	writeFile(t, p, []byte("data"), true)
+	sub := filepath.Join(f.Mountpoint(), "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(sub, "f"), []byte("x"), true)
+	crash(t, f, nil)
+	wantFile(t, p, []byte("data"))
+	wantMissing(t, sub)
+}
+
+func TestRenameCrash(t *testing.T) {
+	f := mountT(t)
+	mnt := f.Mountpoint()
+	p, tmp := filepath.Join(mnt, "meta"), filepath.Join(mnt, "meta.tmp")
+	writeFile(t, p, []byte("old"), true)
+	writeFile(t, tmp, []byte("new"), true)
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	wantFile(t, p, []byte("new"))
+	crash(t, f, nil)
+	wantFile(t, p, []byte("old"))
+	wantFile(t, tmp, []byte("new"))
+
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	syncDir(t, mnt)
+	crash(t, f, nil)
+	wantFile(t, p, []byte("new"))
+	wantMissing(t, tmp)
+}
+
+func TestRemoveCrash(t *testing.T) {
+	f := mountT(t)
+	mnt := f.Mountpoint()
+	p, d := filepath.Join(mnt, "f"), filepath.Join(mnt, "d")
+	writeFile(t, p, []byte("content"), true)
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	syncDir(t, mnt)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(d); err != nil {
+		t.Fatal(err)
+	}
+	wantMissing(t, p)
+	crash(t, f, nil)
+	wantFile(t, p, []byte("content"))
+	if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+		t.Fatalf("%s: %v, want a directory", d, err)
+	}
+
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	syncDir(t, mnt)
+	crash(t, f, nil)
+	wantMissing(t, p)
+	if names, _ := os.ReadDir(f.trash); len(names) != 0 {
+		t.Fatalf("the trash holds %d entries after a crash", len(names))
+	}
+}
+
+func TestTruncateCrash(t *testing.T) {
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "f")
+	data := make([]byte, 5000)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	writeFile(t, p, data, true)
+	if err := os.Truncate(p, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 8000); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, f, nil)
+	wantFile(t, p, data)
+
+	// O_TRUNC too.
+	w, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("short"))
+	w.Close()
+	crash(t, f, nil)
+	wantFile(t, p, data)
+}
+
+// A torn crash leaves each sector written since the sync old or new, and
+// the file's size old or new.
+func TestTornCrash(t *testing.T) {
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "f")
+	const sectors = 64
+	old := bytes.Repeat([]byte{'o'}, sectors/2*sectorSize)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var sizes []int
+	for range 20 {
+		writeFile(t, p, old, true)
+		w, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteAt(bytes.Repeat([]byte{'n'}, sectors*sectorSize), 0); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		crash(t, f, rng)
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(old) && len(got) != sectors*sectorSize {
+			t.Fatalf("size %d, want %d or %d", len(got), len(old), sectors*sectorSize)
+		}
+		sizes = append(sizes, len(got))
+		var kinds []byte
+		for s := 0; s < len(got); s += sectorSize {
+			sec := got[s : s+sectorSize]
+			c := sec[0]
+			if bytes.Count(sec, sec[:1]) != sectorSize || c != 'o' && c != 'n' && c != 0 || c == 'o' && s >= len(old) || c == 0 && s < len(old) {
+				t.Fatalf("sector %d is %.20q...", s/sectorSize, sec)
+			}
+			if !slices.Contains(kinds, c) {
+				kinds = append(kinds, c)
+			}
+		}
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		syncDir(t, f.Mountpoint())
+	}
+	slices.Sort(sizes)
+	if sizes[0] == sizes[len(sizes)-1] {
+		t.Errorf("every torn crash left size %d", sizes[0])
+	}
+}
+
+// flock is the kernel's, on the mount: a second lock is refused while the
+// first is held, and given once it is released.
+func TestFlock(t *testing.T) {
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "lock")
+	a, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := unix.Flock(int(a.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(b.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+		t.Fatalf("second flock: %v, want EWOULDBLOCK", err)
+	}
+	a.Close()
+	if err := unix.Flock(int(b.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock after the holder closed: %v", err)
+	}
+}
+
+// syncfs(2) on a FUSE mount does not reach the file system (the kernel
+// sends FUSE_SYNCFS to virtiofs only): what it would have synced stays
+// unsynced, and a crash loses it. If this fails, the kernel now asks, and
+// lazyfs should answer it.
+func TestSyncfsNotSeen(t *testing.T) {
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "f")
+	writeFile(t, p, []byte("synced"), true)
+	w, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Write([]byte(",unsynced")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Syncfs(int(w.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := f.Unsynced(); files != 1 {
+		t.Fatalf("%d files unsynced after syncfs, want 1 (syncfs not seen)", files)
+	}
+}
+
+// boltEnv, set, makes TestBolt the helper process that opens the bbolt
+// file it names: the process that serves a mount must not touch its files
+// through mmap, whose page faults the Go runtime cannot preempt, so that a
+// garbage collection waits for a fault that waits for the stopped server.
+const boltEnv = "LAZYFS_TEST_BOLT"
+
+// bbolt, which latch's Raft stable store uses (mmap'd reads, pwrite and
+// fdatasync, flock), commits on lazyfs, and its commits survive a crash.
+func TestBolt(t *testing.T) {
+	if p := os.Getenv(boltEnv); p != "" {
+		boltHelper(t, p, os.Getenv(boltEnv+"_OP"))
+		return
+	}
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "raft.db")
+	run := func(op string) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBolt$", "-test.v")
+		cmd.Env = append(os.Environ(), boltEnv+"="+p, boltEnv+"_OP="+op)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("bbolt helper %s: %v\n%s", op, err, out)
+		}
+	}
+	run("put 0 40")
+	// bbolt syncs its file, never the directory that holds it.
+	syncDir(t, f.Mountpoint())
+	crash(t, f, nil)
+	run("put 40 60")
+	crash(t, f, rand.New(rand.NewPCG(3, 4)))
+	run("check 60")
+}
+
+// boltHelper opens the bbolt file at p and, for op "put FROM TO", checks
+// keys [0, FROM) and commits [FROM, TO); for "check N", checks [0, N).
+func boltHelper(t *testing.T, p, op string) {
+	var from, to int
+	if _, err := fmt.Sscanf(op, "put %d %d", &from, &to); err != nil {
+		if _, err := fmt.Sscanf(op, "check %d", &from); err != nil {
+			t.Fatalf("op %q", op)
+		}
+		to = from
+	}
+	db, err := bolt.Open(p, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("b"))
+		for i := range from {
+			if v := b.Get([]byte{byte(i)}); len(v) != 64<<10 || v[0] != byte(i) {
+				t.Errorf("key %d: %d bytes", i, len(v))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := from; i < to; i++ {
+		err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			// Values big enough to grow the file and its mmap.
+			return b.Put([]byte{byte(i)}, bytes.Repeat([]byte{byte(i)}, 64<<10))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// bbolt takes an flock of its own: a second open waits.
+	if _, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond}); err == nil {
+		t.Fatal("a second bolt.Open of the same file succeeded")
+	}
+}
