@@ -244,10 +244,25 @@ func (f *FS) record(op *dirOp, dirs ...uint64) {
 	f.ops = append(f.ops, op)
 }
 
-// Unsynced reports how many files have changes not synced and how many
-// directory operations are not durable.
-func (f *FS) Unsynced() (files, ops int) {
+// Unsynced describes what a crash would lose now: the files with changes
+// not synced (their paths in the backing directory, or in its trash) and
+// the directory operations not durable ("mkdir wal", "rename a b").
+func (f *FS) Unsynced() (files, ops []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.files), len(f.ops)
+	for _, u := range f.files {
+		p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(u.f.Fd())))
+		if err != nil {
+			p = "?"
+		}
+		if r, err := filepath.Rel(f.backing, p); err == nil && filepath.IsLocal(r) {
+			p = r
+		}
+		files = append(files, p)
+	}
+	slices.Sort(files)
+	for _, op := range f.ops {
+		ops = append(ops, op.String())
+	}
+	return files, ops
 }

@@ -171,6 +171,18 @@ type dirOp struct {
 	dirs map[uint64]bool
 }
 
+func (op *dirOp) String() string {
+	switch op.kind {
+	case opCreate:
+		return "create " + op.path
+	case opMkdir:
+		return "mkdir " + op.path
+	case opRemove:
+		return "remove " + op.path
+	}
+	return "rename " + op.path + " " + op.newPath
+}
+
 // undo undoes op in the backing directory root. An operation whose
 // entries a later, durable one changed may no longer apply: it does what
 // still can, and reports nothing else.

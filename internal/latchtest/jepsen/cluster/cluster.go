@@ -46,6 +46,9 @@ type Config struct {
 	// ElectionTimeout and NodeTTL are latch serve's flags of those names.
 	ElectionTimeout time.Duration
 	NodeTTL         time.Duration
+	// DataDir, if set, returns node id's data dir, made ready (the test
+	// mounts a file system there); nil: Dir/id, made here.
+	DataDir func(id string) (string, error)
 }
 
 // State is a node's process state.
@@ -97,7 +100,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		n.dataDir = filepath.Join(cfg.Dir, n.ID)
 		n.logPath = filepath.Join(cfg.Dir, n.ID+".log")
-		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+		var err error
+		if cfg.DataDir != nil {
+			n.dataDir, err = cfg.DataDir(n.ID)
+		} else {
+			err = os.MkdirAll(n.dataDir, 0o755)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		members = append(members, n.ID+"="+n.Raft)
