@@ -93,9 +93,9 @@ func (f *FS) Mountpoint() string { return f.mountpoint }
 
 // Crash loses what was not synced, as a power loss would: it unmounts f,
 // undoes every change not made durable (with rng, a random part of them:
-// a torn crash), and mounts it again. Every process that used the mount
-// must have ended: a file still open keeps the old mount busy, and it is
-// then detached and refuses every change while the undo runs.
+// a torn crash), and mounts it again. Every process that used the mount must
+// have ended: a file still open keeps the old mount busy, which is then
+// detached after 5 s and answers every change through it with EIO.
 func (f *FS) Crash(rng *rand.Rand) error {
 	if err := f.unmount(); err != nil {
 		return err
@@ -145,8 +145,11 @@ func (f *FS) Close() error {
 	return errors.Join(f.err, err, f.emptyTrash(), os.Remove(f.trash))
 }
 
+// busyWait is how long unmount retries a busy mount before detaching it.
+var busyWait = 5 * time.Second
+
 // unmount unmounts the current mount, if any, after refusing every change
-// through it. A mount still busy after about 5 s is detached.
+// through it. A mount still busy after busyWait is detached.
 func (f *FS) unmount() error {
 	f.mu.Lock()
 	m := f.m
@@ -158,7 +161,7 @@ func (f *FS) unmount() error {
 	if m == nil {
 		return nil
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(busyWait)
 	for {
 		// Unmount tries 5 times in about 0.2 s.
 		err := m.server.Unmount()

@@ -427,3 +427,24 @@ func boltHelper(t *testing.T, p, op string) {
 		t.Fatal("a second bolt.Open of the same file succeeded")
 	}
 }
+
+// A crash while a file is still open detaches the old mount, whose file
+// then refuses every change: the undo is not raced.
+func TestCrashWhileBusy(t *testing.T) {
+	defer func(d time.Duration) { busyWait = d }(busyWait)
+	busyWait = 300 * time.Millisecond
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "f")
+	writeFile(t, p, []byte("synced"), true)
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	crash(t, f, nil)
+	if _, err := w.WriteAt([]byte("late"), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a write through the detached mount: %v, want EIO", err)
+	}
+	w.Close()
+	wantFile(t, p, []byte("synced"))
+}
