@@ -24,7 +24,9 @@
 // What it cannot see: syncfs(2) on a FUSE mount does not reach the file
 // system (the kernel sends FUSE_SYNCFS only to virtiofs), so it syncs
 // nothing here, as if the program had not called it; a program that relies
-// on syncfs alone loses data under lazyfs that a real disk would keep. The
+// on syncfs alone loses data under lazyfs that a real disk would keep
+// (latch's vfs.FS.SyncAll fsyncs each file and directory after its
+// syncfs, and so works here). The
 // disk's own cache is not modelled: what was synced is kept. Chmod, chown,
 // times and extended attributes are passed through untracked; hard links,
 // symbolic links, device nodes, O_TMPFILE and copy_file_range are refused.
@@ -34,8 +36,8 @@
 // page fault on the mount is not a system call, the Go runtime cannot stop
 // the goroutine that takes it, and a garbage collection then waits for a
 // fault that waits for the server's stopped goroutines. Reading and writing
-// through system calls is safe; bbolt, which maps its file, runs in another
-// process.
+// through system calls is safe; a program that maps its files (bbolt)
+// runs in another process.
 //
 // Linux only; mounting needs root (the mount is made directly, without
 // fusermount).

@@ -3,7 +3,6 @@ package lazyfs
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -13,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
+
+	"github.com/latchd/latch/internal/vfs"
 )
 
 // mountT mounts a lazyfs over a new backing directory and returns it; the
@@ -349,82 +349,90 @@ func TestSyncfsNotSeen(t *testing.T) {
 	}
 }
 
-// boltEnv, set, makes TestBolt the helper process that opens the bbolt
-// file it names: the process that serves a mount must not touch its files
-// through mmap, whose page faults the Go runtime cannot preempt, so that a
-// garbage collection waits for a fault that waits for the stopped server.
-const boltEnv = "LAZYFS_TEST_BOLT"
-
-// bbolt, which latch's Raft stable store uses (mmap'd reads, pwrite and
-// fdatasync, flock), commits on lazyfs, and its commits survive a crash.
-func TestBolt(t *testing.T) {
-	if p := os.Getenv(boltEnv); p != "" {
-		boltHelper(t, p, os.Getenv(boltEnv+"_OP"))
-		return
-	}
+// vfs.OS.SyncAll, which a node runs at its start before it trusts its
+// data dir, fsyncs each file and directory after its syncfs: lazyfs sees
+// that, and a crash then loses nothing.
+func TestSyncAll(t *testing.T) {
 	f := mountT(t)
-	p := filepath.Join(f.Mountpoint(), "raft.db")
-	run := func(op string) {
-		t.Helper()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestBolt$", "-test.v")
-		cmd.Env = append(os.Environ(), boltEnv+"="+p, boltEnv+"_OP="+op)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("bbolt helper %s: %v\n%s", op, err, out)
-		}
-	}
-	run("put 0 40")
-	// bbolt syncs its file, never the directory that holds it.
-	syncDir(t, f.Mountpoint())
-	crash(t, f, nil)
-	run("put 40 60")
-	crash(t, f, rand.New(rand.NewPCG(3, 4)))
-	run("check 60")
-}
-
-// boltHelper opens the bbolt file at p and, for op "put FROM TO", checks
-// keys [0, FROM) and commits [FROM, TO); for "check N", checks [0, N).
-func boltHelper(t *testing.T, p, op string) {
-	var from, to int
-	if _, err := fmt.Sscanf(op, "put %d %d", &from, &to); err != nil {
-		if _, err := fmt.Sscanf(op, "check %d", &from); err != nil {
-			t.Fatalf("op %q", op)
-		}
-		to = from
-	}
-	db, err := bolt.Open(p, 0o600, nil)
-	if err != nil {
+	mnt := f.Mountpoint()
+	sub := filepath.Join(mnt, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	err = db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("b"))
-		for i := range from {
-			if v := b.Get([]byte{byte(i)}); len(v) != 64<<10 || v[0] != byte(i) {
-				t.Errorf("key %d: %d bytes", i, len(v))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := from; i < to; i++ {
-		err := db.Update(func(tx *bolt.Tx) error {
-			b, err := tx.CreateBucketIfNotExists([]byte("b"))
-			if err != nil {
-				return err
-			}
-			// Values big enough to grow the file and its mmap.
-			return b.Put([]byte{byte(i)}, bytes.Repeat([]byte{byte(i)}, 64<<10))
-		})
-		if err != nil {
+	for _, p := range []string{filepath.Join(mnt, "a"), filepath.Join(sub, "b")} {
+		if err := os.WriteFile(p, []byte("unsynced"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// bbolt takes an flock of its own: a second open waits.
-	if _, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond}); err == nil {
-		t.Fatal("a second bolt.Open of the same file succeeded")
+	if err := vfs.OS.SyncAll(mnt); err != nil {
+		t.Fatal(err)
+	}
+	if files, ops := f.Unsynced(); len(files)+len(ops) != 0 {
+		t.Fatalf("unsynced after SyncAll: %q, %q", files, ops)
+	}
+	crash(t, f, nil)
+	wantFile(t, filepath.Join(mnt, "a"), []byte("unsynced"))
+	wantFile(t, filepath.Join(sub, "b"), []byte("unsynced"))
+}
+
+// mmapEnv, set, makes TestMmap the helper process that maps the file it
+// names: the process that serves a mount must not touch its files through
+// mmap, whose page faults the Go runtime cannot preempt, so that a garbage
+// collection waits for a fault that waits for the stopped server.
+const mmapEnv = "LAZYFS_TEST_MMAP"
+
+// A file on lazyfs can be mapped, and the mapping sees what is written
+// through the file (the kernel's page cache, as bbolt uses it: reads
+// through a read-only shared mapping, writes with pwrite), before a crash
+// and after.
+func TestMmap(t *testing.T) {
+	if p := os.Getenv(mmapEnv); p != "" {
+		mmapHelper(t, p, os.Getenv(mmapEnv+"_WANT"))
+		return
+	}
+	f := mountT(t)
+	p := filepath.Join(f.Mountpoint(), "mapped")
+	run := func(want string) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMmap$", "-test.v")
+		cmd.Env = append(os.Environ(), mmapEnv+"="+p, mmapEnv+"_WANT="+want)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("mmap helper: %v\n%s", err, out)
+		}
+	}
+	writeFile(t, p, bytes.Repeat([]byte{'s'}, 3*4096), true)
+	run("s")
+	crash(t, f, nil)
+	run("s")
+}
+
+// mmapHelper maps the file at p, which must hold only byte want[0],
+// writes through the file and reads it back through the mapping.
+func mmapHelper(t *testing.T, p, want string) {
+	fd, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	fi, err := fd.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(fd.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	if bytes.Count(m, []byte(want)) != len(m) {
+		t.Fatalf("the mapping holds %.20q..., want only %q", m, want)
+	}
+	// A whole page and a part of one, written through the file.
+	if _, err := fd.WriteAt(bytes.Repeat([]byte{'n'}, 4096+100), 4096); err != nil {
+		t.Fatal(err)
+	}
+	if m[4095] != want[0] || m[4096] != 'n' || m[8191] != 'n' || m[8196] != 'n' || m[8196+100] != want[0] {
+		t.Fatalf("the mapping does not see the write: %q %q %q %q %q", m[4095], m[4096], m[8191], m[8196], m[8196+100])
 	}
 }
 
