@@ -209,7 +209,7 @@ func inNamespace(t *testing.T) {
 				return "", err
 			}
 		}
-		disk, err := lazyfs.Mount(backing, mnt)
+		disk, err := lazyfs.Mount(backing, mnt, lazyfs.Options{SyncDelay: syncDelay})
 		if err != nil {
 			return "", err
 		}
@@ -280,6 +280,12 @@ func inNamespace(t *testing.T) {
 		t.Errorf("jepsen: the history is not safe (seed %d): %s", seed, summaryLine)
 	}
 }
+
+// syncDelay is how long a sync takes on a node's disk: a flush of a
+// solid-state disk's cache. At once, the writes a power loss can take are
+// only those between a write and the sync called right after it, rarely
+// any.
+const syncDelay = 2 * time.Millisecond
 
 // closeDisks unmounts every disk and forgets it.
 func closeDisks(disks map[string]*lazyfs.FS) error {

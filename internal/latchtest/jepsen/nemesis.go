@@ -172,13 +172,22 @@ func (n *nemesis) powerLoss(ctx context.Context, kind string, d time.Duration) e
 	}
 	n.logf("nemesis: power off %v for %v, %s (%s)", ids(victims), d, how, kind)
 	for _, v := range victims {
-		if err := n.c.Kill(v); err != nil {
-			return err
-		}
-		disk := n.disks[v.ID]
-		if disk == nil {
+		if n.disks[v.ID] == nil {
 			return fmt.Errorf("jepsen: %s: node %s has no lazyfs disk", kind, v.ID)
 		}
+	}
+	// The disks' power goes before the nodes die: a node killed during a
+	// sync would wait for its answer, and the sync would complete.
+	err := n.c.PowerOff(victims, func() {
+		for _, v := range victims {
+			n.disks[v.ID].Cut()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, v := range victims {
+		disk := n.disks[v.ID]
 		files, ops := disk.Unsynced()
 		if err := disk.Crash(torn); err != nil {
 			return err

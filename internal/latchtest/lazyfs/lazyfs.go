@@ -18,9 +18,20 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
+// Options tune a mount.
+type Options struct {
+	// SyncDelay is how long an fsync or fdatasync of a file or a
+	// directory takes, as a disk's flush would, before it makes anything
+	// durable: what was written stays unsynced meanwhile, and a crash
+	// then loses it. 0: a sync is done at once, and a crash finds
+	// unsynced only what was written since the last sync was called.
+	SyncDelay time.Duration
+}
+
 // FS is a lazyfs mount. Its methods are safe for concurrent use.
 type FS struct {
 	backing, trash, mountpoint string
+	opts                       Options
 
 	mu sync.Mutex
 	m  *mount // the current mount; nil once closed
@@ -44,12 +55,12 @@ type mount struct {
 // must exist. Its trash is the directory backing+".trash", made or
 // emptied here: the same file system as backing. What backing holds is
 // taken as synced.
-func Mount(backing, mountpoint string) (*FS, error) {
+func Mount(backing, mountpoint string, opts Options) (*FS, error) {
 	backing, err := filepath.Abs(backing)
 	if err != nil {
 		return nil, fmt.Errorf("lazyfs: %w", err)
 	}
-	f := &FS{backing: backing, trash: backing + ".trash", mountpoint: mountpoint, files: map[uint64]*fileUndo{}}
+	f := &FS{backing: backing, trash: backing + ".trash", mountpoint: mountpoint, opts: opts, files: map[uint64]*fileUndo{}}
 	if err := os.RemoveAll(f.trash); err != nil {
 		return nil, fmt.Errorf("lazyfs: empty the trash: %w", err)
 	}
@@ -90,6 +101,19 @@ func (f *FS) mount() (*mount, error) {
 
 // Mountpoint is where f is mounted.
 func (f *FS) Mountpoint() string { return f.mountpoint }
+
+// Cut cuts the power: from now on every change through the mount fails
+// with EIO, and a sync still in progress (see Options.SyncDelay) makes
+// nothing durable. A process killed in a sync cannot exit before the file
+// system answers it: Cut first, then kill, then Crash, cuts the power
+// during the sync. Crash does what Cut does, if it was not done.
+func (f *FS) Cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m != nil {
+		f.m.dead = true
+	}
+}
 
 // Crash loses what was not synced, as a power loss would: it unmounts f,
 // undoes every change not made durable (with rng, a random part of them:

@@ -22,6 +22,11 @@ import (
 // /dev/fuse: CI runs as root, with FUSE.
 func mountT(t *testing.T) *FS {
 	t.Helper()
+	return mountOpts(t, Options{})
+}
+
+func mountOpts(t *testing.T, opts Options) *FS {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("lazyfs: needs root, to mount a FUSE file system")
 	}
@@ -32,7 +37,7 @@ func mountT(t *testing.T) *FS {
 			t.Fatal(err)
 		}
 	}
-	f, err := Mount(backing, mnt)
+	f, err := Mount(backing, mnt, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +438,35 @@ func mmapHelper(t *testing.T, p, want string) {
 	}
 	if m[4095] != want[0] || m[4096] != 'n' || m[8191] != 'n' || m[8196] != 'n' || m[8196+100] != want[0] {
 		t.Fatalf("the mapping does not see the write: %q %q %q %q %q", m[4095], m[4096], m[8191], m[8196], m[8196+100])
+	}
+}
+
+// A sync makes nothing durable until its delay has passed.
+func TestSyncDelay(t *testing.T) {
+	f := mountOpts(t, Options{SyncDelay: 300 * time.Millisecond})
+	w, err := os.Create(filepath.Join(f.Mountpoint(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Write([]byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	start := time.Now()
+	go func() { synced <- w.Sync() }()
+	time.Sleep(100 * time.Millisecond)
+	if files, _ := f.Unsynced(); len(files) != 1 {
+		t.Fatalf("files unsynced during the sync: %q, want f", files)
+	}
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("the sync took %v", d)
+	}
+	if files, _ := f.Unsynced(); len(files) != 0 {
+		t.Fatalf("files unsynced after the sync: %q", files)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -152,9 +153,10 @@ func (n *node) Writev(ctx context.Context, fh fs.FileHandle, data [][]byte, off 
 	return n.Write(ctx, fh, b, off)
 }
 
-// Fsync syncs a file (fsync and fdatasync alike). A directory's comes to
-// its handle's Fsyncdir.
+// Fsync syncs a file (fsync and fdatasync alike), after the sync delay. A
+// directory's comes to its handle's Fsyncdir.
 func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	time.Sleep(n.m.fs.opts.SyncDelay)
 	if errno := n.lock(); errno != 0 {
 		return errno
 	}
@@ -370,6 +372,7 @@ func (d *dir) Releasedir(ctx context.Context, flags uint32) {
 }
 
 func (d *dir) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	time.Sleep(d.n.m.fs.opts.SyncDelay)
 	if errno := d.n.lock(); errno != 0 {
 		return errno
 	}

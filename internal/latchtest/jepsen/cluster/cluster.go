@@ -219,6 +219,40 @@ func (c *Cluster) Kill(n *Node) error {
 	return nil
 }
 
+// PowerOff ends the processes of nodes as a power loss does: it stops them
+// all (SIGSTOP), calls cut (which cuts their disks' power: no process runs
+// to see it), kills them (SIGKILL) and waits for their ends. A process
+// that a cut disk makes exit by itself meanwhile has not crashed.
+func (c *Cluster) PowerOff(nodes []*Node, cut func()) error {
+	var cmds []*exec.Cmd
+	var exited []chan struct{}
+	var errs []error
+	for _, n := range nodes {
+		n.mu.Lock()
+		if n.state != Killed {
+			n.killing = true
+			n.state = Killed
+			cmds, exited = append(cmds, n.cmd), append(exited, n.exited)
+		}
+		n.mu.Unlock()
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			errs = append(errs, fmt.Errorf("cluster: stopping %v: %w", cmd.Args, err))
+		}
+	}
+	cut()
+	for _, cmd := range cmds {
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			errs = append(errs, fmt.Errorf("cluster: killing %v: %w", cmd.Args, err))
+		}
+	}
+	for _, ch := range exited {
+		<-ch
+	}
+	return errors.Join(errs...)
+}
+
 // Restart starts a killed node again, from its data dir.
 func (c *Cluster) Restart(ctx context.Context, n *Node) error {
 	if n.State() != Killed {
