@@ -470,6 +470,35 @@ func TestSyncDelay(t *testing.T) {
 	}
 }
 
+// A cut during a sync fails it, and the crash then loses what it would
+// have made durable.
+func TestCutDuringSync(t *testing.T) {
+	f := mountOpts(t, Options{SyncDelay: 300 * time.Millisecond})
+	p := filepath.Join(f.Mountpoint(), "f")
+	writeFile(t, p, []byte("synced"), true)
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteAt([]byte("SYNCED"), 0); err != nil {
+		t.Fatal(err)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- w.Sync() }()
+	time.Sleep(100 * time.Millisecond)
+	f.Cut()
+	if err := <-synced; !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a sync cut short: %v, want EIO", err)
+	}
+	if _, err := w.WriteAt([]byte("x"), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a write after the cut: %v, want EIO", err)
+	}
+	w.Close()
+	crash(t, f, nil)
+	wantFile(t, p, []byte("synced"))
+}
+
 // A crash while a file is still open detaches the old mount, whose file
 // then refuses every change: the undo is not raced.
 func TestCrashWhileBusy(t *testing.T) {
