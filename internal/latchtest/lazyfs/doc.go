@@ -19,7 +19,11 @@
 // operations up to a random point), and mounts again: afterwards the tree
 // is what a disk that honours fsync, and nothing more, could hold after a
 // power loss. Its caller must have ended every process that used the mount
-// first, as a power loss does.
+// first, as a power loss does. A process killed during a sync waits for
+// the file system's answer, so that the sync would complete: FS.Cut,
+// before the kill, fails every change from then on, the sync in progress
+// included. Options.SyncDelay makes a sync take the time a disk's flush
+// does, during which what it would make durable is not yet.
 //
 // What it cannot see: syncfs(2) on a FUSE mount does not reach the file
 // system (the kernel sends FUSE_SYNCFS only to virtiofs), so it syncs
