@@ -22,7 +22,7 @@ const (
 	faultPartition     = "partition"      // a random majority from the minority
 	faultIsolateLeader = "isolate-leader" // the leader from everyone
 	faultBridge        = "bridge"         // two halves that only one node hears both of
-	faultPowerLoss     = "power-loss"     // SIGKILL a random node, lose what its disk did not sync, restart it
+	faultPowerLoss     = "power-loss"     // cut a random node's power: its disk loses what was not synced; restart it
 	faultPowerLossAll  = "power-loss-all" // the same to every node at once
 )
 
@@ -157,8 +157,9 @@ func (n *nemesis) inject(ctx context.Context, kind string, d time.Duration) (boo
 }
 
 // powerLoss cuts the power of a random node, or of every node, for d: it
-// kills them with SIGKILL, crashes their disks (half the time torn: a
-// random part of what was not synced survives), and restarts them.
+// stops them, cuts their disks, kills them, crashes the disks (losing what
+// was not synced; half the time torn: a random part of it survives), and
+// restarts them.
 func (n *nemesis) powerLoss(ctx context.Context, kind string, d time.Duration) error {
 	victims := n.c.Nodes
 	if kind == faultPowerLoss {

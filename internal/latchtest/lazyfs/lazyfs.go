@@ -34,21 +34,21 @@ type FS struct {
 	opts                       Options
 
 	mu sync.Mutex
-	m  *mount // the current mount; nil once closed
+	m  *mount // the current mount; nil while none is
 	// files holds the undo record of each file changed since its last
 	// sync, by inode number; ops the directory operations not yet
 	// durable, oldest first.
 	files  map[uint64]*fileUndo
 	ops    []*dirOp
 	nTrash int // names the next entry of the trash
-	err    error
+	closed bool
 }
 
 // mount is one mount of an FS: a crash ends it and makes another.
 type mount struct {
 	fs     *FS
 	server *fuse.Server
-	dead   bool // unmounting: every change is refused. Guarded by fs.mu.
+	dead   bool // cut or unmounted: every change is refused. Guarded by fs.mu.
 }
 
 // Mount mounts a lazyfs over the directory backing at mountpoint, which
@@ -126,6 +126,9 @@ func (f *FS) Crash(rng *rand.Rand) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.closed {
+		return fmt.Errorf("lazyfs: crash %s: closed", f.mountpoint)
+	}
 	var errs []error
 	for ino, u := range f.files {
 		errs = append(errs, u.undo(rng))
@@ -142,12 +145,10 @@ func (f *FS) Crash(rng *rand.Rand) error {
 	f.ops = nil
 	errs = append(errs, f.emptyTrash())
 	if err := errors.Join(errs...); err != nil {
-		f.err = err
 		return fmt.Errorf("lazyfs: crash %s: %w", f.mountpoint, err)
 	}
 	m, err := f.mount()
 	if err != nil {
-		f.err = err
 		return err
 	}
 	f.m = m
@@ -155,18 +156,22 @@ func (f *FS) Crash(rng *rand.Rand) error {
 }
 
 // Close unmounts f, keeping what the backing directory holds (unsynced
-// changes included), and returns the first error f met. It gives up on a
-// mount still busy after a few seconds, and detaches it.
+// changes included), and removes its trash. A mount still busy after 5 s
+// is detached. Closing a closed FS does nothing.
 func (f *FS) Close() error {
 	err := f.unmount()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
 	for ino, u := range f.files {
 		u.f.Close()
 		delete(f.files, ino)
 	}
 	f.ops = nil
-	return errors.Join(f.err, err, f.emptyTrash(), os.Remove(f.trash))
+	return errors.Join(err, f.emptyTrash(), os.Remove(f.trash))
 }
 
 // busyWait is how long unmount retries a busy mount before detaching it.
