@@ -72,8 +72,10 @@ unit:
 	$(GO) test -race ./...
 
 # The Jepsen-style test (docs/jepsen.md): a real 3-node cluster in a network
-# namespace under kills, pauses and partitions, for JEPSEN_TIME (a Go
-# duration, 60s by default), its history checked. Needs root and nft. The
+# namespace under kills, pauses, partitions and power losses (each node's
+# data dir on a FUSE file system that can lose what was not synced), for
+# JEPSEN_TIME (a Go duration, 60s by default), its history checked. Needs
+# root, nft and /dev/fuse (mounted without fusermount). The
 # last line is the summary; the exit status is non-zero when the history is
 # not safe. JEPSEN_CONTROL=1 runs the control (fencing off), which must be
 # caught; JEPSEN_SEED replays a schedule; JEPSEN_OUT keeps the files there.

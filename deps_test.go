@@ -62,6 +62,7 @@ var allowedImports = map[string][]string{
 	"internal/latchtest/jepsen/check":   {},
 	"internal/latchtest/jepsen/fenced":  {"internal/latchtest/jepsen/check"},
 	"internal/latchtest/jepsen/cluster": {"internal/admin"},
+	"internal/latchtest/lazyfs":         {},
 	"cmd/latch":                         {"*"},
 	"scripts/floor":                     {"internal/evloop"},
 

@@ -35,7 +35,9 @@ type FS interface {
 	SyncDir(name string) error
 	// SyncAll makes everything under directory name durable: the data
 	// of its files and the entries of its directories (syncfs(2) on
-	// Linux, which syncs the whole file system that holds it).
+	// Linux, which syncs the whole file system that holds it, then an
+	// fsync of each file and directory under name, which a FUSE file
+	// system sees where it never sees syncfs).
 	SyncAll(name string) error
 	// Lock takes an exclusive lock on the file name, creating it, until
 	// the returned Closer is closed or the process ends. A second Lock of

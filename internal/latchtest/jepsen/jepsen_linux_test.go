@@ -5,6 +5,7 @@ package jepsen
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/internal/latchtest/jepsen/cluster"
+	"github.com/latchd/latch/internal/latchtest/lazyfs"
 )
 
 // The environment of TestJepsen. make jepsen sets JEPSEN=1; the others
@@ -190,11 +192,37 @@ func inNamespace(t *testing.T) {
 		fmt.Printf("%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
 
+	// Each node's data dir is a lazyfs mount (mnt/ID) over nodes/ID, in
+	// this process's mount namespace (ip netns exec made it), which the
+	// nodes share and which ends with them. Unmounted after the nodes
+	// are killed (defers run last first), whatever the outcome.
+	disks := map[string]*lazyfs.FS{}
+	defer func() {
+		if err := closeDisks(disks); err != nil {
+			t.Error(err)
+		}
+	}()
+	dataDir := func(id string) (string, error) {
+		backing, mnt := filepath.Join(out, "nodes", id), filepath.Join(out, "mnt", id)
+		for _, d := range []string{backing, mnt} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return "", err
+			}
+		}
+		disk, err := lazyfs.Mount(backing, mnt, lazyfs.Options{SyncDelay: syncDelay})
+		if err != nil {
+			return "", err
+		}
+		disks[id] = disk
+		return mnt, nil
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Config{
 		Bin: os.Getenv(latchEnv), Dir: filepath.Join(out, "nodes"), Nodes: nodes,
 		ElectionTimeout: 500 * time.Millisecond, NodeTTL: 3 * time.Second,
+		DataDir: dataDir,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +241,7 @@ func inNamespace(t *testing.T) {
 	res, err := run(config{
 		duration: d, seed: seed, fencing: !control, fencedKeys: 2, targets: targets, out: out, logf: logf,
 		nemesis: func(ctx context.Context, w *workers) (map[string]int, error) {
-			n := &nemesis{kinds: kinds, c: c, fw: fw, w: w, rng: rand.New(rand.NewPCG(seed, 0)), logf: logf}
+			n := &nemesis{kinds: kinds, c: c, disks: disks, fw: fw, w: w, rng: rand.New(rand.NewPCG(seed, 0)), logf: logf}
 			return n.run(ctx)
 		},
 	})
@@ -225,11 +253,16 @@ func inNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The nodes stopped, their Raft logs must agree wherever their terms do.
+	// The nodes stopped, their Raft logs must agree wherever their terms
+	// do. They are read from the backing dirs, unmounted: what the nodes
+	// wrote, synced or not.
 	c.Close()
+	if err := closeDisks(disks); err != nil {
+		t.Fatal(err)
+	}
 	dirs := map[string]string{}
 	for _, n := range c.Nodes {
-		dirs[n.ID] = n.DataDir()
+		dirs[n.ID] = filepath.Join(out, "nodes", n.ID)
 	}
 	logs, err := compareRaftLogs(dirs)
 	if err != nil {
@@ -246,4 +279,20 @@ func inNamespace(t *testing.T) {
 	if !res.safe() || logs.diverged > 0 {
 		t.Errorf("jepsen: the history is not safe (seed %d): %s", seed, summaryLine)
 	}
+}
+
+// syncDelay is how long a sync takes on a node's disk: a flush of a
+// solid-state disk's cache. At once, the writes a power loss can take are
+// only those between a write and the sync called right after it, rarely
+// any.
+const syncDelay = 2 * time.Millisecond
+
+// closeDisks unmounts every disk and forgets it.
+func closeDisks(disks map[string]*lazyfs.FS) error {
+	var errs []error
+	for id, disk := range disks {
+		errs = append(errs, disk.Close())
+		delete(disks, id)
+	}
+	return errors.Join(errs...)
 }

@@ -46,6 +46,9 @@ type Config struct {
 	// ElectionTimeout and NodeTTL are latch serve's flags of those names.
 	ElectionTimeout time.Duration
 	NodeTTL         time.Duration
+	// DataDir, if set, returns node id's data dir, made ready (the test
+	// mounts a file system there); nil: Dir/id, made here.
+	DataDir func(id string) (string, error)
 }
 
 // State is a node's process state.
@@ -97,7 +100,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		n.dataDir = filepath.Join(cfg.Dir, n.ID)
 		n.logPath = filepath.Join(cfg.Dir, n.ID+".log")
-		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+		var err error
+		if cfg.DataDir != nil {
+			n.dataDir, err = cfg.DataDir(n.ID)
+		} else {
+			err = os.MkdirAll(n.dataDir, 0o755)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		members = append(members, n.ID+"="+n.Raft)
@@ -208,6 +217,40 @@ func (c *Cluster) Kill(n *Node) error {
 	}
 	<-exited
 	return nil
+}
+
+// PowerOff ends the processes of nodes as a power loss does: it stops them
+// all (SIGSTOP), calls cut (which cuts their disks' power: no process runs
+// to see it), kills them (SIGKILL) and waits for their ends. A process
+// that a cut disk makes exit by itself meanwhile has not crashed.
+func (c *Cluster) PowerOff(nodes []*Node, cut func()) error {
+	var cmds []*exec.Cmd
+	var exited []chan struct{}
+	var errs []error
+	for _, n := range nodes {
+		n.mu.Lock()
+		if n.state != Killed {
+			n.killing = true
+			n.state = Killed
+			cmds, exited = append(cmds, n.cmd), append(exited, n.exited)
+		}
+		n.mu.Unlock()
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			errs = append(errs, fmt.Errorf("cluster: stopping %v: %w", cmd.Args, err))
+		}
+	}
+	cut()
+	for _, cmd := range cmds {
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			errs = append(errs, fmt.Errorf("cluster: killing %v: %w", cmd.Args, err))
+		}
+	}
+	for _, ch := range exited {
+		<-ch
+	}
+	return errors.Join(errs...)
 }
 
 // Restart starts a killed node again, from its data dir.
