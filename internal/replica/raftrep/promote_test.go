@@ -2,6 +2,8 @@ package raftrep_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -313,5 +315,36 @@ func TestObservationsDropped(t *testing.T) {
 		c.checkPromotion(f, true)
 		c.serves(f, "k1")
 		c.serves(lead, "k2")
+	})
+}
+
+// TestForwardedDropCloses: a node that drops a batch forwarded to it (it
+// does not lead) closes the connection, and takes nothing more from it.
+// It dropped the batch and went on reading: a node made leader again
+// before the next batch on that connection applied the next batch
+// without the one it dropped, whose proposer, never told, waited for it
+// for ever (the state machine takes an earlier Seq for a resend), and
+// the follower, its Raft seeing the same leader throughout, never sent
+// it again.
+func TestForwardedDropCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, false)
+		lead := c.leader()
+		f := c.other(lead)
+		_, end := c.net.add("x")
+		conn, err := end.DialForward(context.Background(), c.addr(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		go conn.Write([]byte{'B', 1, 'a', 1, 'b'}) // two batches of a byte
+		time.Sleep(100 * time.Millisecond)
+		if n := raftrep.Forwarded(c.reps[f]); n != 0 {
+			t.Errorf("%s, a follower, keeps %d forwarded commands", f, n)
+		}
+		conn.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("read after %s dropped a batch: %v; want it closed (EOF)", f, err)
+		}
 	})
 }

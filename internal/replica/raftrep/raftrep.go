@@ -104,6 +104,14 @@ type Replicator struct {
 	fwd     [][]byte
 	fwdCmds int    // the commands in fwd
 	maxSeen uint64 // the highest Seq of origin applied
+	// in holds the connections other nodes forward their batches on. A
+	// node applies its batches in the order it proposed them, and a
+	// batch applied after one that was lost would leave that one
+	// unapplied for ever (its Seq is below the origin's last, so the
+	// state machine takes it for a resend): so whenever this node loses a
+	// batch it took from a connection, it closes them all (dropForwarded),
+	// and their nodes send again everything not yet applied, in order.
+	in map[*inConn]struct{}
 
 	// The leadership. epoch counts watch's changes of Raft's state (not
 	// Raft's terms): each time Raft makes this node leader starts an

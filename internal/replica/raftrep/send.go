@@ -125,7 +125,7 @@ func (r *Replicator) demote() {
 // demoteLocked is demote, with mu held.
 func (r *Replicator) demoteLocked() {
 	r.epoch++
-	r.fwd, r.fwdCmds = nil, 0 // their nodes send them again to the next leader
+	r.dropForwarded() // their nodes send them again to the next leader
 	if r.leading {
 		r.sent = 0
 	}
@@ -329,7 +329,9 @@ func (r *Replicator) sendOnce() bool {
 			return true
 		}
 		before := r.waiting()
+		fwdBefore := len(r.fwd)
 		entry, n := r.pack()
+		forwarded := fwdBefore - len(r.fwd)
 		answers := before - r.waiting()
 		r.mu.Unlock()
 		if n == 0 {
@@ -351,6 +353,9 @@ func (r *Replicator) sendOnce() bool {
 				r.mu.Lock()
 				r.sent = 0
 				r.refused = true
+				if forwarded > 0 {
+					r.dropForwarded()
+				}
 				r.mu.Unlock()
 				<-r.inflight
 				return
@@ -491,7 +496,12 @@ func (r *Replicator) accept(ln net.Listener) {
 			}
 			switch kind {
 			case kindBatches:
-				r.receive(br)
+				ic := r.addIn(c)
+				if ic == nil {
+					return
+				}
+				defer r.removeIn(ic)
+				r.receive(br, ic)
 			case kindAdmin:
 				r.serveAdmin(br, c)
 			}
@@ -499,10 +509,52 @@ func (r *Replicator) accept(ln net.Listener) {
 	}
 }
 
-// receive queues the batches a follower forwards, for this leader to pack
-// once it is promoted; a node that does not lead drops them (the follower
-// sends them again).
-func (r *Replicator) receive(br *bufio.Reader) {
+// inConn is a connection another node forwards its batches on.
+type inConn struct {
+	c    net.Conn
+	dead bool // its batches were dropped: take nothing more from it
+}
+
+// addIn registers a connection batches arrive on; nil once the
+// replicator closed.
+func (r *Replicator) addIn(c net.Conn) *inConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	if r.in == nil {
+		r.in = make(map[*inConn]struct{})
+	}
+	ic := &inConn{c: c}
+	r.in[ic] = struct{}{}
+	return ic
+}
+
+func (r *Replicator) removeIn(ic *inConn) {
+	r.mu.Lock()
+	delete(r.in, ic)
+	r.mu.Unlock()
+}
+
+// dropForwarded drops the batches other nodes forwarded and this node has
+// not packed, and closes every connection they arrive on, so that what
+// their nodes send next comes, on a new connection, after everything of
+// theirs not yet applied (see Replicator.in). Called with mu held.
+func (r *Replicator) dropForwarded() {
+	r.fwd, r.fwdCmds = nil, 0
+	for ic := range r.in {
+		ic.dead = true
+		ic.c.Close()
+		delete(r.in, ic)
+	}
+}
+
+// receive queues the batches a follower forwards on connection ic, for
+// this leader to pack once it is promoted. A node that does not lead
+// drops them, and closes the connections batches arrive on
+// (dropForwarded): the follower sends them again, with all that followed.
+func (r *Replicator) receive(br *bufio.Reader, ic *inConn) {
 	for {
 		size, err := binary.ReadUvarint(br)
 		if err != nil {
@@ -521,11 +573,18 @@ func (r *Replicator) receive(br *bufio.Reader) {
 		// dropped fwd) reads the change that demoted it, and drops the
 		// batch too; one that Raft made leader keeps it, for its promote.
 		r.mu.Lock()
-		if r.leading || r.raft.State() == raft.Leader {
-			r.fwd = append(r.fwd, b)
-			r.fwdCmds += fsm.BatchLen(b)
-			r.kick()
+		if ic.dead {
+			r.mu.Unlock()
+			return
 		}
+		if !r.leading && r.raft.State() != raft.Leader {
+			r.dropForwarded()
+			r.mu.Unlock()
+			return
+		}
+		r.fwd = append(r.fwd, b)
+		r.fwdCmds += fsm.BatchLen(b)
+		r.kick()
 		r.mu.Unlock()
 	}
 }
