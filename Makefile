@@ -24,9 +24,9 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet staticcheck unit fuzz proto jepsen
+.PHONY: test deps fmt vet staticcheck unit powerloss fuzz proto jepsen
 
-test: deps fmt vet staticcheck unit fuzz jepsen
+test: deps fmt vet staticcheck unit powerloss fuzz jepsen
 
 # npm clients of the memcached and Redis front ends' tests, pinned by the
 # lock files in NPM_DIR and REDIS_NPM_DIR; installed with the machine's node
@@ -70,6 +70,17 @@ staticcheck: $(STATICCHECK)
 
 unit:
 	$(GO) test -race ./...
+
+# The power-loss test (internal/replica/raftrep/powerloss_test.go):
+# in-process clusters on crashable file systems under kills, power loss,
+# disk errors and partitions, POWERLOSS_SEEDS seeds, without the race
+# detector (unit runs a few with it), and its control, which must be
+# caught. POWERLOSS_SEEDS=5000 is the long form; a failing seed is
+# replayed with LATCH_POWERLOSS_SEED=N (LATCH_POWERLOSS_LOG=DIR keeps its
+# log).
+POWERLOSS_SEEDS ?= 200
+powerloss:
+	LATCH_POWERLOSS_SEEDS=$(POWERLOSS_SEEDS) $(GO) test -count=1 -timeout 60m -run '^TestPowerLoss' ./internal/replica/raftrep
 
 # The Jepsen-style test (docs/jepsen.md): a real 3-node cluster in a network
 # namespace under kills, pauses, partitions and power losses (each node's

@@ -69,6 +69,12 @@ type ClusterConfig struct {
 	NodeTTL time.Duration `toml:"node-ttl"`
 	// ElectionTimeout is Raft's heartbeat and election timeout.
 	ElectionTimeout time.Duration `toml:"election-timeout"`
+	// SnapshotEntries is how many log entries since the last snapshot make
+	// a node take one (etcd's snapshot-count), checked every
+	// SnapshotInterval; a snapshot leaves the log's last entries for
+	// followers that lag.
+	SnapshotEntries  int           `toml:"snapshot-entries"`
+	SnapshotInterval time.Duration `toml:"snapshot-interval"`
 }
 
 // Peer is a member of the initial cluster.
@@ -112,6 +118,12 @@ func (c ClusterConfig) validate() []error {
 	}
 	if c.ElectionTimeout < 10*time.Millisecond || c.ElectionTimeout*3 > c.NodeTTL {
 		errs = append(errs, fmt.Errorf("config: invalid election-timeout %v: from 10ms to a third of node-ttl", c.ElectionTimeout))
+	}
+	if c.SnapshotEntries < 16 {
+		errs = append(errs, fmt.Errorf("config: invalid snapshot-entries %d: at least 16", c.SnapshotEntries))
+	}
+	if c.SnapshotInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("config: invalid snapshot-interval %v: at least 100ms", c.SnapshotInterval))
 	}
 	if c.InitialClusterState != "new" && c.InitialClusterState != "existing" {
 		errs = append(errs, fmt.Errorf("config: invalid initial-cluster-state %q: new or existing", c.InitialClusterState))
@@ -332,7 +344,7 @@ func DefaultConfig() Config {
 		},
 		DLock:   DLockConfig{Config: dlock.DefaultConfig()},
 		Admin:   AdminConfig{Config: admin.DefaultConfig()},
-		Cluster: ClusterConfig{InitialClusterState: "new", NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond},
+		Cluster: ClusterConfig{InitialClusterState: "new", NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond, SnapshotEntries: 16384, SnapshotInterval: 2 * time.Minute},
 	}
 }
 

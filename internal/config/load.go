@@ -328,6 +328,18 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Cluster.ElectionTimeout },
 	},
 	{
+		flag:  "snapshot-entries",
+		toml:  "cluster.snapshot-entries",
+		usage: "take a snapshot once the log has this many `entries` since the last one",
+		field: func(c *Config) any { return &c.Cluster.SnapshotEntries },
+	},
+	{
+		flag:  "snapshot-interval",
+		toml:  "cluster.snapshot-interval",
+		usage: "check this often (`duration`) whether a snapshot is due",
+		field: func(c *Config) any { return &c.Cluster.SnapshotInterval },
+	},
+	{
 		flag:  "shutdown-timeout",
 		toml:  "server.shutdown-timeout",
 		usage: "give a graceful shutdown at most this `duration`",

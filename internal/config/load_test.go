@@ -352,7 +352,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 		Admin:    AdminConfig{Config: admin.Config{Addr: "x", Token: "x", MaxConns: 1}, TokenFile: "x"},
 		Redis:    RedisConfig{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxValue: 1, TokensFile: "x", Allow: "x", Loops: 1},
 		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
-		Cluster:  ClusterConfig{DataDir: "x", NodeID: "x", RaftAddr: "x", RaftAdvertise: "x", InitialCluster: "x", InitialClusterState: "x", PeerTLSCert: "x", PeerTLSKey: "x", PeerTLSCA: "x", NodeTTL: time.Second, ElectionTimeout: time.Second},
+		Cluster:  ClusterConfig{DataDir: "x", NodeID: "x", RaftAddr: "x", RaftAdvertise: "x", InitialCluster: "x", InitialClusterState: "x", PeerTLSCert: "x", PeerTLSKey: "x", PeerTLSCA: "x", NodeTTL: time.Second, ElectionTimeout: time.Second, SnapshotEntries: 1, SnapshotInterval: time.Second},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("a Config field has no setting (-want +got):\n%s", diff)

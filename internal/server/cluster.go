@@ -38,13 +38,15 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 		peers = append(peers, raftrep.Peer{ID: p.ID, Addr: p.Addr})
 	}
 	rc := raftrep.Config{
-		ID:               id,
-		Dir:              cfg.DataDir,
-		Peers:            peers,
-		Join:             cfg.InitialClusterState == "existing",
-		HeartbeatTimeout: cfg.ElectionTimeout,
-		ElectionTimeout:  cfg.ElectionTimeout,
-		Logger:           s.logger,
+		ID:                id,
+		Dir:               cfg.DataDir,
+		Peers:             peers,
+		Join:              cfg.InitialClusterState == "existing",
+		HeartbeatTimeout:  cfg.ElectionTimeout,
+		ElectionTimeout:   cfg.ElectionTimeout,
+		SnapshotThreshold: uint64(cfg.SnapshotEntries),
+		SnapshotInterval:  cfg.SnapshotInterval,
+		Logger:            s.logger,
 	}
 	if cfg.Clustered() {
 		sec, err := peerTLS(cfg)

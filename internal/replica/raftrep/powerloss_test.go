@@ -40,7 +40,8 @@ import (
 //   - no node refuses to start, unless its disk failed (then it refuses
 //     until an operator clears it, and starts after a power cycle).
 //
-// LATCH_POWERLOSS_SEEDS runs more seeds (make test runs the default),
+// LATCH_POWERLOSS_SEEDS runs more seeds (the default: 200, 5 under the
+// race detector; make powerloss runs the 200),
 // from LATCH_POWERLOSS_FIRST (1) on; LATCH_POWERLOSS_SEED runs one.
 // LATCH_POWERLOSS_LOG=- logs every node to stderr; LATCH_POWERLOSS_LOG=DIR
 // writes the log of each seed that fails into DIR. The control, with syncs that do nothing,
@@ -83,7 +84,11 @@ func powerLossSeeds(t *testing.T, def int) []uint64 {
 func TestPowerLoss(t *testing.T) {
 	restore := raftrep.SetExitHalted(func(string) {})
 	defer restore()
-	for _, seed := range powerLossSeeds(t, 40) {
+	seeds := 200
+	if raceEnabled {
+		seeds = 5
+	}
+	for _, seed := range powerLossSeeds(t, seeds) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			var r *plResult
 			synctest.Test(t, func(t *testing.T) { r = runPowerLoss(t, seed, false) })
@@ -101,7 +106,10 @@ func TestPowerLossControl(t *testing.T) {
 	restore := raftrep.SetExitHalted(func(string) {})
 	defer restore()
 	caught := 0
-	seeds := powerLossSeeds(t, 10)
+	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if raceEnabled {
+		seeds = seeds[:3]
+	}
 	for _, seed := range seeds {
 		var r *plResult
 		synctest.Test(t, func(t *testing.T) { r = runPowerLoss(t, seed, true) })

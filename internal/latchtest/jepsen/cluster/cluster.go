@@ -118,6 +118,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			"--data-dir", n.dataDir,
 			"--dlock-addr", n.DLock, "--memcache-addr", n.Memcache, "--admin-addr", n.Admin, "--redis-addr", n.Redis,
 			"--election-timeout", cfg.ElectionTimeout.String(), "--node-ttl", cfg.NodeTTL.String(),
+			// Snapshots every thousand entries or so, so that the faults
+			// meet them: written, restored at a restart, lost in a power cut.
+			"--snapshot-entries", "1024", "--snapshot-interval", "1s",
 		}
 		if err := c.start(ctx, n); err != nil {
 			c.Close()

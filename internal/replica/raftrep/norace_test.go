@@ -1,0 +1,5 @@
+//go:build !race
+
+package raftrep_test
+
+const raceEnabled = false
