@@ -389,17 +389,18 @@ def row: "| " + join(" | ") + " |";
 | ($levels + ["shared16"]) as $cases
 | ($all | map(select(.system != "etcd")) | map(.setup) | unique | sort_by(if . == "single" then 0 else 1 end)) as $setups
 | ($all | map(.system) | unique) as $systems
-| (if ($setups | length) == 0 then empty else
+| ($setups | map(. as $u | $cases[] as $c | ["latch-base", "latch"][] as $s | ($all | sel($s; $u; $c)) as $m
+   | select(($m | length) > 0) | {u: $u, c: $c, s: $s, m: $m})) as $lr
+| (if ($lr | length) == 0 then empty else
   ("### latch lock+unlock cycles (every run: run 1 / run 2 / ...)",
   "",
   "CPU: the nodes' user+sys CPU time per cycle (per hand-off on one key) over the measured time, summed over the nodes.",
   "",
   "| setup | build | level (conns × in flight) | cycles/s | p50 | p99 | server CPU µs/cycle | errors |",
   "|---|---|---|---|---|---|---|---|",
-  ($setups[] as $u | $cases[] as $c | ["latch-base", "latch"][] as $s | ($all | sel($s; $u; $c)) as $m
-   | if ($m | length) == 0 then empty else
-     [($u | setupname), ($s | sysname), ($c | lvl), ($m | runs(rate | k)), ($m | runs(p50 | ms)), ($m | runs(p99 | ms)),
-      ($m | runs(ucpu | cpu)), ($m | map(.errors) | add | tostring)] | row end),
+  ($lr[] | .m as $m
+   | [(.u | setupname), (.s | sysname), (.c | lvl), ($m | runs(rate | k)), ($m | runs(p50 | ms)), ($m | runs(p99 | ms)),
+      ($m | runs(ucpu | cpu)), ($m | map(.errors) | add | tostring)] | row),
   "") end),
   (if ($systems | index("latch-base")) == null then empty else
   ($setups | map(. as $u | $cases[] as $c | ($all | sel("latch-base"; $u; $c)) as $b | ($all | sel("latch"; $u; $c)) as $n
@@ -408,7 +409,8 @@ def row: "| " + join(" | ") + " |";
       rr: ratio($n | map(rate) | mean; $b | map(rate) | mean),
       cr: ratio($n | map(ucpu) | mean; $b | map(ucpu) | mean),
       pr: ([$b[] as $bb | $n[] | select(.round == $bb.round) | ratio(ucpu; $bb | ucpu)] | map(x3) | join(" / "))})) as $ba
-  | ("### Before and after: latch-base (\($base_rev)) → latch (\($rev))",
+  | if ($ba | length) == 0 then empty else
+  ("### Before and after: latch-base (\($base_rev)) → latch (\($rev))",
   "",
   "Means over the rounds; every level ran on both builds one after the other (base first in odd rounds, new first in even ones). Ratios are new/base: above 1× for cycles/s is faster, above 1× for CPU is more work per cycle, the measure that holds on a noisy machine.",
   "",
@@ -427,7 +429,7 @@ def row: "| " + join(" | ") + " |";
        + (if ($over | length) == 0 then "none" else ($over | join(", ")) end)
        + "; more than 5% fewer cycles/s: " + (if ($slow | length) == 0 then "none" else ($slow | join(", ")) end) + "."
      end),
-  "") end),
+  "") end end),
   (if ($systems | index("etcd")) == null or ($all | cyc("latch"; $levels[0]) | length) == 0 then empty else
   ("### Lock+unlock cycles: etcd concurrency.Mutex vs the latch cluster (every run: run 1 / run 2 / ...)",
   "",
@@ -447,11 +449,11 @@ def row: "| " + join(" | ") + " |";
        (($e | runs(.latency.p99_us | ms)) + " — " + ($m | runs(.handoff.handoff_latency.p99_us | ms))), "-",
        ([$e[], $m[]] | map(.errors) | add | tostring)] | row) end),
   "") end),
-  (["etcd", "latch", "latch-base"] | map(. as $s | {s: $s, f: ($all | cyc($s; "failover")[0])}) | map(select(.f != null))) as $fo
+  (["etcd", "latch-base", "latch"] | map(. as $s | {s: $s, f: ($all | cyc($s; "failover")[0])}) | map(select(.f != null))) as $fo
   | (if ($fo | length) == 0 then empty else
   ("### Failover: SIGKILL of the leader",
   "",
-  "| measure | " + ($fo | map(.s) | join(" | ")) + " |",
+  "| measure | " + ($fo | map(if .s == "etcd" then "etcd" else .s | sysname end) | join(" | ")) + " |",
   "|---" + ($fo | map("|---") | join("")) + "|",
   (["new leader named"] + ($fo | map(.f.elected_ms | sec)) | row),
   (["first grant of a lock asked after the kill"] + ($fo | map(.f.first_grant_ms | sec)) | row),
