@@ -9,8 +9,8 @@
 #      $LEVELS: 1 client, 16 clients, 16 clients x 16 goroutines (256
 #      sessions: etcd's client has no pipelining, so goroutines are its
 #      requests in flight), each goroutine on a key of its own; one run of
-#      16 goroutines on one shared key; then the failover: SIGKILL the
-#      leader, time to the next grant;
+#      16 goroutines on one shared key (shared); then the failover
+#      (failover): SIGKILL the leader, time to the next grant;
 #   2. one durable single latch node ("latch serve --data-dir DIR": a
 #      one-node Raft cluster on disk, every change fsync'd before it is
 #      answered): "latch bench --target dlock --workload cycle" at the
@@ -45,16 +45,18 @@
 # locks and the session outlived the failover (and, for latch, the
 # session and lease expiries counted on a survivor: both must be 0).
 #
-# Usage: scripts/bench-cluster.sh [--quick]     (about 3 minutes; with
-#   BASELINE about 5)
-#   --quick: one round of 1 s per level, no shared-key runs (under a minute)
+# Usage: scripts/bench-cluster.sh [--quick]     (about 4 minutes on 2
+#   cores; with BASELINE about 6)
+#   --quick: one round of 1 s per level, no shared-key runs (about a
+#   minute)
 #   BASELINE=main~5 SKIP_ETCD=1 LEVELS="1 16" ROUNDS=3 DURATION=5s \
 #     scripts/bench-cluster.sh   (before and after at 1 x 1 and 16 x 1 on
 #     the single node and the cluster, no etcd, no failover: about 3 minutes)
 # Knobs (environment): ROUNDS=2 DURATION=4s WARMUP=1s BASE_PORT=23300
-#   LEVELS="1 16 16x16 shared failover" (what runs, in this order: N is
-#   N connections x 1, NxM N connections x M in flight; shared the runs on
-#   one key; failover the failovers; --quick drops shared)
+#   LEVELS="1 16 16x16 shared failover" (what runs: N is N connections x
+#   1 in flight, NxM N connections x M in flight, run in the order given;
+#   shared: the runs on one key; failover: the failovers; --quick drops
+#   shared)
 #   BASELINE=<git revision> (see above)
 #   SKIP_ETCD=1 SKIP_SINGLE=1 SKIP_CLUSTER=1 (leave out 1., 2. or 3.)
 #   OUT=<dir> (keep the raw results, one JSON a line, and the logs)
