@@ -51,7 +51,13 @@
 //
 // # Opening: what a crash leaves, and what it cannot
 //
-// Open reads each segment's frames from its header on, up to the first that
+// Open first syncs the directory, its parent, and each segment, before it
+// reads it: a process killed between its write and its sync leaves the
+// bytes in the page cache, where Open would read them, and a power loss
+// after Open would take away records it reported. A sync that fails fails
+// Open.
+//
+// It reads each segment's frames from its header on, up to the first that
 // is not sound: cut short by the end of the file, not a frame header (zeros
 // written ahead, say), or failing its checksum. A sound frame must hold the
 // next index, and each segment must start where the one before it ends.

@@ -2,12 +2,15 @@ package wal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/latchd/latch/internal/vfs"
@@ -21,7 +24,7 @@ import (
 // what a crash alone leaves, Open never refuses.
 //
 // They run on noSyncFS: what they check is what Open makes of the bytes
-// in the files.
+// in the files; TestOpenSyncs checks its syncs.
 
 // payload220 is record i's payload in these tests: 200 to 239 bytes,
 // each record's own.
@@ -603,6 +606,126 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("reopened, Read(%d) = %q, %v", next, got, err)
 		}
 	})
+}
+
+// TestOpenSyncs: Open syncs the log's directory, its parent, and each
+// segment before it reads it, so that what a killed process wrote but
+// never synced is on disk before Open reports it (the review's F2: the
+// old Open synced nothing unless it cut a torn tail). A sync that fails
+// fails Open.
+func TestOpenSyncs(t *testing.T) {
+	dir := written(t, 1000, 100)
+	segs := segments(t, dir)
+	tests := []struct {
+		name string
+		fail string // the path whose sync fails
+	}{
+		{"all synced", ""},
+		{"a segment's sync fails", segmentPath(dir, 1)},
+		{"the last segment's sync fails", lastSegment(t, dir)},
+		{"the directory's sync fails", dir},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &countFS{FS: vfs.OS, fail: tt.fail, synced: map[string]int{}}
+			l, err := Open(dir, Options{SegmentSize: 1000, FS: c})
+			if tt.fail != "" {
+				if err == nil {
+					l.Close()
+					t.Fatalf("Open succeeded, though the sync of %s failed", tt.fail)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.synced[dir] == 0 || c.synced[filepath.Dir(dir)] == 0 {
+				t.Errorf("directory syncs %v: the log's directory and its parent not both synced", c.synced)
+			}
+			n := 0
+			for _, s := range l.segs {
+				if c.synced[s.path] == 0 {
+					t.Errorf("segment %s not synced", s.path)
+				}
+				n++
+			}
+			if n != segs {
+				t.Fatalf("%d segments open, %d on disk", n, segs)
+			}
+			if len(c.readFirst) > 0 {
+				t.Errorf("read before they were synced: %v", c.readFirst)
+			}
+		})
+	}
+}
+
+// countFS counts the syncs of each file and directory, fails those of
+// the path fail, and notes the files read before they were synced.
+type countFS struct {
+	vfs.FS
+	fail string
+
+	mu        sync.Mutex
+	synced    map[string]int
+	readFirst []string
+}
+
+var errInjected = errors.New("injected sync failure")
+
+func (c *countFS) sync(name string) error {
+	if name == c.fail {
+		return errInjected
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.synced[name]++
+	return nil
+}
+
+func (c *countFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	f, err := c.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &countFile{File: f, c: c}, nil
+}
+
+func (c *countFS) SyncDir(name string) error {
+	if err := c.sync(name); err != nil {
+		return err
+	}
+	return c.FS.SyncDir(name)
+}
+
+type countFile struct {
+	vfs.File
+	c *countFS
+}
+
+func (f *countFile) ReadAt(b []byte, off int64) (int, error) {
+	f.c.mu.Lock()
+	if f.c.synced[f.Name()] == 0 {
+		f.c.readFirst = append(f.c.readFirst, fmt.Sprintf("%s at %d", f.Name(), off))
+	}
+	f.c.mu.Unlock()
+	return f.File.ReadAt(b, off)
+}
+
+func (f *countFile) Sync() error {
+	if err := f.c.sync(f.Name()); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+func (f *countFile) Datasync() error {
+	if err := f.c.sync(f.Name()); err != nil {
+		return err
+	}
+	return f.File.Datasync()
 }
 
 // TestErrorsName: a refusal names the file and the offset of the damage.

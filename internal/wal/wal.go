@@ -168,8 +168,9 @@ func segmentHeader(first uint64) []byte {
 }
 
 // Open opens the log in dir, creating the directory if it does not exist.
-// It cuts off the append a crash interrupted, and refuses a log with any
-// other damage, naming the file and the offset (see the package doc).
+// It syncs what it reads before it trusts it, cuts off the append a
+// crash interrupted, and refuses a log with any other damage, naming the
+// file and the offset (see the package doc).
 func Open(dir string, opts Options) (*Log, error) {
 	l := &Log{fs: opts.FS, dir: dir, segSize: opts.SegmentSize}
 	if l.fs == nil {
@@ -192,6 +193,18 @@ func Open(dir string, opts Options) (*Log, error) {
 		if err := l.fs.Remove(filepath.Join(dir, name)); err != nil {
 			return nil, fmt.Errorf("wal: %w", err)
 		}
+	}
+	// A process killed after writing, before its sync, leaves its writes
+	// in the page cache, where Open would read them, and a power loss
+	// later would take them away: the entries of the directory (and its
+	// own, in its parent, which a kill inside MkdirAll can leave unsynced)
+	// are synced here, and each segment's data in openSegment, before
+	// anything read is reported.
+	if err := l.fs.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	if err := l.syncDir(); err != nil {
+		return nil, err
 	}
 	if err := l.load(firsts); err != nil {
 		l.closeFiles()
@@ -277,8 +290,8 @@ func segmentPath(dir string, first uint64) string {
 	return filepath.Join(dir, fmt.Sprintf("%020d%s", first, segSuffix))
 }
 
-// openSegment opens the segment whose first record is first, and checks
-// its header.
+// openSegment opens the segment whose first record is first, syncs it,
+// and checks its header.
 func (l *Log) openSegment(first uint64) (*segment, error) {
 	path := segmentPath(l.dir, first)
 	f, err := l.fs.OpenFile(path, os.O_RDWR, 0)
@@ -286,6 +299,10 @@ func (l *Log) openSegment(first uint64) (*segment, error) {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	s := &segment{first: first, path: path, f: f}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("wal: segment %s: sync: %w", path, err)
+	}
 	if s.alloc, err = f.Size(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("wal: segment %s: %w", path, err)
