@@ -28,7 +28,16 @@ func recs(first, last uint64) [][]byte {
 
 func open(t *testing.T, dir string, segSize int64) *Log {
 	t.Helper()
-	l, err := Open(dir, Options{SegmentSize: segSize})
+	return openFS(t, dir, segSize, nil)
+}
+
+// openFS opens the log in dir on fsys. The tests of what a log holds,
+// with segments small enough that appends start new ones all the time,
+// run on noSyncFS, whose syncs cost nothing: TestOpenSyncs checks the
+// syncs.
+func openFS(t *testing.T, dir string, segSize int64, fsys vfs.FS) *Log {
+	t.Helper()
+	l, err := Open(dir, Options{SegmentSize: segSize, FS: fsys})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -183,7 +192,7 @@ func TestTruncate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l := open(t, dir, 200)
+			l := openFS(t, dir, 200, noSyncFS{vfs.OS})
 			appendRange(t, l, 1, 100)
 			if tt.front != 0 {
 				if err := l.TruncateFront(tt.front); err != nil {
@@ -212,7 +221,7 @@ func TestTruncate(t *testing.T) {
 			// After a restart, the head may come back to its segment's
 			// start (see the package doc), never further, and the
 			// records after it are the same.
-			l = open(t, dir, 200)
+			l = openFS(t, dir, 200, noSyncFS{vfs.OS})
 			got, _ := l.FirstIndex()
 			if got > first || got == 0 || (tt.last == 0 && got != next) {
 				t.Fatalf("after a restart the log starts at %d; it started at %d", got, first)
@@ -364,7 +373,7 @@ func TestAgainstModel(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(seed), 0))
 			dir := t.TempDir()
-			l := open(t, dir, 150)
+			l := openFS(t, dir, 150, noSyncFS{vfs.OS})
 			var first uint64 // 0: empty
 			var model [][]byte
 			last := func() uint64 { return first + uint64(len(model)) - 1 }
@@ -408,7 +417,7 @@ func TestAgainstModel(t *testing.T) {
 					}
 				case k < 9: // restart
 					l.Close()
-					l = open(t, dir, 150)
+					l = openFS(t, dir, 150, noSyncFS{vfs.OS})
 					got, _ := l.FirstIndex()
 					if first != 0 && (got == 0 || got > first) {
 						t.Fatalf("op %d: after a restart the log starts at %d, want at most %d", op, got, first)
