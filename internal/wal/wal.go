@@ -100,21 +100,28 @@ func frameSize(n int) int64 {
 	return (frameHeader + int64(n) + frameAlign - 1) &^ (frameAlign - 1)
 }
 
-// appendFrame appends to b the frame of payload p, the record at index,
-// at place pos in its append, marked as the append's last if end.
-func appendFrame(b []byte, index uint64, pos uint32, end bool, p []byte) []byte {
-	at := len(b)
-	var flags byte
+// putFrame writes into b, frameSize(len(p)) bytes of zeros, the frame of
+// payload p, the record at index, at place pos in its append, marked as
+// the append's last if end.
+func putFrame(b []byte, index uint64, pos uint32, end bool, p []byte) {
+	var flags uint64
 	if end {
 		flags = flagEnd
 	}
-	b = append(b, 0, 0, 0, 0, flags, 0, 0, 0)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(p)))
-	b = binary.LittleEndian.AppendUint32(b, pos)
-	b = binary.LittleEndian.AppendUint64(b, index)
-	b = append(b, p...)
-	binary.LittleEndian.PutUint32(b[at:], crc32.Checksum(b[at+4:], crcTable))
-	return append(b, zeros[:frameSize(len(p))-frameHeader-int64(len(p))]...)
+	b = b[:frameHeader+len(p)]
+	binary.LittleEndian.PutUint64(b[0:8], flags<<32) // the checksum after
+	binary.LittleEndian.PutUint64(b[8:16], uint64(len(p))|uint64(pos)<<32)
+	binary.LittleEndian.PutUint64(b[16:24], index)
+	copy(b[frameHeader:], p)
+	binary.LittleEndian.PutUint32(b[0:4], crc32.Checksum(b[4:], crcTable))
+}
+
+// appendFrame appends to b the frame putFrame writes.
+func appendFrame(b []byte, index uint64, pos uint32, end bool, p []byte) []byte {
+	at := len(b)
+	b = append(b, make([]byte, frameSize(len(p)))...)
+	putFrame(b[at:], index, pos, end, p)
+	return b
 }
 
 // frameHead is a frame's header, decoded.
@@ -590,17 +597,20 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 	// less time per sync on this repository's test machine
 	// (docs/benchmarks.md).
 	at := s.size + size
-	alloc := s.alloc
+	alloc, ahead := s.alloc, int64(0)
 	if at > alloc {
 		alloc = (at + l.grow - 1) / l.grow * l.grow
+		ahead = alloc - at
 	}
-	buf := make([]byte, 0, size+max(0, alloc-at))
+	buf := make([]byte, size+ahead)
 	offs := make([]int64, len(recs))
+	at = 0
 	for i, r := range recs {
-		offs[i] = s.size + int64(len(buf))
-		buf = appendFrame(buf, first+uint64(i), uint32(i), i == len(recs)-1, r)
+		offs[i] = s.size + at
+		putFrame(buf[at:], first+uint64(i), uint32(i), i == len(recs)-1, r)
+		at += frameSize(len(r))
 	}
-	buf = append(buf, zeros[:max(0, alloc-at)]...)
+	at += s.size
 	if _, err := s.f.WriteAt(buf, s.size); err != nil {
 		l.err = fmt.Errorf("%w: append to %s at offset %d: %w", ErrBroken, s.path, s.size, err)
 		return l.err
