@@ -69,17 +69,19 @@
 // its last end mark, sound or not, and whatever follows them, are that
 // append's, never acknowledged, and cut off (the file truncated at the end
 // of the last end mark's frame, and synced), provided that no sound frame
-// of another append lies anywhere after them, at any offset that is a
-// multiple of 8 (stepping over the sound frames found): the place and the
-// index of a sound frame name its append, and one of a later append, or an
-// end mark of one, means that the damage was there when a later append was
-// acknowledged, and Open refuses the log. An end mark of the interrupted
-// append itself after its damage (a torn write need not reach the disk in
-// order) is cut with it. Zeros alone after the last end mark are what was
-// written ahead, and stay.
+// of another append lies anywhere after that end mark: neither among the
+// sound frames read after it, nor at any offset, a multiple of 8, after the
+// first frame that is not sound (stepping over the sound frames found
+// there). The place and the index of a sound frame name its append, and
+// one of another append means that the damage was there when a later
+// append was acknowledged: Open refuses the log. An end mark of the
+// interrupted append itself after its damage (a torn write need not reach
+// the disk in order) is cut with it. Zeros alone after the last end mark
+// are what was written ahead, and stay.
 //
 // Anything else is damage to acknowledged records, and Open refuses the log
-// with an error that names the file and the offset: a segment header that
+// with an error that names the file, and the offset in it where the damage
+// shows: a segment header that
 // is not exactly that of its name; a segment before the last with a frame
 // that is not sound, or anything but zeros after its frames, or no record,
 // or a last record that is not an append's end; a sound frame with an

@@ -160,15 +160,15 @@ func (sm *sample) cuttable(name string, lo int64) uint64 {
 }
 
 // judge opens dir, a damaged copy of the sample, and fails unless Open
-// refused it, naming the file, or kept records first..last, each with
+// refused it, naming the file and an offset, or kept records first..last, each with
 // its payload, where last is at least keep-1 and ends an append. It
 // reports whether Open refused.
 func (sm *sample) judge(t *testing.T, what, dir string, first, keep uint64) bool {
 	t.Helper()
 	l, err := Open(dir, Options{SegmentSize: sm.segSize, FS: noSyncFS{vfs.OS}})
 	if err != nil {
-		if !strings.Contains(err.Error(), dir) {
-			t.Errorf("%s: refused without naming the file: %v", what, err)
+		if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "offset") {
+			t.Errorf("%s: refused without naming the file and an offset: %v", what, err)
 		}
 		return true
 	}

@@ -236,7 +236,8 @@ func (l *Log) load(firsts []uint64) error {
 		if i > 0 {
 			prev := l.segs[i-1]
 			if want := prev.first + uint64(len(prev.offs)); first != want {
-				return fmt.Errorf("wal: segment %s starts at record %d, after a segment that ends at %d", s.path, first, want-1)
+				return fmt.Errorf("wal: segment %s: damaged at offset 0 or before: it starts at record %d, and the segment before it, %s, ends at record %d, at offset %d",
+					s.path, first, prev.path, want-1, prev.size)
 			}
 		}
 		if i < len(firsts)-1 {
@@ -412,7 +413,7 @@ func (s *segment) checkInner(sc scanned) error {
 		}
 	}
 	if len(s.offs) == 0 {
-		return fmt.Errorf("wal: segment %s holds no record, and is not the last", s.path)
+		return fmt.Errorf("wal: segment %s: damaged at offset %d: it holds no record, and is not the last", s.path, int64(segHeader))
 	}
 	if sc.ends != len(s.offs) {
 		return fmt.Errorf("wal: segment %s: damaged at offset %d: its last record, %d, ends no append, and later segments follow",

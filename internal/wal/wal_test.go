@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/latchd/latch/internal/vfs"
@@ -244,11 +246,7 @@ func lastSegment(t *testing.T, dir string) string {
 // payloadEnd returns where the payload of record index of rec ends in a
 // segment that starts with record first.
 func payloadEnd(first, index uint64) int64 {
-	n := int64(segHeader)
-	for i := first; i < index; i++ {
-		n += frameSize(len(rec(i)))
-	}
-	return n + frameHeader + int64(len(rec(index)))
+	return segHeader + framesSize(first, index-1) + frameHeader + int64(len(rec(index)))
 }
 
 // TestDamageRefused: a frame that a crash cannot have left (written whole
@@ -301,11 +299,18 @@ func TestDamageRefused(t *testing.T) {
 }
 
 // TestWrittenAhead: a segment's file is written with zeros ahead of its
-// frames; the zeros are not records, after a restart either.
+// frames, once: an append into them writes its frames alone. The zeros
+// are not records, after a restart either.
 func TestWrittenAhead(t *testing.T) {
 	dir := t.TempDir()
-	l := open(t, dir, 0)
-	appendRange(t, l, 1, 10)
+	w := &writeCountFS{FS: vfs.OS}
+	l := openFS(t, dir, 0, w)
+	appendRange(t, l, 1, 3)
+	w.n.Store(0)
+	appendRange(t, l, 4, 10)
+	if n, want := w.n.Load(), int64(segHeader)+framesSize(1, 10)-l.segs[0].offs[3]; n != want {
+		t.Fatalf("appends into the zeros wrote %d bytes, want their frames' %d", n, want)
+	}
 	fi, err := os.Stat(lastSegment(t, dir))
 	if err != nil {
 		t.Fatal(err)
@@ -329,6 +334,40 @@ func TestWrittenAhead(t *testing.T) {
 	if got, err := l.Read(11); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("Read(11): %d bytes, %v", len(got), err)
 	}
+}
+
+// framesSize returns the size of the frames of records first..last of
+// rec.
+func framesSize(first, last uint64) int64 {
+	var n int64
+	for i := first; i <= last; i++ {
+		n += frameSize(len(rec(i)))
+	}
+	return n
+}
+
+// writeCountFS counts the bytes written to its files.
+type writeCountFS struct {
+	vfs.FS
+	n atomic.Int64
+}
+
+func (w *writeCountFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	f, err := w.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return writeCountFile{f, w}, nil
+}
+
+type writeCountFile struct {
+	vfs.File
+	w *writeCountFS
+}
+
+func (f writeCountFile) WriteAt(b []byte, off int64) (int, error) {
+	f.w.n.Add(int64(len(b)))
+	return f.File.WriteAt(b, off)
 }
 
 // TestEmptyLastSegmentRemoved: a crash between a segment's creation and
