@@ -28,14 +28,16 @@
 // then holds frames, one per record, each at an offset that is a multiple
 // of 8:
 //
-//	0   checksum uint32, of bytes 4 to 23 and the payload
+//	0   checksum uint32: CRC-32C of the record's index (uint64), then
+//	             bytes 4 to 15 and the payload
 //	4   flags    1 byte: 1, the end mark, on the last record of an append;
 //	             no other bit is set
-//	5   zero     3 bytes
+//	5   place    3 bytes, uint24: the record's place in its append, 0 for
+//	             the first (an append takes at most 2^24-1 records)
 //	8   length   uint32: the payload's, 1 to MaxRecord
-//	12  place    uint32: the record's place in its append, 0 for the first
-//	16  index    uint64: the record's
-//	24  payload  length bytes, then zeros up to a multiple of 8 (not read)
+//	12  index    uint32: the record's index less the segment's first (an
+//	             append that would need more starts a new segment)
+//	16  payload  length bytes, then zeros up to a multiple of 8 (not read)
 //
 // then zeros: a segment's file is written with zeros a megabyte ahead of
 // its frames, so that the sync of an append writes only data, not the

@@ -2,8 +2,10 @@ package wal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -500,7 +502,7 @@ func TestTruncateBackMarksEnd(t *testing.T) {
 	end := l.segs[0].size
 	l.Close()
 	// An append of 5..9, torn: its first frame whole, then garbage.
-	b := appendFrame(nil, 5, 0, false, rec(5))
+	b := appendFrame(nil, 1, 5, 0, false, rec(5))
 	b = append(b, bytes.Repeat([]byte{0x5a}, 300)...)
 	f, err := os.OpenFile(lastSegment(t, dir), os.O_WRONLY, 0)
 	if err != nil {
@@ -526,10 +528,10 @@ func TestTruncateBackMarksEnd(t *testing.T) {
 // acknowledged. Then the log takes an append at E+1, and a restart agrees.
 func FuzzOpen(f *testing.F) {
 	var good []byte
-	good = appendFrame(good, 1, 0, false, rec(1))
-	good = appendFrame(good, 2, 1, true, rec(2))
+	good = appendFrame(good, 1, 1, 0, false, rec(1))
+	good = appendFrame(good, 1, 2, 1, true, rec(2))
 	mid := len(good)
-	good = appendFrame(good, 3, 0, true, []byte("third"))
+	good = appendFrame(good, 1, 3, 0, true, []byte("third"))
 	f.Add(good)
 	f.Add(good[:len(good)-3])
 	f.Add(good[:mid+9])
@@ -549,7 +551,7 @@ func FuzzOpen(f *testing.F) {
 		e, off := 0, int64(segHeader)
 		later := false
 		for {
-			h, ok := parseHead(file[off:])
+			h, ok := parseHead(file[off:], 1)
 			if !ok || off+h.size() > int64(len(file)) || !h.sound(file[off:]) || h.index != uint64(len(payloads)+1) {
 				break
 			}
@@ -562,7 +564,7 @@ func FuzzOpen(f *testing.F) {
 			}
 		}
 		for at := off; at+frameHeader <= int64(len(file)); at += frameAlign {
-			h, ok := parseHead(file[at:])
+			h, ok := parseHead(file[at:], 1)
 			if !ok || at+h.size() > int64(len(file)) || !h.sound(file[at:]) {
 				continue
 			}
@@ -753,5 +755,25 @@ func TestErrorsName(t *testing.T) {
 				t.Fatalf("error %q names not %s and offset %d", err, tt.file, tt.off)
 			}
 		})
+	}
+}
+
+// TestFrameSum: a frame's checksum is CRC-32C of its index, 8 bytes
+// little endian, then the rest, as the package doc says.
+func TestFrameSum(t *testing.T) {
+	for _, tt := range []struct {
+		index uint64
+		b     []byte
+	}{
+		{1, nil},
+		{1, []byte("x")},
+		{0x0102030405060708, []byte("a header and a payload")},
+		{^uint64(0), bytes.Repeat([]byte{0xff}, 100)},
+	} {
+		want := crc32.Checksum(binary.LittleEndian.AppendUint64(nil, tt.index), crcTable)
+		want = crc32.Update(want, crcTable, tt.b)
+		if got := frameSum(tt.index, tt.b); got != want {
+			t.Errorf("frameSum(%#x, %q) = %#x, want %#x", tt.index, tt.b, got, want)
+		}
 	}
 }

@@ -29,10 +29,11 @@ const MaxRecord = 64 << 20
 // The format on disk (see the package doc).
 const (
 	formatVersion = 1
-	segHeader     = 24 // magic, first index, format version, checksum
-	frameHeader   = 24 // checksum, flags, 3 zero bytes, length, place, index
-	frameAlign    = 8  // frames start at multiples of it
-	flagEnd       = 1  // a frame's flag: the last record of an append
+	segHeader     = 24        // magic, first index, format version, checksum
+	frameHeader   = 16        // checksum, flags, place, length, index in the segment
+	frameAlign    = 8         // frames start at multiples of it
+	flagEnd       = 1         // a frame's flag: the last record of an append
+	maxAppend     = 1<<24 - 1 // the most records an append takes: places are 24 bits
 
 	segSuffix = ".seg"
 	tmpSuffix = ".tmp" // a segment being created, until it is renamed
@@ -101,55 +102,84 @@ func frameSize(n int) int64 {
 }
 
 // putFrame writes into b, frameSize(len(p)) bytes of zeros, the frame of
-// payload p, the record at index, at place pos in its append, marked as
-// the append's last if end.
-func putFrame(b []byte, index uint64, pos uint32, end bool, p []byte) {
+// payload p, the record at index in the segment whose first record is
+// segFirst, at place pos in its append, marked as the append's last if
+// end.
+func putFrame(b []byte, segFirst, index uint64, pos uint32, end bool, p []byte) {
 	var flags uint64
 	if end {
 		flags = flagEnd
 	}
 	b = b[:frameHeader+len(p)]
-	binary.LittleEndian.PutUint64(b[0:8], flags<<32) // the checksum after
-	binary.LittleEndian.PutUint64(b[8:16], uint64(len(p))|uint64(pos)<<32)
-	binary.LittleEndian.PutUint64(b[16:24], index)
+	binary.LittleEndian.PutUint64(b[0:8], (flags|uint64(pos)<<8)<<32) // the checksum after
+	binary.LittleEndian.PutUint64(b[8:16], uint64(len(p))|(index-segFirst)<<32)
 	copy(b[frameHeader:], p)
-	binary.LittleEndian.PutUint32(b[0:4], crc32.Checksum(b[4:], crcTable))
+	binary.LittleEndian.PutUint32(b[0:4], frameSum(index, b[4:]))
 }
 
+// frameSum is the checksum of a frame of the record at index, whose
+// header after its checksum, and payload, are b: CRC-32C of the index (8
+// bytes, little endian), then b.
+func frameSum(index uint64, b []byte) uint32 {
+	// The index's 8 bytes in one step of slicing-by-8 (crc32 takes bytes
+	// only in a slice, and one of the index would escape to the heap).
+	t := &indexTables
+	crc := ^uint32(0) ^ uint32(index)
+	hi := uint32(index >> 32)
+	crc = t[0][hi>>24] ^ t[1][byte(hi>>16)] ^ t[2][byte(hi>>8)] ^ t[3][byte(hi)] ^
+		t[4][crc>>24] ^ t[5][byte(crc>>16)] ^ t[6][byte(crc>>8)] ^ t[7][byte(crc)]
+	return crc32.Update(^crc, crcTable, b)
+}
+
+// indexTables are the tables of slicing-by-8 for CRC-32C: indexTables[0]
+// is crcTable, and indexTables[k][i] is the CRC of byte i followed by k
+// zeros.
+var indexTables = func() (t [8][256]uint32) {
+	t[0] = *crcTable
+	for i := range 256 {
+		for k := 1; k < 8; k++ {
+			prev := t[k-1][i]
+			t[k][i] = prev>>8 ^ t[0][byte(prev)]
+		}
+	}
+	return t
+}()
+
 // appendFrame appends to b the frame putFrame writes.
-func appendFrame(b []byte, index uint64, pos uint32, end bool, p []byte) []byte {
+func appendFrame(b []byte, segFirst, index uint64, pos uint32, end bool, p []byte) []byte {
 	at := len(b)
 	b = append(b, make([]byte, frameSize(len(p)))...)
-	putFrame(b[at:], index, pos, end, p)
+	putFrame(b[at:], segFirst, index, pos, end, p)
 	return b
 }
 
 // frameHead is a frame's header, decoded.
 type frameHead struct {
-	sum    uint32 // CRC-32C of the header after it, and the payload
+	sum    uint32 // CRC-32C of the index, the header after it, and the payload
 	flags  byte
-	length uint32 // the payload's
 	pos    uint32 // the record's place in its append, 0 for the first
-	index  uint64
+	length uint32 // the payload's
+	index  uint64 // the segment's first index, plus the header's
 }
 
-// parseHead decodes the frame header at the start of b, and reports
-// whether it is one Append writes: no flag but flagEnd, its zero bytes
-// zero, a length from 1 to MaxRecord and an index past its place in its
-// append. It does not check the checksum (see sound).
-func parseHead(b []byte) (frameHead, bool) {
+// parseHead decodes the frame header at the start of b, in the segment
+// whose first record is segFirst, and reports whether it is one Append
+// writes: no flag but flagEnd, a length from 1 to MaxRecord and an index
+// past its place in its append. It does not check the checksum (see
+// sound).
+func parseHead(b []byte, segFirst uint64) (frameHead, bool) {
 	if len(b) < frameHeader {
 		return frameHead{}, false
 	}
+	w := binary.LittleEndian.Uint32(b[4:8])
 	h := frameHead{
 		sum:    binary.LittleEndian.Uint32(b[0:4]),
-		flags:  b[4],
+		flags:  byte(w),
+		pos:    w >> 8,
 		length: binary.LittleEndian.Uint32(b[8:12]),
-		pos:    binary.LittleEndian.Uint32(b[12:16]),
-		index:  binary.LittleEndian.Uint64(b[16:24]),
+		index:  segFirst + uint64(binary.LittleEndian.Uint32(b[12:16])),
 	}
-	ok := h.flags&^flagEnd == 0 && b[5]|b[6]|b[7] == 0 &&
-		h.length >= 1 && h.length <= MaxRecord && uint64(h.pos) < h.index
+	ok := h.flags&^flagEnd == 0 && h.length >= 1 && h.length <= MaxRecord && uint64(h.pos) < h.index
 	return h, ok
 }
 
@@ -162,7 +192,7 @@ func (h frameHead) appendStart() uint64 { return h.index - uint64(h.pos) }
 // sound reports whether b, the frame's header and payload, matches its
 // checksum.
 func (h frameHead) sound(b []byte) bool {
-	return crc32.Checksum(b[4:frameHeader+h.length], crcTable) == h.sum
+	return frameSum(h.index, b[4:frameHeader+h.length]) == h.sum
 }
 
 // segmentHeader returns the header of the segment whose first record is
@@ -366,7 +396,7 @@ func (s *segment) scan() (scanned, error) {
 			}
 			return sc, fmt.Errorf("wal: segment %s: read at offset %d: %w", s.path, sc.stop, err)
 		}
-		h, ok := parseHead(buf)
+		h, ok := parseHead(buf, s.first)
 		if !ok {
 			sc.why = "not a frame header"
 			return sc, nil
@@ -464,7 +494,7 @@ func (s *segment) cutInFlight(sc scanned) error {
 			s.path, sc.stray.at, sc.stray.h.index, sc.stray.h.appendStart(), start)
 	}
 	for off := int64(0); off+frameHeader <= int64(len(rest)); off += frameAlign {
-		h, ok := parseHead(rest[off:])
+		h, ok := parseHead(rest[off:], s.first)
 		if !ok || off+h.size() > int64(len(rest)) || !h.sound(rest[off:]) {
 			continue
 		}
@@ -536,7 +566,7 @@ func (s *segment) readFrame(index uint64) (frameHead, []byte, error) {
 	if _, err := s.f.ReadAt(frame, off); err != nil {
 		return frameHead{}, nil, fmt.Errorf("wal: read record %d in %s at offset %d: %w", index, s.path, off, err)
 	}
-	h, ok := parseHead(frame)
+	h, ok := parseHead(frame, s.first)
 	if !ok || h.size() != end-off || !h.sound(frame) || h.index != index {
 		return frameHead{}, nil, fmt.Errorf("wal: record %d in %s at offset %d fails its checksum", index, s.path, off)
 	}
@@ -561,14 +591,14 @@ func (l *Log) find(index uint64) int {
 // Append adds records numbered from first on, and returns once they are
 // synced to disk. first must follow the last record, unless the log is
 // empty, where it may be any index from 1 on. Each record is 1 to
-// MaxRecord bytes. A failed write or sync makes the log fail every later
+// MaxRecord bytes, and an append at most 2^24-1 records. A failed write or sync makes the log fail every later
 // call: what reached the disk is not known until it is opened again.
 func (l *Log) Append(first uint64, recs [][]byte) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	if uint64(len(recs)) > math.MaxUint32 {
-		return fmt.Errorf("wal: append of %d records (at most %d)", len(recs), uint64(math.MaxUint32))
+	if len(recs) > maxAppend {
+		return fmt.Errorf("wal: append of %d records (at most %d)", len(recs), maxAppend)
 	}
 	var size int64
 	for _, r := range recs {
@@ -585,7 +615,9 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 	if first == 0 || (l.last != 0 && first != l.last+1) {
 		return fmt.Errorf("wal: append at %d to a log that ends at %d", first, l.last)
 	}
-	if len(l.segs) == 0 || l.segs[len(l.segs)-1].size >= l.segSize {
+	// A frame holds its index less its segment's first, in 32 bits.
+	if n := len(l.segs); n == 0 || l.segs[n-1].size >= l.segSize ||
+		first+uint64(len(recs))-1-l.segs[n-1].first > math.MaxUint32 {
 		if err := l.startSegment(first); err != nil {
 			return err
 		}
@@ -608,7 +640,7 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 	at = 0
 	for i, r := range recs {
 		offs[i] = s.size + at
-		putFrame(buf[at:], first+uint64(i), uint32(i), i == len(recs)-1, r)
+		putFrame(buf[at:], s.first, first+uint64(i), uint32(i), i == len(recs)-1, r)
 		at += frameSize(len(r))
 	}
 	at += s.size
@@ -757,7 +789,7 @@ func (l *Log) markEnd(s *segment, index uint64) error {
 		return nil
 	}
 	frame[4] |= flagEnd
-	binary.LittleEndian.PutUint32(frame, crc32.Checksum(frame[4:frameHeader+h.length], crcTable))
+	binary.LittleEndian.PutUint32(frame, frameSum(index, frame[4:frameHeader+h.length]))
 	off := s.offs[index-s.first]
 	if _, err := s.f.WriteAt(frame[:5], off); err != nil {
 		l.err = fmt.Errorf("%w: mark the end at record %d in %s at offset %d: %w", ErrBroken, index, s.path, off, err)
