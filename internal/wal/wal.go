@@ -591,8 +591,9 @@ func (l *Log) find(index uint64) int {
 // Append adds records numbered from first on, and returns once they are
 // synced to disk. first must follow the last record, unless the log is
 // empty, where it may be any index from 1 on. Each record is 1 to
-// MaxRecord bytes, and an append at most 2^24-1 records. A failed write or sync makes the log fail every later
-// call: what reached the disk is not known until it is opened again.
+// MaxRecord bytes, and an append at most 2^24-1 records. A failed write or
+// sync makes the log fail every later call: what reached the disk is not
+// known until it is opened again.
 func (l *Log) Append(first uint64, recs [][]byte) error {
 	if len(recs) == 0 {
 		return nil
