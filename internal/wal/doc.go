@@ -83,12 +83,11 @@
 //
 // Anything else is damage to acknowledged records, and Open refuses the log
 // with an error that names the file, and the offset in it where the damage
-// shows: a segment header that
-// is not exactly that of its name; a segment before the last with a frame
-// that is not sound, or anything but zeros after its frames, or no record,
-// or a last record that is not an append's end; a sound frame with an
-// index out of place; a segment that does not start where the one before it
-// ends.
+// shows: a segment header that is not exactly that of its name; a segment
+// before the last with a frame that is not sound, or anything but zeros
+// after its frames, or no record, or a last record that is not an append's
+// end; a sound frame with an index out of place; a segment that does not
+// start where the one before it ends.
 //
 // What Open cannot tell from a crash, it cannot refuse: damage confined to
 // the sectors the last append wrote (from the sector where it starts, which
