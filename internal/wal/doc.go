@@ -93,8 +93,12 @@
 // the sectors the last append wrote (from the sector where it starts, which
 // it shares with the append before it, and which a disk that writes a
 // sector whole or not at all leaves whole) cuts the appends with bytes
-// there, as the crash would. And a segment lost whole at either end of the
-// log looks like the log truncated there.
+// there, as the crash would. A segment lost whole at the head of the log
+// looks like the log truncated there. One lost at its end does not: the
+// log's directory also holds a file, "newest", that names its newest
+// segment (written after a segment's creation is durable, and before the
+// tail's segments are removed), and Open refuses a log whose newest
+// segment is gone.
 //
 // # Removing records
 //

@@ -272,9 +272,10 @@ func (sm *sample) damages(full []uint64) []damage {
 
 // TestW4 damages logs in every way damages lists, and opens each: Open
 // must refuse it or report every acknowledged record (judge), except
-// where the log cannot tell the damage from what it does itself: a
-// segment at either end removed is a truncation of the log there, and
-// damage confined to the last append's sectors a crash during it. The old
+// where the log cannot tell the damage from what it does itself: the
+// first segment removed is a truncation of the log there, and damage
+// confined to the last append's sectors a crash during it. (The last
+// segment removed is refused: the log's newest file names it.) The old
 // format (a checksum of the payload alone, and any frame with a zero
 // sector or past the end of the file taken for a torn tail) lost records
 // here: record 50's length flipped in bits 14 to 25 ended the log at 49,

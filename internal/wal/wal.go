@@ -243,6 +243,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := l.syncDir(); err != nil {
 		return nil, err
 	}
+	if err := checkNewest(l.fs, dir, firsts); err != nil {
+		return nil, err
+	}
 	if err := l.load(firsts); err != nil {
 		l.closeFiles()
 		return nil, err
@@ -285,6 +288,13 @@ func (l *Log) load(firsts []uint64) error {
 	// A crash between a segment's creation and its first append's sync
 	// leaves it with no record: it takes nothing but the next index.
 	if s := l.segs[len(l.segs)-1]; len(s.offs) == 0 {
+		var prev uint64
+		if len(l.segs) > 1 {
+			prev = l.segs[len(l.segs)-2].first
+		}
+		if err := l.setNewest(prev); err != nil {
+			return err
+		}
 		if err := l.removeSegment(len(l.segs) - 1); err != nil {
 			return err
 		}
@@ -697,7 +707,7 @@ func (l *Log) startSegment(first uint64) error {
 		return l.err
 	}
 	l.segs = append(l.segs, &segment{first: first, path: path, f: f, size: segHeader, alloc: alloc})
-	return nil
+	return l.setNewest(first)
 }
 
 // TruncateFront removes every record before index. An index past the
@@ -754,7 +764,13 @@ func (l *Log) TruncateBack(index uint64) error {
 			return err
 		}
 	}
-	// Newest first, so that a crash leaves the log contiguous.
+	// Newest first, so that a crash leaves the log contiguous, once the
+	// segment that stays is recorded as the newest.
+	if keep < len(l.segs)-1 {
+		if err := l.setNewest(s.first); err != nil {
+			return err
+		}
+	}
 	for i := len(l.segs) - 1; i > keep; i-- {
 		if err := l.removeSegment(i); err != nil {
 			return err
@@ -808,6 +824,11 @@ func (l *Log) markEnd(s *segment, index uint64) error {
 // log.
 func (l *Log) removeHead(n int) error {
 	all := n == len(l.segs)
+	if all {
+		if err := l.setNewest(0); err != nil {
+			return err
+		}
+	}
 	for range n {
 		if err := l.removeSegment(0); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -388,8 +389,8 @@ func TestEmptyLastSegmentRemoved(t *testing.T) {
 	}
 	l := open(t, dir, 0)
 	check(t, l, 1, 10)
-	if names, _ := os.ReadDir(dir); len(names) != 2 {
-		t.Fatalf("%d files, want the first segment and notes.txt", len(names))
+	if names, _ := os.ReadDir(dir); len(names) != 3 {
+		t.Fatalf("%d files, want the first segment, the newest file and notes.txt", len(names))
 	}
 	appendRange(t, l, 11, 20)
 	check(t, l, 1, 20)
@@ -493,5 +494,44 @@ func TestAgainstModel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNewestSegmentGone: a log whose newest segment is gone is refused,
+// naming it, where it ended at the segment before and lost what the last
+// held; after a truncation from the tail or one that empties the log, the
+// segments it removed are not missed.
+func TestNewestSegmentGone(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentSize: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, l, 1, 30)
+	firsts, _, _ := listSegments(vfs.OS, dir)
+	if len(firsts) < 3 {
+		t.Fatalf("%d segments, want 3 or more", len(firsts))
+	}
+	if err := l.TruncateBack(firsts[1]); err != nil { // the last segments go
+		t.Fatal(err)
+	}
+	l.Close()
+	l = open(t, dir, 300)
+	check(t, l, 1, firsts[1])
+	if err := l.TruncateFront(firsts[1] + 1); err != nil { // the log empties
+		t.Fatal(err)
+	}
+	l.Close()
+	l = open(t, dir, 300)
+	check(t, l, 0, 0)
+	appendRange(t, l, 100, 130)
+	l.Close()
+	firsts, _, _ = listSegments(vfs.OS, dir)
+	if err := os.Remove(segmentPath(dir, firsts[len(firsts)-1])); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(dir, Options{SegmentSize: 300})
+	if want := filepath.Base(segmentPath(dir, firsts[len(firsts)-1])) + ", is gone"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open without the newest segment = %v, want an error containing %q", err, want)
 	}
 }

@@ -38,6 +38,15 @@ func TestDiskRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "its log (" + logDir + ") is gone"},
+		{"last segment gone", func(t *testing.T, dir string) {
+			segs, err := filepath.Glob(filepath.Join(dir, logDir, "*.seg"))
+			if err != nil || len(segs) == 0 {
+				t.Fatalf("segments: %v, %v", segs, err)
+			}
+			if err := os.Remove(segs[len(segs)-1]); err != nil {
+				t.Fatal(err)
+			}
+		}, "is gone, with records that were acknowledged"},
 		{"stable store gone", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, stableFile)); err != nil {
 				t.Fatal(err)
