@@ -1,6 +1,7 @@
 package crashfs
 
 import (
+	"errors"
 	"io/fs"
 	"maps"
 	"os"
@@ -411,7 +412,9 @@ func (fsys *FS) SyncAll(name string) error {
 			case n.isDir():
 				walk(n)
 			case ferr != nil:
-				n.failSync()
+				if !errors.Is(ferr, ErrKilled) {
+					n.failSync()
+				}
 			default:
 				n.sync()
 			}

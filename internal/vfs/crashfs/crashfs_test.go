@@ -760,3 +760,31 @@ func TestLock(t *testing.T) {
 	}
 	l.Close()
 }
+
+// TestKilledSync: a sync failed with ErrKilled never happened: a Kill
+// after it leaves its data unsynced, and a later sync makes it durable.
+func TestKilledSync(t *testing.T) {
+	fsys := New()
+	f, err := fsys.OpenFile("/f", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys.SyncDir("/")
+	f.WriteAt([]byte("hello"), 0)
+	fsys.SetFault(func(Event) error { return ErrKilled })
+	if err := f.Sync(); !errors.Is(err, ErrKilled) {
+		t.Fatalf("Sync = %v, want ErrKilled", err)
+	}
+	fsys.SetFault(nil)
+	fsys.Kill()
+	g, err := fsys.OpenFile("/f", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := vfs.ReadFile(fsys.CrashClone(nil, 0), "/f"); err != nil || string(b) != "hello" {
+		t.Fatalf("after a kill, a sync and a power cut: %q, %v; want hello", b, err)
+	}
+}

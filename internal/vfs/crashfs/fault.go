@@ -86,6 +86,13 @@ type Event struct {
 // A Fault runs with the FS locked: it must not call the FS or its files.
 type Fault func(Event) error
 
+// ErrKilled, wrapped by the error a Fault returns, fails the operation as
+// if the process had died before it made the call: nothing changes, and a
+// sync that fails so loses nothing (where any other error of a sync marks
+// its sectors lost, see File.Sync). A test stops a workload at an
+// operation with it, then calls Kill, to look at what a kill there leaves.
+var ErrKilled = errors.New("crashfs: the process was killed")
+
 // ShortWrite, returned by a Fault for a WriteAt, makes the write put the
 // first N bytes of its buffer (all of them if N is larger), then fail
 // with Err, or with syscall.ENOSPC (a full disk) if Err is nil. Returned

@@ -241,7 +241,9 @@ func (f *file) sync(op Op) error {
 		return err
 	}
 	if ferr != nil {
-		f.n.failSync()
+		if !errors.Is(ferr, ErrKilled) {
+			f.n.failSync()
+		}
 		return pathErr(op, f.name, ferr)
 	}
 	f.n.sync()
