@@ -73,6 +73,11 @@ func (d *disk) open(id string, rlog hclog.Logger) error {
 	if err := d.fs.SyncAll(d.dir); err != nil {
 		return fmt.Errorf("raftrep: data dir %s: make what is there durable before reading it: %w", d.dir, err)
 	}
+	// And the dir's own entry, which a process killed as it made the dir
+	// may have left unsynced.
+	if err := d.fs.SyncDir(filepath.Dir(filepath.Clean(d.dir))); err != nil {
+		return fmt.Errorf("raftrep: data dir %s: %w", d.dir, err)
+	}
 	if err := checkHalted(d.fs, d.dir); err != nil {
 		return err
 	}
