@@ -119,6 +119,7 @@ func (p *node) start() {
 		}
 		select {
 		case err := <-exited:
+			p.cmd = nil // exited: nothing left to kill
 			p.t.Fatalf("%s: exited (%v) before its admin API answered; log: %s", p.name, err, p.logText())
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -347,8 +348,10 @@ func TestDataDirInUse(t *testing.T) {
 
 // TestDiskFull: a durable node whose log cannot be written (its files may
 // not grow past a limit, set with prlimit(1): writes past it fail as on a
-// full disk) stops, rather than go on without committing anything; started
-// again without the limit, it serves every item it acknowledged.
+// full disk) stops, rather than go on without committing anything, and
+// refuses to start again until its halt is cleared (latch datadir
+// clear-halt); then, without the limit, it serves every item it
+// acknowledged.
 func TestDiskFull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -357,7 +360,8 @@ func TestDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prlimit (util-linux) not found: %v", err)
 	}
-	p := newProc(t, "full", "--data-dir", t.TempDir())
+	dataDir := t.TempDir()
+	p := newProc(t, "full", "--data-dir", dataDir)
 	bin, args := p.bin, p.args
 	p.bin, p.args = prlimit, append([]string{"--fsize=4000000", bin}, args...)
 	p.start()
@@ -389,11 +393,29 @@ func TestDiskFull(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the node still runs 10 s after its log failed; log: %s", p.logText())
 	}
-	if log := p.logText(); !strings.Contains(log, "the Raft log on disk failed; this node stops") || !strings.Contains(log, "file too large") {
+	if log := p.logText(); !strings.Contains(log, "a write to the data dir failed; this node stops") || !strings.Contains(log, "file too large") {
 		t.Errorf("the log does not say why the node stopped: %s", log)
 	}
 	p.cmd = nil
 	p.log.Close()
+
+	// It left a mark: started again, it refuses, saying why, until an
+	// operator clears it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	again := exec.CommandContext(ctx, bin, args...)
+	again.Env = cleanEnv()
+	if out, err := again.CombinedOutput(); err == nil || !strings.Contains(string(out), "stopped on a disk error") || !strings.Contains(string(out), "clear-halt") {
+		t.Fatalf("started again after the failure: %v, output %q; want a refusal naming the halt and clear-halt", err, out)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("started again after the failure, it ran for 10 s")
+	}
+	clear := exec.Command(bin, "datadir", "--data-dir", dataDir, "clear-halt")
+	clear.Env = cleanEnv()
+	if out, err := clear.CombinedOutput(); err != nil || !strings.Contains(string(out), "halt cleared") {
+		t.Fatalf("latch datadir clear-halt: %v, output %q", err, out)
+	}
 
 	p.bin, p.args = bin, args
 	p.start()
