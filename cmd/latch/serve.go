@@ -23,8 +23,9 @@ func runServe(args []string, env *environment) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch serve [flags]
 
-Run a lock server until SIGINT or SIGTERM. Every flag can also be set by the
-LATCH_* environment variable named beside it, or in the TOML file named by
+Run a lock server until SIGINT or SIGTERM (SIGHUP is logged and ignored:
+reloading is not supported yet). Every flag can also be set by the LATCH_*
+environment variable named beside it, or in the TOML file named by
 --config. Flags win over the environment, the environment over the file.
 
 Flags:
@@ -55,7 +56,7 @@ Flags:
 	// Catch the signals before serving, so that one sent as soon as the
 	// server says it is serving is not lost.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
 	cfg.Server.Version = buildVersion()
@@ -71,8 +72,16 @@ Flags:
 		"lock-delay", cfg.Lock.LockDelay)
 
 	sig := <-sigs
-	// A second signal kills the process at once.
+	for sig == syscall.SIGHUP {
+		// Operators and init systems send SIGHUP to reload; its default
+		// action would end the process, and every lock with it.
+		logger.Warn("SIGHUP: reloading is not supported yet; nothing was reloaded, and latch goes on serving")
+		sig = <-sigs
+	}
+	// A second SIGINT or SIGTERM kills the process at once; SIGHUP never
+	// does.
 	signal.Stop(sigs)
+	signal.Ignore(syscall.SIGHUP)
 	logger.Info("shutting down", "signal", sig.String(), "timeout", cfg.Server.ShutdownTimeout)
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
