@@ -3,10 +3,10 @@ package wal
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"testing"
 
 	"github.com/latchd/latch/internal/vfs"
+	"github.com/latchd/latch/internal/vfs/crashfs"
 )
 
 // BenchmarkAppend appends batches of records of 200 bytes, each batch
@@ -20,7 +20,7 @@ func BenchmarkAppend(b *testing.B) {
 			var fsys vfs.FS = vfs.OS
 			if !sync {
 				name += "/nosync"
-				fsys = noSyncFS{vfs.OS}
+				fsys = crashfs.NoSync(vfs.OS)
 			}
 			b.Run(name, func(b *testing.B) {
 				l, err := Open(b.TempDir(), Options{SegmentSize: 4 << 20, FS: fsys})
@@ -44,22 +44,3 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
-
-// noSyncFS is an FS whose syncs do nothing.
-type noSyncFS struct{ vfs.FS }
-
-func (f noSyncFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
-	file, err := f.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return noSyncFile{file}, nil
-}
-
-func (noSyncFS) SyncDir(string) error { return nil }
-func (noSyncFS) SyncAll(string) error { return nil }
-
-type noSyncFile struct{ vfs.File }
-
-func (noSyncFile) Sync() error     { return nil }
-func (noSyncFile) Datasync() error { return nil }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/latchd/latch/internal/vfs"
+	"github.com/latchd/latch/internal/vfs/crashfs"
 )
 
 // These tests damage logs on disk and open them again. Open's promise
@@ -25,7 +26,7 @@ import (
 // append leaves, and then Open may cut the records in those sectors. And
 // what a crash alone leaves, Open never refuses.
 //
-// They run on noSyncFS: what they check is what Open makes of the bytes
+// They run on crashfs.NoSync: what they check is what Open makes of the bytes
 // in the files; TestOpenSyncs checks its syncs.
 
 // payload220 is record i's payload in these tests: 200 to 239 bytes,
@@ -74,7 +75,7 @@ func appends(n uint64, sizes ...uint64) [][2]uint64 {
 func writeSample(t testing.TB, segSize int64, bounds [][2]uint64) *sample {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := Open(dir, Options{SegmentSize: segSize, FS: noSyncFS{vfs.OS}})
+	l, err := Open(dir, Options{SegmentSize: segSize, FS: crashfs.NoSync(vfs.OS)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func (sm *sample) cuttable(name string, lo int64) uint64 {
 // reports whether Open refused.
 func (sm *sample) judge(t *testing.T, what, dir string, first, keep uint64) bool {
 	t.Helper()
-	l, err := Open(dir, Options{SegmentSize: sm.segSize, FS: noSyncFS{vfs.OS}})
+	l, err := Open(dir, Options{SegmentSize: sm.segSize, FS: crashfs.NoSync(vfs.OS)})
 	if err != nil {
 		if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "offset") {
 			t.Errorf("%s: refused without naming the file and an offset: %v", what, err)
@@ -325,7 +326,7 @@ func TestW4(t *testing.T) {
 				}
 				if len(sm.firsts) == 1 && d.b == nil {
 					// No segment left: an empty log.
-					l, err := Open(sm.place(t, d.name, nil), Options{FS: noSyncFS{vfs.OS}})
+					l, err := Open(sm.place(t, d.name, nil), Options{FS: crashfs.NoSync(vfs.OS)})
 					if err == nil {
 						l.Close()
 					}
@@ -350,7 +351,7 @@ func TestF1(t *testing.T) {
 		b := bytes.Clone(sm.files[f.seg])
 		lenAt := f.off + 8 // the length field
 		b[lenAt+bit/8] ^= 1 << (bit % 8)
-		l, err := Open(sm.place(t, f.seg, b), Options{FS: noSyncFS{vfs.OS}})
+		l, err := Open(sm.place(t, f.seg, b), Options{FS: crashfs.NoSync(vfs.OS)})
 		if err == nil {
 			last, _ := l.LastIndex()
 			l.Close()
@@ -443,7 +444,7 @@ func TestTornAppend(t *testing.T) {
 					want = 45
 				}
 				dir := after.place(t, name, c.b)
-				opts := Options{SegmentSize: segSize, FS: noSyncFS{vfs.OS}}
+				opts := Options{SegmentSize: segSize, FS: crashfs.NoSync(vfs.OS)}
 				l, err := Open(dir, opts)
 				if err != nil {
 					t.Fatalf("%s: %v", c.what, err)
@@ -575,7 +576,7 @@ func FuzzOpen(f *testing.F) {
 			}
 			at += h.size() - frameAlign
 		}
-		opts := Options{FS: noSyncFS{vfs.OS}}
+		opts := Options{FS: crashfs.NoSync(vfs.OS)}
 		l, err := Open(dir, opts)
 		if err != nil {
 			return
@@ -748,7 +749,7 @@ func TestErrorsName(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bytes.Clone(sm.files[tt.file])
 			b[tt.off+frameHeader-1] ^= 0x80
-			_, err := Open(sm.place(t, tt.file, b), Options{SegmentSize: 9000, FS: noSyncFS{vfs.OS}})
+			_, err := Open(sm.place(t, tt.file, b), Options{SegmentSize: 9000, FS: crashfs.NoSync(vfs.OS)})
 			if err == nil {
 				t.Fatal("Open accepted the log")
 			}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/latchd/latch/internal/vfs"
+	"github.com/latchd/latch/internal/vfs/crashfs"
 )
 
 // rec is the payload of record i in these tests: its size varies with i.
@@ -36,7 +37,7 @@ func open(t *testing.T, dir string, segSize int64) *Log {
 
 // openFS opens the log in dir on fsys. The tests of what a log holds,
 // with segments small enough that appends start new ones all the time,
-// run on noSyncFS, whose syncs cost nothing: TestOpenSyncs checks the
+// run on crashfs.NoSync, whose syncs cost nothing: TestOpenSyncs checks the
 // syncs.
 func openFS(t *testing.T, dir string, segSize int64, fsys vfs.FS) *Log {
 	t.Helper()
@@ -195,7 +196,7 @@ func TestTruncate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l := openFS(t, dir, 200, noSyncFS{vfs.OS})
+			l := openFS(t, dir, 200, crashfs.NoSync(vfs.OS))
 			appendRange(t, l, 1, 100)
 			if tt.front != 0 {
 				if err := l.TruncateFront(tt.front); err != nil {
@@ -224,7 +225,7 @@ func TestTruncate(t *testing.T) {
 			// After a restart, the head may come back to its segment's
 			// start (see the package doc), never further, and the
 			// records after it are the same.
-			l = openFS(t, dir, 200, noSyncFS{vfs.OS})
+			l = openFS(t, dir, 200, crashfs.NoSync(vfs.OS))
 			got, _ := l.FirstIndex()
 			if got > first || got == 0 || (tt.last == 0 && got != next) {
 				t.Fatalf("after a restart the log starts at %d; it started at %d", got, first)
@@ -413,7 +414,7 @@ func TestAgainstModel(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rnd := rand.New(rand.NewPCG(uint64(seed), 0))
 			dir := t.TempDir()
-			l := openFS(t, dir, 150, noSyncFS{vfs.OS})
+			l := openFS(t, dir, 150, crashfs.NoSync(vfs.OS))
 			var first uint64 // 0: empty
 			var model [][]byte
 			last := func() uint64 { return first + uint64(len(model)) - 1 }
@@ -457,7 +458,7 @@ func TestAgainstModel(t *testing.T) {
 					}
 				case k < 9: // restart
 					l.Close()
-					l = openFS(t, dir, 150, noSyncFS{vfs.OS})
+					l = openFS(t, dir, 150, crashfs.NoSync(vfs.OS))
 					got, _ := l.FirstIndex()
 					if first != 0 && (got == 0 || got > first) {
 						t.Fatalf("op %d: after a restart the log starts at %d, want at most %d", op, got, first)

@@ -146,6 +146,8 @@ type plCluster struct {
 	res     *plResult
 	start   time.Time
 
+	raw map[string]*crashfs.FS // each node's file system, unwrapped (setFS)
+
 	mu     sync.Mutex // guards nodes (through c.nodes), down and terms
 	down   map[string]bool
 	halted map[string]bool // nodes whose disk was made to fail
@@ -178,7 +180,7 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 	c := makeCluster(t, n, false)
 	c.snapshots = true
 	c.fss = make(map[string]vfs.FS)
-	p := &plCluster{cluster: c, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}, wentBack: map[string]bool{}}
+	p := &plCluster{cluster: c, raw: map[string]*crashfs.FS{}, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}, wentBack: map[string]bool{}}
 	var logBuf *syncBuffer
 	switch dest := os.Getenv("LATCH_POWERLOSS_LOG"); dest {
 	case "":
@@ -197,7 +199,7 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 		}()
 	}
 	for _, peer := range c.peers {
-		c.fss[peer.ID] = p.wrap(crashfs.New())
+		p.setFS(peer.ID, crashfs.New())
 	}
 	c.startAll()
 	c.leader()
@@ -347,19 +349,14 @@ func (p *plCluster) checkLogs() {
 	}
 }
 
-// wrap gives a node's file system, made to sync nothing in the control.
-func (p *plCluster) wrap(fsys *crashfs.FS) vfs.FS {
+// setFS gives node id the file system fsys, made to sync nothing in the
+// control.
+func (p *plCluster) setFS(id string, fsys *crashfs.FS) {
+	p.raw[id] = fsys
+	p.fss[id] = fsys
 	if p.control {
-		return noSyncFS{fsys}
+		p.fss[id] = crashfs.NoSync(fsys)
 	}
-	return fsys
-}
-
-func crashFS(fsys vfs.FS) *crashfs.FS {
-	if n, ok := fsys.(noSyncFS); ok {
-		return n.FS.(*crashfs.FS)
-	}
-	return fsys.(*crashfs.FS)
 }
 
 // fault injects one fault: a crash (kill or power loss) of one node, of a
@@ -426,9 +423,9 @@ func (p *plCluster) crash(id string, keep float64) {
 	p.mu.Lock()
 	p.logf("crash %s keep=%v", id, keep)
 	p.net.remove(p.addr(id))
-	old := crashFS(p.fss[id])
+	old := p.raw[id]
 	old.Kill()
-	p.fss[id] = p.wrap(old.CrashClone(p.rng, keep))
+	p.setFS(id, old.CrashClone(p.rng, keep))
 	n := p.nodes[id]
 	delete(p.nodes, id)
 	delete(p.reps, id)
@@ -447,7 +444,7 @@ func (p *plCluster) failDisk(id string) {
 	defer p.mu.Unlock()
 	p.logf("fail the disk of %s", id)
 	p.halted[id] = true
-	fsys := crashFS(p.fss[id])
+	fsys := p.raw[id]
 	var once sync.Once
 	fsys.SetFault(func(ev crashfs.Event) error {
 		switch ev.Op {
@@ -474,7 +471,7 @@ func (p *plCluster) healAll() {
 		p.mu.Unlock()
 		if halted && !p.down[id] {
 			p.crash(id, 0)
-			fsys := crashFS(p.fss[id])
+			fsys := p.raw[id]
 			fsys.SetFault(nil)
 		}
 		p.mu.Lock()
@@ -648,22 +645,3 @@ func (p *plCluster) check(grants []*plGrant) {
 		}
 	}
 }
-
-// noSyncFS syncs nothing: the control.
-type noSyncFS struct{ vfs.FS }
-
-func (f noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
-	file, err := f.FS.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return noSyncFile{file}, nil
-}
-
-func (noSyncFS) SyncDir(string) error { return nil }
-func (noSyncFS) SyncAll(string) error { return nil }
-
-type noSyncFile struct{ vfs.File }
-
-func (noSyncFile) Sync() error     { return nil }
-func (noSyncFile) Datasync() error { return nil }

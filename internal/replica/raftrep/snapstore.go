@@ -320,22 +320,10 @@ func readSnapHead(f vfs.File, size int64) (*raft.SnapshotMeta, int64, error) {
 		ConfigurationIndex: binary.LittleEndian.Uint64(p[24:]),
 		Size:               int64(binary.LittleEndian.Uint64(p[metaSizeAt:])),
 	}
-	p = p[metaSizeAt+8:]
-	next := func() ([]byte, bool) {
-		if len(p) < 4 {
-			return nil, false
-		}
-		l := binary.LittleEndian.Uint32(p)
-		if uint64(len(p)-4) < uint64(l) {
-			return nil, false
-		}
-		v := p[4 : 4+l]
-		p = p[4+l:]
-		return v, true
-	}
-	id, ok1 := next()
-	conf, ok2 := next()
-	if !ok1 || !ok2 || len(p) != 0 {
+	fields := lenPrefixed(p[metaSizeAt+8:])
+	id, ok1 := fields.next()
+	conf, ok2 := fields.next()
+	if !ok1 || !ok2 || len(fields) != 0 {
 		return nil, 0, errors.New("meta does not parse")
 	}
 	m.ID = string(id)

@@ -163,26 +163,14 @@ func decodeStable(b []byte) (map[string][]byte, error) {
 		return nil, fmt.Errorf("checksum mismatch: the file says %08x, its contents sum to %08x", sum, got)
 	}
 	n := binary.LittleEndian.Uint32(body[8:])
-	p := body[head:]
-	next := func() ([]byte, bool) {
-		if len(p) < 4 {
-			return nil, false
-		}
-		l := binary.LittleEndian.Uint32(p)
-		if uint64(len(p)-4) < uint64(l) {
-			return nil, false
-		}
-		v := p[4 : 4+l]
-		p = p[4+l:]
-		return v, true
-	}
+	p := lenPrefixed(body[head:])
 	kv := make(map[string][]byte, min(n, 64))
 	for i := range n {
-		k, ok := next()
+		k, ok := p.next()
 		if !ok {
 			return nil, fmt.Errorf("pair %d of %d runs past the end", i+1, n)
 		}
-		v, ok := next()
+		v, ok := p.next()
 		if !ok {
 			return nil, fmt.Errorf("pair %d of %d runs past the end", i+1, n)
 		}
@@ -195,4 +183,22 @@ func decodeStable(b []byte) (map[string][]byte, error) {
 		return nil, fmt.Errorf("%d bytes after the last of %d pairs", len(p), n)
 	}
 	return kv, nil
+}
+
+// lenPrefixed reads fields that are each a uint32 length, little endian,
+// then that many bytes: the stable store's pairs, a snapshot's meta.
+type lenPrefixed []byte
+
+// next returns the next field, or false if what is left is not one.
+func (p *lenPrefixed) next() ([]byte, bool) {
+	b := *p
+	if len(b) < 4 {
+		return nil, false
+	}
+	l := binary.LittleEndian.Uint32(b)
+	if uint64(len(b)-4) < uint64(l) {
+		return nil, false
+	}
+	*p = b[4+l:]
+	return b[4 : 4+l], true
 }
