@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/latchd/latch/internal/vfs"
@@ -44,7 +43,7 @@ type disk struct {
 	exit func(msg string)
 }
 
-// openDisk opens the data dir cfg.Dir on fsys, creating it at a node's
+// openDisk opens the data dir dir of node id on fsys, creating it at a node's
 // first start. Before it trusts anything there it makes everything under
 // the dir durable (vfs.FS.SyncAll): a process killed between a write and
 // its sync leaves data that only the page cache holds, and a node that
@@ -52,16 +51,16 @@ type disk struct {
 // takes away. It refuses a dir that a disk error halted (haltedFile), one
 // whose log was created and is gone, one of another node, and one that an
 // older, unreleased format wrote.
-func openDisk(fsys vfs.FS, dir, id string, lg *slog.Logger, rlog hclog.Logger) (*disk, error) {
+func openDisk(fsys vfs.FS, dir, id string, lg *slog.Logger) (*disk, error) {
 	d := &disk{fs: fsys, dir: dir, lg: lg, exit: exitHalted}
-	if err := d.open(id, rlog); err != nil {
+	if err := d.open(id); err != nil {
 		d.close()
 		return nil, err
 	}
 	return d, nil
 }
 
-func (d *disk) open(id string, rlog hclog.Logger) error {
+func (d *disk) open(id string) error {
 	if err := vfs.MkdirAll(d.fs, d.dir, 0o700); err != nil {
 		return fmt.Errorf("raftrep: data dir: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 
 func openTestDisk(t *testing.T, fsys vfs.FS, dir string) (*disk, error) {
 	t.Helper()
-	d, err := openDisk(fsys, dir, "n1", slog.New(slog.DiscardHandler), newHCLogger(slog.New(slog.DiscardHandler)))
+	d, err := openDisk(fsys, dir, "n1", slog.New(slog.DiscardHandler))
 	if err == nil {
 		d.exit = func(msg string) { t.Logf("exit: %s", msg) }
 	}

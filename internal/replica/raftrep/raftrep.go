@@ -252,7 +252,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 		if fsys == nil {
 			fsys = vfs.OS
 		}
-		d, err := openDisk(fsys, cfg.Dir, cfg.ID, r.log, rc.Logger)
+		d, err := openDisk(fsys, cfg.Dir, cfg.ID, r.log)
 		if err != nil {
 			return nil, err
 		}
