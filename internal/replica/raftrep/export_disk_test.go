@@ -26,3 +26,21 @@ func OpenLogOn(fsys vfs.FS, dir string) (*LogStore, error) {
 	}
 	return &LogStore{log: l}, nil
 }
+
+// StoredVote returns the term and the candidate of the last vote that the
+// data dir dir on fsys holds (0 and "" for none).
+func StoredVote(fsys vfs.FS, dir string) (term uint64, cand string, err error) {
+	s, err := openStable(fsys, filepath.Join(dir, stableFile))
+	if err != nil {
+		return 0, "", err
+	}
+	term, err = s.GetUint64([]byte("LastVoteTerm"))
+	if err != nil && err.Error() != "not found" {
+		return 0, "", err
+	}
+	c, err := s.Get([]byte("LastVoteCand"))
+	if err != nil && err.Error() != "not found" {
+		return 0, "", err
+	}
+	return term, string(c), nil
+}

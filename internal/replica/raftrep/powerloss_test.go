@@ -38,7 +38,10 @@ import (
 //     lease ends (a release answered "not held", or a key not held by it
 //     at the end);
 //   - no node refuses to start, unless its disk failed (then it refuses
-//     until an operator clears it, and starts after a power cycle).
+//     until an operator clears it, and starts after a power cycle);
+//   - at most one leader in a term; no node's term goes back, nor its
+//     last vote on disk, whose candidate in a term never changes; the
+//     logs agree once the cluster healed; every request is answered.
 //
 // LATCH_POWERLOSS_SEEDS runs more seeds (the default: 200, 5 under the
 // race detector; make powerloss runs the 200),
@@ -156,6 +159,9 @@ type plCluster struct {
 	leaders  map[uint64]string
 	terms    map[string]uint64
 	wentBack map[string]bool
+	// votes holds each node's last vote on disk, read after each crash:
+	// its term never goes back, and its candidate in a term never changes.
+	votes map[string]vote
 	// asking holds what each client is asking, for a report of requests
 	// left unanswered.
 	asking sync.Map
@@ -180,7 +186,7 @@ func runPowerLoss(t *testing.T, seed uint64, control bool) *plResult {
 	c := makeCluster(t, n, false)
 	c.snapshots = true
 	c.fss = make(map[string]vfs.FS)
-	p := &plCluster{cluster: c, raw: map[string]*crashfs.FS{}, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}, wentBack: map[string]bool{}}
+	p := &plCluster{cluster: c, raw: map[string]*crashfs.FS{}, rng: rng, control: control, res: &plResult{}, start: time.Now(), down: map[string]bool{}, halted: map[string]bool{}, leaders: map[uint64]string{}, terms: map[string]uint64{}, wentBack: map[string]bool{}, votes: map[string]vote{}}
 	var logBuf *syncBuffer
 	switch dest := os.Getenv("LATCH_POWERLOSS_LOG"); dest {
 	case "":
@@ -426,6 +432,7 @@ func (p *plCluster) crash(id string, keep float64) {
 	old := p.raw[id]
 	old.Kill()
 	p.setFS(id, old.CrashClone(p.rng, keep))
+	p.checkVote(id)
 	n := p.nodes[id]
 	delete(p.nodes, id)
 	delete(p.reps, id)
@@ -434,6 +441,29 @@ func (p *plCluster) crash(id string, keep float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n.Shutdown(ctx)
+}
+
+type vote struct {
+	term uint64
+	cand string
+}
+
+// checkVote reads the last vote on node id's disk, as a crash left it,
+// and checks it against the last one read. Called with mu held.
+func (p *plCluster) checkVote(id string) {
+	term, cand, err := raftrep.StoredVote(p.fss[id], "/"+id)
+	if err != nil {
+		return // a stable store a crash left unreadable: the start says so
+	}
+	v, ok := p.votes[id]
+	switch {
+	case !ok:
+	case term < v.term:
+		p.res.violations = append(p.res.violations, fmt.Sprintf("%s: its last vote on disk went back from term %d to %d", id, v.term, term))
+	case term == v.term && cand != v.cand:
+		p.res.violations = append(p.res.violations, fmt.Sprintf("%s: its vote in term %d changed from %s to %s", id, term, v.cand, cand))
+	}
+	p.votes[id] = vote{term, cand}
 }
 
 // failDisk makes node id's disk fail its next write or sync: the node
