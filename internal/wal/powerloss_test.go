@@ -189,42 +189,28 @@ func plOps(t *testing.T) int {
 	return fsys.Ops()
 }
 
-var errCut = errors.New("power cut")
-
-// cutAt returns a file system whose operations from the k-th on fail, as
-// a machine whose power went does nothing more.
-func cutAt(k int) *crashfs.FS {
-	fsys := crashfs.New()
-	fsys.SetFault(func(ev crashfs.Event) error {
-		if ev.Seq >= k {
-			return errCut
-		}
-		return nil
-	})
-	return fsys
-}
-
 // TestPowerLossEveryOp (W1): a power cut after each of the workload's
 // file operations in turn, keeping none, some or all of what was not
 // synced, leaves a log that opens, holds every acknowledged record, brings
 // back none a truncation removed, and takes appends.
 func TestPowerLossEveryOp(t *testing.T) {
-	ops := plOps(t)
-	for k := 1; k <= ops+1; k++ {
-		fsys := cutAt(k)
-		var acked plState
-		var op *plOp
+	var acked plState
+	var op *plOp
+	run := func(fsys *crashfs.FS) {
+		acked, op = plState{}, nil
 		if l, err := wal.Open(plDir, plOptions(fsys)); err == nil {
 			acked, op, _ = plRun(l)
 			l.Close()
 		}
+	}
+	crashfs.Cuts(run, func(k, ops int, fsys *crashfs.FS) {
 		for seed, keep := range []float64{0, 0.5, 0.5, 0.5, 0.9, 1} {
 			c := fsys.CrashClone(rand.New(rand.NewPCG(uint64(k), uint64(seed))), keep)
 			if _, _, err := plCheck(c, acked, op); err != nil {
 				t.Fatalf("power cut at op %d of %d (keep %v, seed %d), in %+v: %v", k, ops, keep, seed, op, err)
 			}
 		}
-	}
+	})
 }
 
 // TestKillThenPowerLoss (W2): killed at any operation, reopened, then cut

@@ -599,22 +599,11 @@ func TestSnapCrash(t *testing.T) {
 		}
 		return acked
 	}
-	fsys := crashfs.New()
-	if acked := run(fsys); acked != 30 {
+	if acked := run(crashfs.New()); acked != 30 {
 		t.Fatalf("acknowledged to %d, want 30", acked)
 	}
-	ops := fsys.Ops()
-
-	errCut := errors.New("power cut")
-	for k := 1; k <= ops+1; k++ {
-		fsys := crashfs.New()
-		fsys.SetFault(func(ev crashfs.Event) error {
-			if ev.Seq >= k {
-				return errCut
-			}
-			return nil
-		})
-		acked := run(fsys)
+	var acked uint64
+	crashfs.Cuts(func(fsys *crashfs.FS) { acked = run(fsys) }, func(k, ops int, fsys *crashfs.FS) {
 		for seed, keep := range []float64{0, 0.5, 0.5, 0.5, 1} {
 			c := fsys.CrashClone(rand.New(rand.NewPCG(uint64(k), uint64(seed))), keep)
 			where := fmt.Sprintf("power cut before op %d of %d, acknowledged to %d, keep %v", k, ops, acked, keep)
@@ -648,7 +637,7 @@ func TestSnapCrash(t *testing.T) {
 				}
 			}
 		}
-	}
+	})
 }
 
 func TestCRCJoin(t *testing.T) {

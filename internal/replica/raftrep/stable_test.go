@@ -340,22 +340,11 @@ func TestStableCrash(t *testing.T) {
 		}
 		return len(sets)
 	}
-	fsys := crashfs.New()
-	if n := run(fsys); n != len(sets) {
+	if n := run(crashfs.New()); n != len(sets) {
 		t.Fatalf("%d Sets acknowledged, want %d", n, len(sets))
 	}
-	ops := fsys.Ops()
-
-	errCut := errors.New("power cut")
-	for k := 1; k <= ops+1; k++ {
-		fsys := crashfs.New()
-		fsys.SetFault(func(ev crashfs.Event) error {
-			if ev.Seq >= k {
-				return errCut
-			}
-			return nil
-		})
-		acked := run(fsys)
+	var acked int
+	crashfs.Cuts(func(fsys *crashfs.FS) { acked = run(fsys) }, func(k, ops int, fsys *crashfs.FS) {
 		for seed, keep := range []float64{0, 0.5, 0.5, 0.5, 1} {
 			c := fsys.CrashClone(rand.New(rand.NewPCG(uint64(k), uint64(seed))), keep)
 			s, err := openStable(c, path)
@@ -368,5 +357,5 @@ func TestStableCrash(t *testing.T) {
 				t.Fatalf("power cut before op %d of %d, after %d Sets, keep %v: the store holds %v; want %v or the next", k, ops, acked, keep, got, states[acked])
 			}
 		}
-	}
+	})
 }

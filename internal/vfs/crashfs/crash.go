@@ -1,6 +1,7 @@
 package crashfs
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -167,4 +168,31 @@ func (fsys *FS) damage(name string, off int64, f func(b []byte, off int)) error 
 		}
 	}
 	return nil
+}
+
+// ErrPowerCut is the error of every operation of an FS that Cuts cut.
+var ErrPowerCut = errors.New("crashfs: the power was cut")
+
+// Cuts runs a workload with its power cut before each of its file
+// operations in turn. It runs run once on a new FS to count the
+// operations, then, for each k from 1 to that count plus one, on a new FS
+// whose every operation from the k-th on fails with ErrPowerCut (a failed
+// sync's sectors are lost, as after a failed sync), and calls after with
+// k, the count and that FS, from which after takes the states a power
+// loss there can leave (CrashClone).
+func Cuts(run func(fsys *FS), after func(k, ops int, fsys *FS)) {
+	counted := New()
+	run(counted)
+	ops := counted.Ops()
+	for k := 1; k <= ops+1; k++ {
+		fsys := New()
+		fsys.SetFault(func(ev Event) error {
+			if ev.Seq >= k {
+				return ErrPowerCut
+			}
+			return nil
+		})
+		run(fsys)
+		after(k, ops, fsys)
+	}
 }
