@@ -40,16 +40,21 @@ var allowedImports = map[string][]string{
 	// The memcached front end names items and item commands in the
 	// vocabulary of cache and fsm, but holds no cache: it reaches items
 	// only through its Service (internal/node).
-	"internal/memcache": {"", "internal/cache", "internal/fsm", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
-	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
-	"internal/dlock":    {"", "dlockpb", "internal/frame", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
+	// A front end is its codec, handlers and error table: netserve serves
+	// its connections.
+	"internal/memcache": {"", "internal/cache", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
+	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
+	"internal/dlock":    {"", "dlockpb", "internal/frame", "internal/metrics", "internal/netserve", "internal/timedwrite"},
+	// Every front end's server: listening, accepting, limits, tracking,
+	// the read path, shutdown.
+	"internal/netserve": {"", "internal/evloop", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/frame":    {},
 	"dlockpb":           {},
 	"internal/admin":    {"", "internal/metrics"},
 	"internal/metrics":  {"", "internal/node"}, // implements node.Observer
 	// The configuration's sections are the components' own Configs,
 	// decoded from flags, environment and file in place.
-	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/node"},
+	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/netserve", "internal/node", "internal/resp"},
 	"internal/tlsconf":                  {},
 	"internal/tlsconf/tlstest":          {},
 	"internal/statuscmd":                {"", "internal/admin"},

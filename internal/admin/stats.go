@@ -43,6 +43,7 @@ type Counters struct {
 	ForcedReleases     uint64 `json:"forced_releases"`
 	Connections        int64  `json:"connections"`
 	ConnectionsTotal   uint64 `json:"connections_total"`
+	ConnectionsRefused uint64 `json:"connections_refused"`
 	Requests           uint64 `json:"requests"`
 	Errors             uint64 `json:"errors"`
 }
@@ -70,6 +71,7 @@ func toCounters(p metrics.ProtocolStats) Counters {
 		ForcedReleases:     p.ForcedReleases,
 		Connections:        p.Connections,
 		ConnectionsTotal:   p.ConnectionsTotal,
+		ConnectionsRefused: p.ConnectionsRefused,
 		Requests:           p.Requests,
 		Errors:             p.Errors,
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -15,7 +14,9 @@ import (
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/engine"
 	"github.com/latchd/latch/internal/memcache"
+	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/resp"
 )
 
 // Config is the configuration of one latch server. The zero value is not
@@ -224,21 +225,22 @@ func (c AdminConfig) LoadToken() (string, error) {
 }
 
 // DLockConfig configures the dlock front end (protocol versions 2 and 3).
-// Its settings are dlock.Config's (Addr, MaxFrame, the timeouts,
-// MaxConns), plus TokensFile; its MaxKeys is the lock table's.
+// Its settings are dlock.Config's (netserve.Config's Addr, Allow,
+// MaxConns, timeouts and Loops, and MaxFrame), plus TokensFile; its
+// MaxKeys is the lock table's.
 type DLockConfig struct {
 	dlock.Config
 	// TokensFile, when set, names a file of access tokens, one per line
-	// with its rights and key prefixes (dlock.ReadTokens): every request
-	// must carry one of them in access_token, and do only what it allows.
+	// with its rights and key prefixes (netserve.ReadTokens): every
+	// request must carry one of them in access_token, and do only what it
+	// allows.
 	TokensFile string `toml:"tokens-file"`
 }
 
 // MemcacheConfig configures the memcached front end (text and binary
 // protocols with the yrmcds lock extension). Its settings are
-// memcache.Config's (Addr, MaxConns, the timeouts), plus the limits of the
-// item cache behind it and Allow, which the server parses into
-// memcache.Config.Allow.
+// memcache.Config's (netserve.Config's Addr, Allow, MaxConns, timeouts and
+// Loops), plus the limits of the item cache behind it.
 type MemcacheConfig struct {
 	memcache.Config
 	// MemoryMB bounds the memory of all items, in MiB (memcached's -m,
@@ -248,47 +250,18 @@ type MemcacheConfig struct {
 	// MaxItemSize is the largest value accepted, in bytes (yrmcds's
 	// max_data_size).
 	MaxItemSize int `toml:"max-item-size"`
-	// Allow, when set, is a comma-separated list of the client networks
-	// (CIDRs like 10.0.0.0/8, or single addresses) the front end serves: a
-	// connection from elsewhere is closed at once. Empty: every client.
-	// It hides memcache.Config.Allow, the parsed list.
-	Allow string `toml:"allow"`
 }
 
 // RedisConfig configures the Redis protocol front end (RESP2 and RESP3,
-// for the Redis lock clients).
+// for the Redis lock clients). Its settings are resp.Config's
+// (netserve.Config's Addr, Allow, MaxConns, timeouts and Loops, and
+// MaxValue), plus TokensFile.
 type RedisConfig struct {
-	// Addr is the TCP address to listen on; empty disables the front end.
-	Addr string `toml:"addr"`
-	// MaxConns limits the open connections; one more is answered
-	// "-ERR max number of clients reached" and closed. Zero: no limit.
-	MaxConns int `toml:"max-conns"`
-	// IdleTimeout closes a connection silent for this long between
-	// requests (Redis's timeout); its locks stay, since they belong to
-	// their owner values. Zero: never.
-	IdleTimeout time.Duration `toml:"idle-timeout"`
-	// ReadTimeout bounds the time a request may take to arrive once its
-	// first byte has. Zero: no bound.
-	ReadTimeout time.Duration `toml:"read-timeout"`
-	// WriteTimeout bounds each write of replies. Zero: never.
-	WriteTimeout time.Duration `toml:"write-timeout"`
-	// MaxValue is the longest lock value (its owner's identity) accepted,
-	// in bytes.
-	MaxValue int `toml:"max-value"`
+	resp.Config
 	// TokensFile, when set, names a file of tokens that AUTH accepts, in
 	// the dlock tokens file's format (TOKEN [lock|read [PREFIX...]]):
 	// until it authenticates, a connection may only AUTH, HELLO or QUIT.
 	TokensFile string `toml:"tokens-file"`
-	// Allow, when set, is a comma-separated list of the client networks
-	// the front end serves; others are closed at once. Empty: every
-	// client.
-	Allow string `toml:"allow"`
-	// Loops is the number of event loops serving plain TCP connections
-	// (on Linux, in memory): 0 picks half the CPUs, at least one; -1
-	// serves each connection from a goroutine of its own. TLS
-	// connections, and every connection of a replicated node (whose
-	// requests wait for their commit), get a goroutine each.
-	Loops int `toml:"loops"`
 }
 
 // LogConfig configures the server's log, written to standard error.
@@ -335,13 +308,7 @@ func DefaultConfig() Config {
 			MemoryMB:    int(items.MemoryLimit >> 20),
 			MaxItemSize: items.MaxItemSize,
 		},
-		Redis: RedisConfig{
-			Addr:         "127.0.0.1:6379",
-			MaxConns:     4096,
-			ReadTimeout:  30 * time.Second,
-			WriteTimeout: 10 * time.Second,
-			MaxValue:     4096,
-		},
+		Redis:   RedisConfig{Config: resp.DefaultConfig()},
 		DLock:   DLockConfig{Config: dlock.DefaultConfig()},
 		Admin:   AdminConfig{Config: admin.DefaultConfig()},
 		Cluster: ClusterConfig{InitialClusterState: "new", NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond, SnapshotEntries: 16384, SnapshotInterval: 2 * time.Minute},
@@ -360,8 +327,17 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("config: invalid log-format %q: want text or json", c.Log.Format))
 	}
-	if c.Redis.Loops < -1 {
-		errs = append(errs, fmt.Errorf("config: invalid redis-loops %d: want -1 (none), 0 (automatic) or more", c.Redis.Loops))
+	for _, fe := range []struct {
+		name string
+		cfg  netserve.Config
+	}{
+		{"memcache", c.Memcache.Config.Config},
+		{"dlock", c.DLock.Config.Config},
+		{"redis", c.Redis.Config.Config},
+	} {
+		if err := fe.cfg.ValidateAs(fe.name + "-"); err != nil {
+			errs = append(errs, fmt.Errorf("config: %w", err))
+		}
 	}
 	if c.Lock.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("config: invalid max-keys %d: must not be negative (0 means no limit)", c.Lock.MaxKeys))
@@ -374,30 +350,10 @@ func (c Config) Validate() error {
 		n    int
 	}{
 		{"max-waiters", c.Lock.MaxWaiters},
-		{"memcache-max-conns", c.Memcache.MaxConns},
-		{"dlock-max-conns", c.DLock.MaxConns},
-		{"redis-max-conns", c.Redis.MaxConns},
 		{"admin-max-conns", c.Admin.MaxConns},
 	} {
 		if v.n < 0 {
 			errs = append(errs, fmt.Errorf("config: invalid %s %d: must not be negative (0 means no limit)", v.name, v.n))
-		}
-	}
-	for _, v := range []struct {
-		name string
-		d    time.Duration
-	}{
-		{"memcache-idle-timeout", c.Memcache.IdleTimeout},
-		{"memcache-read-timeout", c.Memcache.ReadTimeout},
-		{"memcache-write-timeout", c.Memcache.WriteTimeout},
-		{"dlock-read-timeout", c.DLock.ReadTimeout},
-		{"dlock-write-timeout", c.DLock.WriteTimeout},
-		{"redis-idle-timeout", c.Redis.IdleTimeout},
-		{"redis-read-timeout", c.Redis.ReadTimeout},
-		{"redis-write-timeout", c.Redis.WriteTimeout},
-	} {
-		if v.d < 0 {
-			errs = append(errs, fmt.Errorf("config: invalid %s %v: must not be negative (0 means none)", v.name, v.d))
 		}
 	}
 	if c.Lock.LockDelay < 0 {
@@ -412,12 +368,6 @@ func (c Config) Validate() error {
 	if c.Redis.MaxValue <= 0 {
 		errs = append(errs, fmt.Errorf("config: invalid redis-max-value %d: must be positive", c.Redis.MaxValue))
 	}
-	if _, err := ParseNetworks(c.Redis.Allow); err != nil {
-		errs = append(errs, fmt.Errorf("config: invalid redis-allow %q: %w", c.Redis.Allow, err))
-	}
-	if _, err := ParseNetworks(c.Memcache.Allow); err != nil {
-		errs = append(errs, fmt.Errorf("config: invalid memcache-allow %q: %w", c.Memcache.Allow, err))
-	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
 		errs = append(errs, errors.New("config: tls-cert and tls-key go together: set both or neither"))
 	}
@@ -426,9 +376,6 @@ func (c Config) Validate() error {
 	}
 	if c.DLock.MaxFrame < 512 || c.DLock.MaxFrame > 64<<20 {
 		errs = append(errs, fmt.Errorf("config: invalid dlock-max-frame %d: must be from 512 to %d bytes", c.DLock.MaxFrame, 64<<20))
-	}
-	if c.DLock.IdleTimeout < 0 {
-		errs = append(errs, fmt.Errorf("config: invalid dlock-idle-timeout %v: must not be negative (0 means never)", c.DLock.IdleTimeout))
 	}
 	if c.Admin.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.Admin.Addr); err != nil {
@@ -446,37 +393,6 @@ func (c Config) Validate() error {
 
 // maxQueue is the most waiters a key can have.
 const maxQueue = engine.MaxQueue
-
-// ParseNetworks parses a comma-separated list of networks: CIDRs like
-// 10.0.0.0/8 or fd00::/8, or single IP addresses (a network of one).
-// White space around each is ignored. An empty list gives nil.
-func ParseNetworks(s string) ([]netip.Prefix, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var nets []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			a, aerr := netip.ParseAddr(f)
-			if aerr != nil || a.Zone() != "" {
-				return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an IP address", f)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
-		}
-		// Peers' addresses are compared unmapped: ::ffff:10.0.0.0/104
-		// means 10.0.0.0/8.
-		if a := p.Addr(); a.Is4In6() {
-			if p.Bits() < 96 {
-				return nil, fmt.Errorf("%q: an IPv4-mapped network needs at least 96 bits", f)
-			}
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		}
-		nets = append(nets, p.Masked())
-	}
-	return nets, nil
-}
 
 // logLevels are the values of LogConfig.Level, lowest first.
 var logLevels = []struct {

@@ -124,6 +124,12 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Memcache.Allow },
 	},
 	{
+		flag:  "memcache-loops",
+		toml:  "memcache.loops",
+		usage: "serve plain memcached connections from `n` event loops (in memory, on Linux): 0: half the CPUs, at least one; -1: a goroutine per connection",
+		field: func(c *Config) any { return &c.Memcache.Loops },
+	},
+	{
 		flag:  "redis-addr",
 		toml:  "redis.addr",
 		usage: "serve the Redis protocol (RESP2 and RESP3, for Redis lock clients) on this `host:port`; empty: off",
@@ -218,6 +224,12 @@ var settings = []setting{
 		toml:  "dlock.tokens-file",
 		usage: "require dlock requests to carry one of the access tokens in this `file`: TOKEN [lock|read [PREFIX...]] per line",
 		field: func(c *Config) any { return &c.DLock.TokensFile },
+	},
+	{
+		flag:  "dlock-allow",
+		toml:  "dlock.allow",
+		usage: "serve dlock clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
+		field: func(c *Config) any { return &c.DLock.Allow },
 	},
 	{
 		flag:  "admin-addr",

@@ -15,7 +15,9 @@ import (
 	"github.com/latchd/latch/internal/admin"
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
+	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/resp"
 )
 
 // env returns a getenv function over m.
@@ -343,14 +345,18 @@ func TestSettingsCoverConfig(t *testing.T) {
 	if err := decodeTOML(&c, doc.String()); err != nil {
 		t.Fatal(err)
 	}
+	// Every front end has every setting of netserve.Config.
+	all := netserve.Config{Addr: "x", Allow: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, Loops: 1}
+	dlockAll := all
+	dlockAll.Loops = 0 // goroutines serve dlock connections
 	want := Config{
 		Log:      LogConfig{Level: "x", Format: "x"},
 		Lock:     LockConfig{node.Config{MaxKeys: 1, MaxWaitersPerKey: 1, MaxWaiters: 1, LockDelay: time.Second}},
 		Server:   ServerConfig{ShutdownTimeout: time.Second},
-		Memcache: MemcacheConfig{Config: memcache.Config{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}, MemoryMB: 1, MaxItemSize: 1, Allow: "x"},
-		DLock:    DLockConfig{Config: dlock.Config{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxConns: 1}, TokensFile: "x"},
+		Memcache: MemcacheConfig{Config: memcache.Config{Config: all}, MemoryMB: 1, MaxItemSize: 1},
+		DLock:    DLockConfig{Config: dlock.Config{Config: dlockAll, MaxFrame: 1}, TokensFile: "x"},
 		Admin:    AdminConfig{Config: admin.Config{Addr: "x", Token: "x", MaxConns: 1}, TokenFile: "x"},
-		Redis:    RedisConfig{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxValue: 1, TokensFile: "x", Allow: "x", Loops: 1},
+		Redis:    RedisConfig{Config: resp.Config{Config: all, MaxValue: 1}, TokensFile: "x"},
 		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
 		Cluster:  ClusterConfig{DataDir: "x", NodeID: "x", RaftAddr: "x", RaftAdvertise: "x", InitialCluster: "x", InitialClusterState: "x", PeerTLSCert: "x", PeerTLSKey: "x", PeerTLSCA: "x", NodeTTL: time.Second, ElectionTimeout: time.Second, SnapshotEntries: 1, SnapshotInterval: time.Second},
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/latchd/latch/internal/netserve"
 )
 
 func TestValidateSecurity(t *testing.T) {
@@ -59,9 +61,9 @@ func TestParseNetworks(t *testing.T) {
 		{in: "10.0.0.0/33", err: true},
 	}
 	for _, tt := range tests {
-		got, err := ParseNetworks(tt.in)
+		got, err := netserve.ParseNetworks(tt.in)
 		if (err != nil) != tt.err {
-			t.Errorf("ParseNetworks(%q) error = %v, want error %v", tt.in, err, tt.err)
+			t.Errorf("netserve.ParseNetworks(%q) error = %v, want error %v", tt.in, err, tt.err)
 			continue
 		}
 		strs := make([]string, len(got))
@@ -69,10 +71,10 @@ func TestParseNetworks(t *testing.T) {
 			strs[i] = p.String()
 		}
 		if !tt.err && !slices.Equal(strs, tt.want) && (len(strs) != 0 || len(tt.want) != 0) {
-			t.Errorf("ParseNetworks(%q) = %v, want %v", tt.in, strs, tt.want)
+			t.Errorf("netserve.ParseNetworks(%q) = %v, want %v", tt.in, strs, tt.want)
 		}
 	}
-	if got, _ := ParseNetworks("127.0.0.0/8"); !got[0].Contains(netip.MustParseAddr("127.0.0.1")) {
+	if got, _ := netserve.ParseNetworks("127.0.0.0/8"); !got[0].Contains(netip.MustParseAddr("127.0.0.1")) {
 		t.Errorf("127.0.0.0/8 does not contain 127.0.0.1")
 	}
 }

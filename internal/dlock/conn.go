@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,20 +13,15 @@ import (
 	"github.com/latchd/latch"
 	pb "github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
-	"github.com/latchd/latch/internal/idleread"
+	"github.com/latchd/latch/internal/netserve"
 )
-
-// readBuffer is the size of a connection's read buffer: a batch of small
-// pipelined frames fits; a larger frame is read around it (frame.Reader).
-// It bounds what an idle connection costs.
-const readBuffer = 4 << 10
 
 // conn is one client connection. Its reader goroutine is serve.
 type conn struct {
 	srv  *Server
-	nc   net.Conn
+	nc   *netserve.Conn
 	peer string
-	br   *bufio.Reader
+	br   *bufio.Reader // nc.R
 	fr   *frame.Reader
 	out  *writer
 
@@ -97,21 +90,10 @@ type conn struct {
 	// dec holds the request the reader decoded last (decodedRequest.decode).
 	dec decodedRequest
 
-	// idle waits for input without the read buffer; nil when it cannot.
-	// gap is how long the last wait for input took: a connection whose
-	// last wait took idleread.After or more gives its buffers back for the
-	// next (waitInput). input is what such a wait read, not yet taken by
-	// br.
-	idle  *idleread.Waiter
-	gap   time.Duration
-	input idleread.Input
-	// readAt is when the last read from the socket that brought the start
-	// of a frame returned: the time of the frames it brought whole.
+	// readAt is when the last read from the socket returned: the time of
+	// the frames it brought whole.
 	readAt time.Time
 }
-
-// readers holds the read buffers of connections that wait without one.
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBuffer) }}
 
 // queued is a request of the version 2 queue.
 type queued struct {
@@ -120,27 +102,30 @@ type queued struct {
 	err error       // for req == nil: the answer's error
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+// ServeConn serves nc on its own goroutine (netserve.Protocol): it reads
+// and dispatches requests until the connection ends, then ends the
+// connection's session and waits for its other goroutines.
+func (s *Server) ServeConn(nc *netserve.Conn) {
 	c := &conn{
 		srv:      s,
 		nc:       nc,
 		peer:     nc.RemoteAddr().String(),
-		out:      newWriter(nc, s.cfg.WriteTimeout),
+		out:      newWriter(nc.NetConn(), s.cfg.WriteTimeout),
 		pending:  make(map[uint64]*waitingLock),
 		inflight: make(chan struct{}, maxLater),
-		idle:     idleread.New(nc),
-		gap:      idleread.After, // a new connection waits for its first request without buffers
 	}
-	c.takeReader()
-	c.fr = frame.NewReader(buffered{c}, s.cfg.MaxFrame)
 	c.qcond.L = &c.mu
-	return c
-}
-
-// serve is the connection's reader goroutine: it reads and dispatches
-// requests until the connection ends, then ends the connection's session
-// and waits for its other goroutines.
-func (c *conn) serve() {
+	nc.SetHooks(netserve.Hooks{
+		Busy:      c.waits,
+		Flush:     func() error { c.out.flush(); return nil },
+		Read:      func() { c.readAt = time.Now() },
+		Idle:      c.out.dropBuffers,
+		OwnWriter: true,
+		Drain:     true,
+	})
+	c.br = nc.R
+	c.fr = frame.NewReader(buffered{c}, s.cfg.MaxFrame)
+	nc.SetState(c)
 	drain := c.readLoop()
 	c.finish(drain)
 }
@@ -153,7 +138,7 @@ func (c *conn) readLoop() (drain bool) {
 	for {
 		whole, err := c.waitForFrame()
 		if err != nil {
-			if c.srv.draining.Load() {
+			if c.nc.Draining() {
 				return true
 			}
 			if !errors.Is(err, io.EOF) {
@@ -167,7 +152,7 @@ func (c *conn) readLoop() (drain bool) {
 			at = time.Now()
 		}
 		if err != nil {
-			if c.srv.draining.Load() {
+			if c.nc.Draining() {
 				return true
 			}
 			if errors.Is(err, frame.ErrTooLarge) {
@@ -200,102 +185,43 @@ func (c *conn) readLoop() (drain bool) {
 	}
 }
 
-// waitForFrame waits until the next frame starts. It returns an error when
-// the input ends or fails, and when the connection stays silent for the
-// idle timeout while nothing of it is waiting.
+// waitForFrame waits until the next frame starts (netserve.Conn.Next: the
+// answers are flushed first, and the wait ends at the idle timeout unless
+// the connection waits). It returns an error when the input ends or fails.
 //
 // It reports whether the frame is in the read buffer whole: then it was
 // read at c.readAt, when the read that brought its first byte returned.
 func (c *conn) waitForFrame() (whole bool, err error) {
-	idle := c.srv.cfg.IdleTimeout
-	wait := idle
-	rest := c.srv.cfg.ReadTimeout // for the rest of the frame
-	if rest == 0 {
-		rest = idle
-	}
 	if c.frameBuffered() {
-		// Reading it reads nothing from the connection: no deadline to
-		// set, and its answer may wait for the next ones.
+		// Reading it reads nothing from the connection, and its answer
+		// may wait for the next ones.
 		c.out.hold()
 		return true, nil
 	}
-	// Answer what was read before waiting for more.
-	c.out.flush()
-	for {
-		if c.br.Buffered() > 0 {
-			c.setReadDeadline(time.Now(), rest)
-			return false, nil
-		}
-		start := time.Now()
-		c.setReadDeadline(start, wait)
-		err := c.waitInput()
-		if err == nil {
-			now := time.Now()
-			c.gap, c.readAt = now.Sub(start), now
-			// The answers to what arrived go together, at the next
-			// flush: hold the writer, as for the frames after the
-			// first. The rest of a frame that has not all arrived gets
-			// the read timeout; its answer is not held.
-			if c.frameBuffered() {
-				c.out.hold()
-				return true, nil
-			}
-			c.setReadDeadline(now, rest)
-			return false, nil
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && !c.srv.draining.Load() {
-			if c.busy.Load() > 0 {
-				wait = idle // a request is waiting: not idle
-				continue
-			}
-			// Silent since its last read; but its last request may have
-			// been answered later.
-			if wait = idle - time.Since(time.Unix(0, c.lastDone.Load())); wait > 0 {
-				continue
-			}
-			c.srv.log.Debug("dlock: closing an idle connection", "peer", c.peer, "idle", idle)
-		}
+	if err := c.nc.Next(); err != nil {
 		return false, err
 	}
+	c.br = c.nc.R // Next may have given the buffer back and taken another
+	// The answers to what arrived go together, at the next flush: hold
+	// the writer, as for the frames after the first. The rest of a frame
+	// that has not all arrived is read under the read timeout; its answer
+	// is not held.
+	if c.frameBuffered() {
+		c.out.hold()
+		return true, nil
+	}
+	return false, nil
 }
 
-// waitInput waits until input is in the read buffer. A connection whose
-// last wait took idleread.After or more waits without its read buffer and the
-// writer's spare buffers (idleread), so that an idle connection holds
-// neither; its input then goes through the read buffer it takes back.
-func (c *conn) waitInput() error {
-	if c.idle == nil || c.gap < idleread.After {
-		_, err := c.br.Peek(1)
-		return err
+// waits reports whether the connection must stay open past its idle
+// timeout: a request of it is accepted and not answered, or its last
+// answer went out less than the idle timeout ago (the idle clock starts at
+// the later of its last read and its last answer).
+func (c *conn) waits() bool {
+	if c.busy.Load() > 0 {
+		return true
 	}
-	c.br.Reset(nil)
-	readers.Put(c.br)
-	c.br = nil
-	c.out.dropBuffers()
-	err := c.idle.Read(&c.input)
-	c.takeReader()
-	if err != nil {
-		return err
-	}
-	_, err = c.br.Peek(1) // takes the input: reads nothing from the socket
-	return err
-}
-
-// takeReader gives the connection a read buffer.
-func (c *conn) takeReader() {
-	c.br = readers.Get().(*bufio.Reader)
-	c.br.Reset(connInput{c})
-}
-
-// connInput is what the read buffer reads: the input a wait without the
-// buffer read (waitInput), then the socket.
-type connInput struct{ c *conn }
-
-func (in connInput) Read(p []byte) (int, error) {
-	if in.c.input.Len() == 0 {
-		return in.c.nc.Read(p)
-	}
-	return in.c.input.Read(p), nil
+	return time.Since(time.Unix(0, c.lastDone.Load())) < c.srv.cfg.IdleTimeout
 }
 
 // buffered is what the frame reader reads: the read buffer the connection
@@ -325,28 +251,6 @@ func (c *conn) answered() {
 	if c.busy.Add(-1) == 0 {
 		c.lastDone.Store(time.Now().UnixNano())
 	}
-}
-
-// setReadDeadline sets the read deadline d from now (none for d = 0), or in
-// the past once the server is draining, so that a shutdown that set its
-// deadline first is not undone.
-func (c *conn) setReadDeadline(now time.Time, d time.Duration) {
-	var t time.Time
-	if d > 0 {
-		t = now.Add(d)
-	}
-	c.nc.SetReadDeadline(t)
-	if c.srv.draining.Load() {
-		c.nc.SetReadDeadline(aLongTimeAgo)
-	}
-}
-
-var aLongTimeAgo = time.Unix(1, 0)
-
-// stopReading makes the reader's pending and future reads fail at once; the
-// server's draining flag must be set first.
-func (c *conn) stopReading() {
-	c.nc.SetReadDeadline(aLongTimeAgo)
 }
 
 // finish ends the connection once its input has ended. drain is true when
@@ -383,7 +287,6 @@ func (c *conn) finish(drain bool) {
 	// its locks: a client that does not read delays no one.
 	c.out.close()
 	c.nc.Close()
-	c.srv.forget(c)
 	c.srv.log.Debug("dlock: connection closed", "peer", c.peer, "drained", drain)
 }
 

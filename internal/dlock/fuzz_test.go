@@ -3,8 +3,6 @@ package dlock
 import (
 	"context"
 	"io"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,9 +70,7 @@ func FuzzConn(f *testing.F) {
 		}
 		deadline := time.Now().Add(testTimeout)
 		for {
-			e.srv.mu.Lock()
-			n := len(e.srv.conns)
-			e.srv.mu.Unlock()
+			n := e.srv.ns.Stats().Open
 			if n == 0 && len(e.svc.Sessions()) == 1 {
 				break
 			}
@@ -137,57 +133,4 @@ func connSeeds() [][]byte {
 		cat(pbf(sessionReq(1, time.Second)), pbf(v3Lock(2, []string{"k"}, lease(time.Minute))), pbf(v3Keys(pb.RequestType_Renew, 3, "k")), pbf(v3Keys(pb.RequestType_Unlock, 4, "k"))),
 		cat(pbf(v3Lock(1, []string{"b"}, tryOnce)), pbf(v3Lock(2, []string{"b"}, wait(time.Millisecond))), pbf(v3Lock(1, []string{"busy"})), pbf(v3Lock(1, []string{"busy"}))),
 	}
-}
-
-// FuzzReadTokens reads arbitrary bytes as a tokens file. It must not
-// panic; what it accepts must be what checkTokens accepts, and must read
-// back the same once written in the file's format.
-func FuzzReadTokens(f *testing.F) {
-	for _, seed := range []string{
-		"",
-		"secret\n",
-		"# ops\nadmin lock\nci lock jobs/ deploy/\nprobe read\n",
-		"a\r\nb lock x/\r\n",
-		"  padded   lock   p/  \n\n#x\n",
-		"t read x/\n",
-		"t write\n",
-		"t\nt\n",
-		"\x00 lock \xff\n",
-		strings.Repeat("x", 300) + " lock " + strings.Repeat("p/ ", 100) + "\n",
-	} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, data string) {
-		toks, err := ReadTokens(strings.NewReader(data))
-		if err != nil {
-			if toks != nil {
-				t.Fatalf("ReadTokens() = %v, %v: tokens with an error", toks, err)
-			}
-			return
-		}
-		if len(toks) == 0 {
-			t.Fatal("ReadTokens() accepted a file without tokens")
-		}
-		if err := checkTokens(toks); err != nil {
-			t.Fatalf("ReadTokens() accepted tokens checkTokens refuses: %v", err)
-		}
-		var b strings.Builder
-		for _, tok := range toks {
-			b.WriteString(tok.Value)
-			switch {
-			case tok.ReadOnly:
-				b.WriteString(" read")
-			case len(tok.Prefixes) > 0:
-				b.WriteString(" lock " + strings.Join(tok.Prefixes, " "))
-			}
-			b.WriteString("\n")
-		}
-		again, err := ReadTokens(strings.NewReader(b.String()))
-		if err != nil {
-			t.Fatalf("re-reading %q: %v", b.String(), err)
-		}
-		if !reflect.DeepEqual(toks, again) {
-			t.Fatalf("re-read %v, want %v", again, toks)
-		}
-	})
 }

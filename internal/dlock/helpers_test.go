@@ -20,6 +20,7 @@ import (
 	"github.com/latchd/latch"
 	pb "github.com/latchd/latch/dlockpb"
 	"github.com/latchd/latch/internal/frame"
+	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/node"
 )
 
@@ -490,13 +491,12 @@ func (e *env) waitConn(t testing.TB, c *client, what string, cond func(*conn) bo
 	deadline := time.Now().Add(testTimeout)
 	for {
 		var sc *conn
-		e.srv.mu.Lock()
-		for x := range e.srv.conns {
-			if x.peer == c.peer() {
+		e.srv.ns.Range(func(nc *netserve.Conn) bool {
+			if x, ok := nc.State().(*conn); ok && x.peer == c.peer() {
 				sc = x
 			}
-		}
-		e.srv.mu.Unlock()
+			return true
+		})
 		if sc != nil {
 			sc.mu.Lock()
 			ok := cond(sc)

@@ -151,9 +151,7 @@ func TestMaxConns(t *testing.T) {
 	}
 	// by.check dials one more: wait until the server forgot the last one.
 	for {
-		e.srv.mu.Lock()
-		n := len(e.srv.conns)
-		e.srv.mu.Unlock()
+		n := e.srv.ns.Stats().Open
 		if n < 2 {
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/node"
 )
 
@@ -131,7 +132,7 @@ func TestShutdownDeadline(t *testing.T) {
 
 func TestStartFails(t *testing.T) {
 	e := newEnv(t, nil)
-	srv, err := New(e.svc, Config{Addr: e.addr, MaxFrame: 1024, MaxPending: 1})
+	srv, err := New(e.svc, Config{Config: netserve.Config{Addr: e.addr}, MaxFrame: 1024, MaxPending: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +142,8 @@ func TestStartFails(t *testing.T) {
 	for _, cfg := range []Config{
 		{MaxFrame: 10, MaxPending: 1},
 		{MaxFrame: 1024, MaxPending: 0},
-		{MaxFrame: 1024, MaxPending: 1, IdleTimeout: -1},
-		{MaxFrame: 1024, MaxPending: 1, Tokens: []Token{{Value: ""}}},
+		{Config: netserve.Config{IdleTimeout: -1}, MaxFrame: 1024, MaxPending: 1},
+		{MaxFrame: 1024, MaxPending: 1, Tokens: []netserve.Token{{Value: ""}}},
 	} {
 		if _, err := New(e.svc, cfg); err == nil {
 			t.Errorf("New(%+v) error = nil", cfg)

@@ -5,79 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/netserve"
 )
-
-func TestReadTokens(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-		want []Token
-		err  string // substring of the error; "": none
-	}{
-		{
-			name: "one token a line, as before",
-			in:   "# tokens\n\n  alpha  \nbeta\n#gamma\n",
-			want: []Token{{Value: "alpha"}, {Value: "beta"}},
-		},
-		{
-			name: "rights and prefixes",
-			in:   "ci lock jobs/ ci/\nmon read\nroot lock\n\tops\tlock  deploy/ \n",
-			want: []Token{
-				{Value: "ci", Prefixes: []string{"jobs/", "ci/"}},
-				{Value: "mon", ReadOnly: true},
-				{Value: "root"},
-				{Value: "ops", Prefixes: []string{"deploy/"}},
-			},
-		},
-		{name: "no token", in: "# none\n", err: "no token"},
-		{name: "unknown rights", in: "a jobs/\n", err: `line 1: rights "jobs/"`},
-		{name: "read with prefixes", in: "# c\nmon read jobs/\n", err: "line 2: a read-only token takes no key prefix"},
-		{name: "duplicate", in: "a\nb lock x/\na read\n", err: "access token 3 is given twice"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ReadTokens(strings.NewReader(tt.in))
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("ReadTokens() error = %v, want one with %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("ReadTokens() (-want +got):\n%s", diff)
-			}
-		})
-	}
-	if _, err := LoadTokens(t.TempDir() + "/missing"); err == nil {
-		t.Error("LoadTokens() of a missing file: error = nil")
-	}
-}
-
-func TestCheckTokens(t *testing.T) {
-	for _, toks := range [][]Token{
-		{{Value: ""}},
-		{{Value: "a"}, {Value: "a"}},
-		{{Value: "a", Prefixes: []string{""}}},
-		{{Value: "a", ReadOnly: true, Prefixes: []string{"x/"}}},
-	} {
-		if err := checkTokens(toks); err == nil {
-			t.Errorf("checkTokens(%+v) = nil, want an error", toks)
-		}
-	}
-}
 
 // TestTokenScopes sends requests with tokens of every kind, in both
 // versions: version 3 answers Unauthorized, version 2 General
 // "Unauthorized: ...", and a refused request changes nothing.
 func TestTokenScopes(t *testing.T) {
 	scoped := func(c *Config) {
-		c.Tokens = []Token{
+		c.Tokens = []netserve.Token{
 			{Value: "root"},
 			{Value: "jobs", Prefixes: []string{"jobs/"}},
 			{Value: "ci", Prefixes: []string{"jobs/", "ci/"}},
@@ -148,7 +85,7 @@ func TestTokenScopes(t *testing.T) {
 // TestReadOnlyTokenSession: a read-only token may open a version 3 session
 // and keep it alive, and no more.
 func TestReadOnlyTokenSession(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Tokens = []Token{{Value: "mon", ReadOnly: true}} })
+	e := newEnv(t, func(c *Config) { c.Tokens = []netserve.Token{{Value: "mon", ReadOnly: true}} })
 	c := e.dial(t)
 	tok := func(r *pb.Request) *pb.Request { r.AccessToken = "mon"; return r }
 	c.mustV3(tok(&pb.Request{Version: 3, Id: 1, Type: pb.RequestType_Session, Session: &pb.RequestSession{TtlMicro: 5e6}}), pb.ResponseStatus_Ok)

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/replica"
 	"github.com/latchd/latch/internal/replica/raftrep"
@@ -189,12 +190,11 @@ func TestResumedUnusedSessionLeft(t *testing.T) {
 		peer := c.peer()
 		c.nc.Close()
 		for deadline := time.Now().Add(testTimeout); ; time.Sleep(time.Millisecond) {
-			e.srv.mu.Lock()
 			open := false
-			for x := range e.srv.conns {
-				open = open || x.peer == peer
-			}
-			e.srv.mu.Unlock()
+			e.srv.ns.Range(func(nc *netserve.Conn) bool {
+				open = open || nc.RemoteAddr().String() == peer
+				return true
+			})
 			if !open {
 				return
 			}

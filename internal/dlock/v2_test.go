@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/frame"
+	"github.com/latchd/latch/internal/netserve"
 )
 
 // TestReferenceFrames replays the frames observed with temoto/dlock's
@@ -201,7 +202,7 @@ func tokens(toks ...string) func(*Config) {
 	return func(c *Config) {
 		c.Tokens = nil
 		for _, t := range toks {
-			c.Tokens = append(c.Tokens, Token{Value: t})
+			c.Tokens = append(c.Tokens, netserve.Token{Value: t})
 		}
 	}
 }

@@ -73,10 +73,7 @@ func (c *benchConn) SetWriteDeadline(time.Time) error { return nil }
 func benchServe(b *testing.B, head, body []byte, pipelined bool) {
 	ts := newTestServer(b)
 	nc := &benchConn{head: head, body: body, n: b.N, pipelined: pipelined}
-	c, err := ts.srv.newConn(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := serveOne{ts.srv, nc}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -171,10 +168,7 @@ func TestBenchConn(t *testing.T) {
 				ts := newTestServer(t)
 				var out bytes.Buffer
 				nc := &benchRecordConn{benchConn: benchConn{head: tt.head, body: tt.body, n: tt.n, pipelined: pipelined}, out: &out}
-				c, err := ts.srv.newConn(nc)
-				if err != nil {
-					t.Fatal(err)
-				}
+				c := serveOne{ts.srv, nc}
 				c.serve()
 				if out.String() != tt.want {
 					t.Errorf("replies %q, want %q", out.String(), tt.want)
@@ -187,10 +181,7 @@ func TestBenchConn(t *testing.T) {
 		var out bytes.Buffer
 		body := append(benchBinReq(opLock, "k", nil, nil), benchBinReq(opUnlock, "k", nil, nil)...)
 		nc := &benchRecordConn{benchConn: benchConn{head: benchBinSet("k"), body: body, n: 3, pipelined: true}, out: &out}
-		c, err := ts.srv.newConn(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := serveOne{ts.srv, nc}
 		c.serve()
 		got := out.Bytes()
 		if len(got) != 7*headerLen {

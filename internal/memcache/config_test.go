@@ -16,10 +16,10 @@ func TestConfigValidate(t *testing.T) {
 		{"zero", func(c *Config) { *c = Config{} }, ""},
 		{"negative MaxLine", func(c *Config) { c.MaxLine = -1 }, "MaxLine -1"},
 		{"negative SweepInterval", func(c *Config) { c.SweepInterval = -time.Second }, "SweepInterval -1s"},
-		{"negative MaxConns", func(c *Config) { c.MaxConns = -2 }, "MaxConns -2"},
-		{"negative IdleTimeout", func(c *Config) { c.IdleTimeout = -time.Second }, "IdleTimeout -1s"},
-		{"negative ReadTimeout", func(c *Config) { c.ReadTimeout = -time.Second }, "ReadTimeout -1s"},
-		{"negative WriteTimeout", func(c *Config) { c.WriteTimeout = -time.Second }, "WriteTimeout -1s"},
+		{"negative MaxConns", func(c *Config) { c.MaxConns = -2 }, "max-conns -2"},
+		{"negative IdleTimeout", func(c *Config) { c.IdleTimeout = -time.Second }, "idle-timeout -1s"},
+		{"negative ReadTimeout", func(c *Config) { c.ReadTimeout = -time.Second }, "read-timeout -1s"},
+		{"negative WriteTimeout", func(c *Config) { c.WriteTimeout = -time.Second }, "write-timeout -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,35 +3,23 @@ package memcache
 import (
 	"bufio"
 	"errors"
-	"net"
-	"os"
-	"sync"
-	"time"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/fsm"
-	"github.com/latchd/latch/internal/idleread"
 	"github.com/latchd/latch/internal/metrics"
-	"github.com/latchd/latch/internal/timedwrite"
+	"github.com/latchd/latch/internal/netserve"
 )
 
 // errClose ends a connection after its pending replies are flushed (quit).
 var errClose = errors.New("memcache: close connection")
 
-// bufSize is the size of a connection's read buffer and of its write
-// buffer. 4 KiB holds a batch of 16 pipelined requests or replies of
-// small items; larger lines and values go around the buffers (see line,
-// data), so the size bounds what an idle connection costs (twice this),
-// not what a request may carry.
-const bufSize = 4 << 10
-
 // conn is one client connection and its session.
 type conn struct {
 	srv  *Server
-	nc   net.Conn
-	r    *bufio.Reader
-	w    *bufio.Writer
+	nc   *netserve.Conn
+	r    *bufio.Reader // nc.R, or an event loop's input
+	w    *bufio.Writer // nc.W, or an event loop's replies
 	sess latch.Session // nil until its first lock (openSession)
 
 	toks [][]byte // tokens of the current text line, into line or r's buffer
@@ -40,16 +28,6 @@ type conn struct {
 	data []byte   // a data block too long for r's buffer
 	num  []byte   // scratch for formatting numbers
 
-	idle *idleread.Waiter // waits for input without buffers; nil when it cannot
-	// out is w's output: each write to the socket must complete within the
-	// write timeout, or the connection fails. A client that does not read
-	// its replies therefore blocks its own connection's goroutine for at
-	// most that long (it never holds the node's mutex while writing), and
-	// its replies are bounded by the write buffer.
-	out *timedwrite.Writer
-	// input is what waitIdle read, not yet taken by r.
-	input idleread.Input
-
 	started    bool             // a request has been served
 	bodyPeeked int              // bytes of the current binary body still in r's buffer
 	cmd        *metrics.Command // the current text command's, nil when unknown
@@ -57,174 +35,39 @@ type conn struct {
 	// every change to items is one command of the node.
 	op fsm.Command
 
-	// now is the service's clock (Service.Now), read once per read from the socket: the
-	// requests of one pipelined batch share it, as memcached's requests
-	// share its clock of one-second ticks. gap is the time between the
-	// last two reads (see waitIdle); huge at first.
-	now, gap int64
-
-	// Read deadlines (see armRead). between is set while serve waits for
-	// the first byte of a request; reqDeadline is when the current request
-	// must have arrived (zero until it first needs another read);
-	// readDeadline is the deadline set on the socket.
-	between      bool
-	reqDeadline  time.Time
-	readDeadline time.Time
+	// now is the service's clock (Service.Now), read once per read from
+	// the socket: the requests of one pipelined batch share it, as
+	// memcached's requests share its clock of one-second ticks.
+	now int64
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, nc: nc, gap: 1 << 62}
-	c.idle = idleread.New(nc)
-	c.out = timedwrite.New(nc, s.cfg.WriteTimeout)
-	c.takeBuffers()
-	return c
+// ServeConn serves nc on its own goroutine (netserve.Protocol) until the
+// client leaves, a write fails, or the server or an operator ends it. Its
+// locks are released when it returns.
+func (s *Server) ServeConn(nc *netserve.Conn) {
+	c := &conn{srv: s, nc: nc}
+	nc.SetHooks(netserve.Hooks{Busy: c.holdsLocks, Read: c.tick})
+	c.serve()
 }
 
-// Buffers of connections between requests. A connection that can wait for
-// input without a buffer (idleread.Waiter) gives its buffers back while it
-// waits, so that an idle connection costs neither.
-var (
-	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
-	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
-)
-
-// takeBuffers gives c a read and a write buffer.
-func (c *conn) takeBuffers() {
-	c.r = readers.Get().(*bufio.Reader)
-	c.r.Reset(flushingReader{c})
-	c.w = writers.Get().(*bufio.Writer)
-	c.w.Reset(c.out)
-}
-
-// dropBuffers flushes c's replies and gives its buffers back, for the
-// time it waits for its next request. Both must be empty then.
-func (c *conn) dropBuffers() error {
-	if err := c.w.Flush(); err != nil {
-		return err
-	}
-	c.r.Reset(nil)
-	readers.Put(c.r)
-	c.w.Reset(nil)
-	writers.Put(c.w)
-	c.r, c.w = nil, nil
-	return nil
-}
-
-// waitIdle waits, without buffers, for the next request to start
-// arriving, under the idle timeout, as flushingReader.Read does between
-// requests, and keeps what arrived in c.input for flushingReader. It
-// reports false when c.idle cannot wait so (the caller reads as usual),
-// and the error that ends the connection, if any.
-func (c *conn) waitIdle() (bool, error) {
-	if c.idle == nil || c.gap < int64(idleread.After) {
-		return false, nil
-	}
-	if err := c.dropBuffers(); err != nil {
-		return true, err
-	}
-	defer c.takeBuffers()
-	for {
-		c.armRead()
-		err := c.idle.Read(&c.input)
-		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			if c.holdsLocks() {
-				continue // idle, but holding a lock: keep it
-			}
-			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
-		}
-		if err != nil {
-			return true, err
-		}
-		c.tick()
-		return true, nil
-	}
-}
-
-// tick reads the server's clock after a read from the socket: c.now, and
-// c.gap since the read before.
-func (c *conn) tick() {
-	now := c.srv.svc.Now()
-	c.gap, c.now = now-c.now, now
-}
-
-// flushingReader is the connection's input. It flushes the buffered
-// replies before every read from the socket, that is whenever the server
-// is about to wait for input: a pipelined batch gets its replies in one
-// write, and the replies to the complete requests of a batch go out even
-// when the batch ends in part of a request whose rest has yet to come.
-type flushingReader struct{ c *conn }
-
-func (f flushingReader) Read(p []byte) (int, error) {
-	c := f.c
-	if c.input.Len() > 0 {
-		// What waitIdle read; the replies were flushed before.
-		return c.input.Read(p), nil
-	}
-	// Flush also reports an earlier failed write (a client that did not
-	// read its replies within the write timeout) when nothing is buffered:
-	// the connection must end rather than read on and drop replies.
-	if err := c.w.Flush(); err != nil {
-		return 0, err
-	}
-	for {
-		c.armRead()
-		n, err := c.nc.Read(p)
-		c.tick()
-		if err != nil && c.between && errors.Is(err, os.ErrDeadlineExceeded) {
-			if c.holdsLocks() {
-				continue // idle, but holding a lock: keep it
-			}
-			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
-		}
-		return n, err
-	}
-}
-
-// armRead sets the read deadline for the next read from the socket: the
-// idle timeout from now between requests; inside one, the read timeout
-// from the first time the request needed more input than had arrived with
-// its first byte. The server waits for input only once it has used up what
-// arrived, so that is when its first byte came, give or take the time it
-// took to serve the requests before it; and a request that fits in one read
-// costs no clock reading.
-func (c *conn) armRead() {
-	cfg := &c.srv.cfg
-	var dl time.Time
-	switch {
-	case c.between:
-		if cfg.IdleTimeout > 0 {
-			dl = time.Now().Add(cfg.IdleTimeout)
-		}
-	case cfg.ReadTimeout > 0:
-		if c.reqDeadline.IsZero() {
-			c.reqDeadline = time.Now().Add(cfg.ReadTimeout)
-		}
-		dl = c.reqDeadline
-	}
-	if !dl.Equal(c.readDeadline) {
-		c.nc.SetReadDeadline(dl)
-		c.readDeadline = dl
-	}
-}
+// tick reads the service's clock after a read from the socket.
+func (c *conn) tick() { c.now = c.srv.svc.Now() }
 
 // serve runs the connection until the client leaves, a write fails, or the
-// server or an operator ends it. Its locks are released when it returns.
+// server or an operator ends it.
 func (c *conn) serve() {
 	defer c.finish()
 	for {
-		// Replies are flushed when more input is needed (flushingReader).
-		c.between = c.r.Buffered() == 0
-		if c.between {
-			if waited, err := c.waitIdle(); waited && err != nil {
-				return
-			}
+		// Replies are flushed when more input is needed (netserve).
+		if err := c.nc.Next(); err != nil {
+			return
 		}
+		// Next may have given the buffers back and taken others.
+		c.r, c.w = c.nc.R, c.nc.W
 		b, err := c.r.Peek(1)
-		c.between = false
 		if err != nil {
 			return
 		}
-		c.reqDeadline = time.Time{}
 		switch b[0] {
 		case magicRequest:
 			err = c.serveBinary()
@@ -260,8 +103,6 @@ func (c *conn) finish() {
 	if c.sess != nil {
 		_ = c.sess.Close()
 	}
-	c.nc.Close()
-	c.srv.forget(c)
 }
 
 // command starts the item command of the current request, c.op, with op

@@ -64,10 +64,7 @@ func (ts *testServer) dial() *pipeConn {
 func (ts *testServer) dialInteractive() *pipeConn {
 	ts.t.Helper()
 	client, server := net.Pipe()
-	c, err := ts.srv.newConn(server)
-	if err != nil {
-		ts.t.Fatal(err)
-	}
+	c := serveOne{ts.srv, server}
 	pc := &pipeConn{t: ts.t, client: client, out: make(chan []byte, 1), served: make(chan struct{})}
 	go func() {
 		defer close(pc.served)
@@ -138,4 +135,17 @@ func (ts *testServer) noLocksLeft() {
 		ts.t.Fatalf("items left locked after every connection ended: %d", st.LockedItems)
 	}
 	var _ latch.Service = ts.svc
+}
+
+// serveOne is a connection that no listener accepted, served by its
+// server's goroutine path when serve is called.
+type serveOne struct {
+	srv *Server
+	nc  net.Conn
+}
+
+func (c serveOne) serve() {
+	if err := c.srv.ns.ServeNetConn(c.nc); err != nil {
+		panic(err)
+	}
 }

@@ -137,7 +137,7 @@ func TestResetReleasesLocksAtOnce(t *testing.T) {
 
 	a.c.(*net.TCPConn).SetLinger(0)
 	a.c.Close()
-	waitFor(t, "the server to drop the reset connection", func() bool { return ts.srv.counters.currConns.Load() == 1 })
+	waitFor(t, "the server to drop the reset connection", func() bool { return ts.srv.ns.Stats().Open == 1 })
 	b.do(t, "lock k\r\n", "OK\r\n")
 }
 
@@ -147,10 +147,7 @@ func TestPipelinedRepliesFlushOnce(t *testing.T) {
 	ts := newTestServer(t)
 	client, server := net.Pipe()
 	counted := &countingConn{Conn: server}
-	c, err := ts.srv.newConn(counted)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := serveOne{ts.srv, counted}
 	done := make(chan struct{})
 	go func() { c.serve(); close(done) }()
 	var batch strings.Builder
@@ -269,15 +266,7 @@ func TestIdleConnectionDropsBuffers(t *testing.T) {
 	addr := ts.listen()
 	a := dialTCP(t, addr)
 	defer a.c.Close()
-	var sc *conn
-	waitFor(t, "the connection to wait without buffers", func() bool {
-		ts.srv.mu.Lock()
-		defer ts.srv.mu.Unlock()
-		for c := range ts.srv.conns {
-			sc = c
-		}
-		return sc != nil && sc.idle != nil
-	})
+	waitFor(t, "the connection to be served", func() bool { return ts.srv.ns.Stats().Open == 1 })
 	a.do(t, "set k 0 0 1\r\nx\r\n", "STORED\r\n")
 	// Idle for longer than idleread.After: the next wait drops the buffers.
 	time.Sleep(3 * idleread.After)

@@ -2,28 +2,29 @@ package memcache
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"sync"
 	"time"
 
-	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/metrics"
-	"github.com/latchd/latch/internal/peakmap"
-	"github.com/latchd/latch/internal/refuse"
+	"github.com/latchd/latch/internal/netserve"
 )
 
 // Config configures a Server. Start from DefaultConfig. The toml tags name
 // the settings of the configuration file's [memcache] table
 // (internal/config); the fields tagged "-" are set by the program.
 type Config struct {
-	// Addr is the TCP address to listen on, "host:port".
-	Addr string `toml:"addr"`
+	// The server's settings: Addr, Allow, MaxConns (a connection over it
+	// is answered "SERVER_ERROR too many connections" and closed;
+	// memcached answers "ERROR Too many open connections", yrmcds has no
+	// limit), the timeouts (IdleTimeout never closes a connection that
+	// holds a lock, since closing it would release the lock; 0 means
+	// never, as in memcached and yrmcds), Loops, TLS, Logger and Metrics.
+	netserve.Config
 	// Version is latch's version, which the version commands and stats
 	// report after the memcached protocol version (wireVersion).
 	Version string `toml:"-"`
@@ -33,36 +34,9 @@ type Config struct {
 	// SweepInterval is how often expired items are removed in the
 	// background. 0: 1s.
 	SweepInterval time.Duration `toml:"-"`
-	// MaxConns limits the open connections; 0 means no limit. A connection
-	// over the limit is answered "SERVER_ERROR too many connections" and
-	// closed (memcached answers "ERROR Too many open connections"; yrmcds
-	// has no limit).
-	MaxConns int `toml:"max-conns"`
-	// IdleTimeout closes a connection that sends nothing for this long
-	// between requests, unless it holds a lock (closing it would release
-	// the lock); 0 means never, as in memcached and yrmcds.
-	IdleTimeout time.Duration `toml:"idle-timeout"`
-	// ReadTimeout bounds the time a request may take to arrive once its
-	// first byte has: a client that stalls in the middle of a request (a
-	// slow-loris) is disconnected. 0 means no bound.
-	ReadTimeout time.Duration `toml:"read-timeout"`
-	// WriteTimeout bounds each write of replies: a client that does not
-	// read its replies for this long is disconnected. 0 means no bound.
-	WriteTimeout time.Duration `toml:"write-timeout"`
-	// Logger receives lifecycle and error logs; nil discards them.
-	Logger *slog.Logger `toml:"-"`
-	// Metrics counts the front end's connections and requests; nil
-	// counts nothing.
-	Metrics *metrics.Protocol `toml:"-"`
 	// ExtraStats, when set, adds lines to the general stats: latch's lock
 	// counters, reported next to yrmcds's item counters.
 	ExtraStats func() []Stat `toml:"-"`
-	// TLS, when set, makes Start serve TLS only, with this configuration.
-	TLS *tls.Config `toml:"-"`
-	// Allow, when not empty, limits the clients Start serves to those
-	// whose address is in one of these networks: a connection from
-	// elsewhere is closed at once, before any TLS handshake.
-	Allow []netip.Prefix `toml:"-"`
 }
 
 // DefaultConfig returns the defaults of latch serve: 127.0.0.1:11211, at
@@ -70,12 +44,14 @@ type Config struct {
 // to write a reply, 1 MiB lines, a sweep every second.
 func DefaultConfig() Config {
 	return Config{
-		Addr:          "127.0.0.1:11211",
+		Config: netserve.Config{
+			Addr:         "127.0.0.1:11211",
+			MaxConns:     4096,
+			ReadTimeout:  30 * time.Second,
+			WriteTimeout: 10 * time.Second,
+		},
 		MaxLine:       1 << 20,
 		SweepInterval: time.Second,
-		MaxConns:      4096,
-		ReadTimeout:   30 * time.Second,
-		WriteTimeout:  10 * time.Second,
 	}
 }
 
@@ -83,6 +59,9 @@ func DefaultConfig() Config {
 // names its field.
 func (c Config) Validate() error {
 	var errs []error
+	if err := c.Config.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("memcache: %w", err))
+	}
 	for _, v := range []struct {
 		name     string
 		value    any
@@ -90,10 +69,6 @@ func (c Config) Validate() error {
 	}{
 		{"MaxLine", c.MaxLine, c.MaxLine < 0},
 		{"SweepInterval", c.SweepInterval, c.SweepInterval < 0},
-		{"MaxConns", c.MaxConns, c.MaxConns < 0},
-		{"IdleTimeout", c.IdleTimeout, c.IdleTimeout < 0},
-		{"ReadTimeout", c.ReadTimeout, c.ReadTimeout < 0},
-		{"WriteTimeout", c.WriteTimeout, c.WriteTimeout < 0},
 	} {
 		if v.negative {
 			errs = append(errs, fmt.Errorf("memcache: invalid %s %v: must not be negative", v.name, v.value))
@@ -105,7 +80,8 @@ func (c Config) Validate() error {
 // Stat is one line of a stats reply.
 type Stat struct{ Name, Value string }
 
-// Server serves the memcached protocols over one lock service.
+// Server serves the memcached protocols over one lock service: their
+// codecs, commands and replies; package netserve serves its connections.
 type Server struct {
 	cfg   Config
 	svc   Service
@@ -113,6 +89,7 @@ type Server struct {
 	// version is what the version commands and stats report.
 	version string
 	log     *slog.Logger
+	ns      *netserve.Server
 
 	counters counters
 	textCmds [len(textCommands)]*metrics.Command
@@ -121,16 +98,9 @@ type Server struct {
 	// could not be read as a command line at all.
 	textInvalid *metrics.Command
 
-	ln        net.Listener
-	mu        sync.Mutex
-	conns     map[*conn]struct{}
-	connsPeak peakmap.Peak // conns is rebuilt when it drains (peakmap)
-	quit      chan struct{}
-	wg        sync.WaitGroup
-	down      bool
-
-	// refuser answers the connections over MaxConns.
-	refuser *refuse.Refuser
+	quit     chan struct{} // closed by Shutdown: sweep returns
+	sweeping sync.WaitGroup
+	stop     sync.Once
 }
 
 // rTooManyConns answers a connection over Config.MaxConns.
@@ -157,10 +127,8 @@ func New(svc Service, cfg Config) (*Server, error) {
 		items:   svc.ItemConfig(),
 		version: wireVersion(cfg.Version),
 		log:     cfg.Logger,
-		conns:   make(map[*conn]struct{}),
 		quit:    make(chan struct{}),
 	}
-	s.refuser = refuse.New(&s.wg)
 	s.counters.started = time.Now()
 	for i, name := range textCommands {
 		s.textCmds[i] = cfg.Metrics.Command(name)
@@ -169,86 +137,49 @@ func New(svc Service, cfg Config) (*Server, error) {
 		s.binCmds[b.op] = cfg.Metrics.Command(b.name)
 	}
 	s.textInvalid = cfg.Metrics.Command("invalid")
+	ns, err := netserve.New(s, cfg.Config, 0)
+	if err != nil {
+		return nil, err
+	}
+	s.ns = ns
 	return s, nil
 }
 
 // Name names the front end in logs.
 func (s *Server) Name() string { return "memcache" }
 
+// Refusal is the answer to a connection over Config.MaxConns.
+func (s *Server) Refusal() []byte { return []byte(rTooManyConns) }
+
 // Start listens on the configured address and serves in the background.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("memcache: %w", err)
+	if err := s.ns.Start(); err != nil {
+		return err
 	}
-	ln = refuse.AllowList(ln, s.cfg.Allow, "memcache-allow", s.log)
-	if s.cfg.TLS != nil {
-		ln = tls.NewListener(ln, s.cfg.TLS)
-	}
-	s.Serve(ln)
+	s.startSweep()
 	return nil
 }
 
 // Serve serves connections accepted from ln in the background.
-func (s *Server) Serve(ln net.Listener) {
-	s.ln = ln
-	s.log.Info("memcache: listening", "addr", ln.Addr().String())
-	s.wg.Add(2)
-	go s.accept()
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.ns.Serve(ln); err != nil {
+		return err
+	}
+	s.startSweep()
+	return nil
+}
+
+func (s *Server) startSweep() {
+	s.sweeping.Add(1)
 	go s.sweep()
 }
 
 // Addr returns the address the server listens on, once started.
-func (s *Server) Addr() net.Addr {
-	if s.ln == nil {
-		return nil
-	}
-	return s.ln.Addr()
-}
-
-func (s *Server) accept() {
-	defer s.wg.Done()
-	var delay time.Duration
-	for {
-		nc, err := s.ln.Accept()
-		if err != nil {
-			select {
-			case <-s.quit:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				s.log.Error("memcache: listener closed", "err", err)
-				return
-			}
-			// Out of file descriptors and the like: back off and retry.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.log.Warn("memcache: accept", "err", err, "retry_in", delay)
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
-		if s.full() {
-			s.refuse(nc)
-			continue
-		}
-		c, err := s.newConn(nc)
-		if err != nil {
-			s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
-			nc.Close()
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-		}()
-	}
-}
+func (s *Server) Addr() net.Addr { return s.ns.Addr() }
 
 // sweep removes expired items in the background, a bounded batch at a time.
 func (s *Server) sweep() {
-	defer s.wg.Done()
+	defer s.sweeping.Done()
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
 	for {
@@ -274,80 +205,11 @@ func (s *Server) sweep() {
 	}
 }
 
-// full reports whether the server has Config.MaxConns connections. Only
-// the accept loop adds connections, so the answer stays true or turns false
-// until it adds one.
-func (s *Server) full() bool {
-	if s.cfg.MaxConns <= 0 {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns) >= s.cfg.MaxConns
-}
-
-// refuse answers a connection over Config.MaxConns with rTooManyConns and
-// closes it, in the background (package refuse).
-func (s *Server) refuse(nc net.Conn) {
-	s.counters.rejectedConns.Add(1)
-	s.log.Warn("memcache: too many connections; refusing one", "peer", nc.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
-	s.refuser.Refuse(nc, []byte(rTooManyConns))
-}
-
-// newConn adds nc to the server's connections. Its session is opened with
-// its first lock (conn.openSession): in a cluster that takes a commit, and
-// most connections never lock.
-func (s *Server) newConn(nc net.Conn) (*conn, error) {
-	c := newConn(s, nc)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return nil, latch.ErrShutdown
-	}
-	s.conns[c] = struct{}{}
-	s.counters.currConns.Add(1)
-	s.counters.totalConns.Add(1)
-	s.cfg.Metrics.ConnOpened()
-	return c, nil
-}
-
-func (s *Server) forget(c *conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	if s.connsPeak.Due(len(s.conns)) {
-		s.conns = peakmap.Rebuild(s.conns, &s.connsPeak)
-	}
-	s.mu.Unlock()
-	s.counters.currConns.Add(-1)
-	s.cfg.Metrics.ConnClosed()
-}
-
 // Shutdown stops accepting, closes every connection (releasing its locks)
 // and waits for the server's goroutines, or until ctx is done.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if s.down {
-		s.mu.Unlock()
-		return nil
-	}
-	s.down = true
-	close(s.quit)
-	if s.ln != nil {
-		s.ln.Close()
-	}
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("memcache: shutdown: %w", ctx.Err())
-	}
+	s.stop.Do(func() { close(s.quit) })
+	err := s.ns.Shutdown(ctx)
+	s.sweeping.Wait()
+	return err
 }

@@ -15,17 +15,13 @@ import (
 
 // counters are the server's own statistics.
 type counters struct {
-	started    time.Time
-	currConns  atomic.Int64
-	totalConns atomic.Uint64
-	// rejectedConns counts connections refused over Config.MaxConns.
-	rejectedConns atomic.Uint64
-	sweeps        atomic.Uint64
-	lastSweep     atomic.Int64 // items removed by the last sweep
-	lastSweepNs   atomic.Int64
-	sweepNs       atomic.Int64
-	textOps       [len(textCommands)]atomic.Uint64
-	binOps        [256]atomic.Uint64
+	started     time.Time
+	sweeps      atomic.Uint64
+	lastSweep   atomic.Int64 // items removed by the last sweep
+	lastSweepNs atomic.Int64
+	sweepNs     atomic.Int64
+	textOps     [len(textCommands)]atomic.Uint64
+	binOps      [256]atomic.Uint64
 }
 
 // textCommands are the text commands counted in "stats ops", in yrmcds's
@@ -143,6 +139,7 @@ func (s *Server) generalStats() []Stat {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	tv := func(t syscall.Timeval) string { return fmt.Sprintf("%d.%06d", t.Sec, t.Usec) }
 	n := &s.counters
+	conns := s.ns.Stats()
 	out := []Stat{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"time", strconv.FormatInt(time.Now().Unix(), 10)},
@@ -151,9 +148,9 @@ func (s *Server) generalStats() []Stat {
 		{"pointer_size", strconv.Itoa(strconv.IntSize)},
 		{"rusage_user", tv(ru.Utime)},
 		{"rusage_system", tv(ru.Stime)},
-		{"curr_connections", strconv.FormatInt(n.currConns.Load(), 10)},
-		{"total_connections", u(n.totalConns.Load())},
-		{"rejected_connections", u(n.rejectedConns.Load())},
+		{"curr_connections", strconv.Itoa(conns.Open)},
+		{"total_connections", u(conns.Accepted)},
+		{"rejected_connections", u(conns.RefusedMaxConns)},
 		{"curr_items", u(cs.CurrItems)},
 		{"total_items", u(cs.TotalItems)},
 		{"get_hits", u(cs.GetHits)},

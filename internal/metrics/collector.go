@@ -38,10 +38,12 @@ var (
 	descHandOff = prometheus.NewDesc("latch_handoff_seconds",
 		"Time from the release that let a waiting request be granted to its caller resuming with the grant.", nil, nil)
 
-	descConns = prometheus.NewDesc("latch_connections",
+	descConns = prometheus.NewDesc("latch_connections_open",
 		"Open client connections.", []string{"protocol"}, nil)
-	descConnsTotal = prometheus.NewDesc("latch_connections_total",
-		"Client connections accepted.", []string{"protocol"}, nil)
+	descConnsTotal = prometheus.NewDesc("latch_connections_accepted_total",
+		"Client connections accepted and served.", []string{"protocol"}, nil)
+	descConnsRefused = prometheus.NewDesc("latch_connections_refused_total",
+		"Client connections turned away, by reason: max_conns (over the front end's limit) or allow (from outside its allow-list).", []string{"protocol", "reason"}, nil)
 	descRequests = prometheus.NewDesc("latch_requests_total",
 		"Requests served by a front end, by command.", []string{"protocol", "command"}, nil)
 	descErrors = prometheus.NewDesc("latch_request_errors_total",
@@ -56,7 +58,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descGrants, descReleases, descTimeouts, descCancels, descSessionsOpened,
 		descSessionExpiries, descSessions, descHeld, descKeys, descWaiters,
-		descWait, descHold, descHandOff, descConns, descConnsTotal, descRequests, descErrors,
+		descWait, descHold, descHandOff, descConns, descConnsTotal, descConnsRefused, descRequests, descErrors,
 	} {
 		ch <- d
 	}
@@ -103,6 +105,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range m.protocols() {
 		gauge(descConns, p.conns.Load(), p.name)
 		counter(descConnsTotal, p.accepted.Load(), p.name)
+		counter(descConnsRefused, p.refusedMax.Load(), p.name, "max_conns")
+		counter(descConnsRefused, p.refusedAllow.Load(), p.name, "allow")
 		for _, cmd := range p.commands() {
 			counter(descRequests, cmd.requests.Load(), p.name, cmd.name)
 			counter(descErrors, cmd.errors.Load(), p.name, cmd.name)

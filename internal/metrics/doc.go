@@ -34,7 +34,10 @@
 //	latch_wait_cancels_total{protocol}        waiting requests cancelled by their caller
 //	latch_sessions_opened_total{protocol}     sessions opened
 //	latch_session_expiries_total{protocol}    sessions whose TTL lapsed
-//	latch_connections_total{protocol}         connections accepted by a front end
+//	latch_connections_accepted_total{protocol} connections a front end accepted and served
+//	latch_connections_refused_total{protocol,reason} connections a front end turned away:
+//	                                          reason max_conns (over its limit) or allow
+//	                                          (from outside its allow-list)
 //	latch_requests_total{protocol,command}    requests a front end served
 //	latch_request_errors_total{protocol,command} requests answered with an error
 //
@@ -44,7 +47,7 @@
 //	latch_locked_keys                         keys in the table (held, waited for or under lock-delay)
 //	latch_waiters                             queued requests
 //	latch_sessions{protocol}                  live sessions
-//	latch_connections{protocol}               open connections
+//	latch_connections_open{protocol}          open connections
 //
 // Histograms (seconds):
 //

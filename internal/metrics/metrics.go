@@ -86,6 +86,8 @@ type Protocol struct {
 	name     string
 	conns    atomic.Int64
 	accepted atomic.Uint64
+	// refused connections, by reason (ConnRefused)
+	refusedMax, refusedAllow atomic.Uint64
 
 	mu   sync.Mutex
 	cmds map[string]*Command // guarded by mu
@@ -113,6 +115,23 @@ func (p *Protocol) ConnOpened() {
 	if p != nil {
 		p.conns.Add(1)
 		p.accepted.Add(1)
+	}
+}
+
+// ConnRefused counts a connection the front end turned away, for reason:
+// "max_conns" (over its connection limit) or "allow" (from outside its
+// allow-list).
+func (p *Protocol) ConnRefused(reason string) {
+	if p == nil {
+		return
+	}
+	switch reason {
+	case "max_conns":
+		p.refusedMax.Add(1)
+	case "allow":
+		p.refusedAllow.Add(1)
+	default:
+		panic("metrics: unknown refusal reason " + reason)
 	}
 }
 
@@ -224,8 +243,11 @@ type ProtocolStats struct {
 
 	Connections      int64 // open
 	ConnectionsTotal uint64
-	Requests         uint64
-	Errors           uint64
+	// ConnectionsRefused counts the connections turned away, for any
+	// reason.
+	ConnectionsRefused uint64
+	Requests           uint64
+	Errors             uint64
 }
 
 // Total returns the sum of every protocol's counters, named "all".
@@ -244,6 +266,7 @@ func (s *Snapshot) Total() ProtocolStats {
 		t.ForcedReleases += p.ForcedReleases
 		t.Connections += p.Connections
 		t.ConnectionsTotal += p.ConnectionsTotal
+		t.ConnectionsRefused += p.ConnectionsRefused
 		t.Requests += p.Requests
 		t.Errors += p.Errors
 	}
@@ -285,6 +308,7 @@ func (m *Metrics) Snapshot() Snapshot {
 		p := get(fp.name)
 		p.Connections = fp.conns.Load()
 		p.ConnectionsTotal = fp.accepted.Load()
+		p.ConnectionsRefused = fp.refusedMax.Load() + fp.refusedAllow.Load()
 		for _, c := range fp.commands() {
 			p.Requests += c.requests.Load()
 			p.Errors += c.errors.Load()

@@ -384,6 +384,9 @@ func TestFrontEndHandles(t *testing.T) {
 	p.ConnOpened()
 	p.ConnOpened()
 	p.ConnClosed()
+	p.ConnRefused("max_conns")
+	p.ConnRefused("allow")
+	p.ConnRefused("allow")
 	get.Request()
 	get.Request()
 	get.Error()
@@ -392,8 +395,10 @@ func TestFrontEndHandles(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"latch_connections", []string{"protocol=memcache"}, 1},
-		{"latch_connections_total", []string{"protocol=memcache"}, 2},
+		{"latch_connections_open", []string{"protocol=memcache"}, 1},
+		{"latch_connections_accepted_total", []string{"protocol=memcache"}, 2},
+		{"latch_connections_refused_total", []string{"protocol=memcache", "reason=max_conns"}, 1},
+		{"latch_connections_refused_total", []string{"protocol=memcache", "reason=allow"}, 2},
 		{"latch_requests_total", []string{"protocol=memcache", "command=get"}, 2},
 		{"latch_request_errors_total", []string{"protocol=memcache", "command=get"}, 1},
 	} {

@@ -1,9 +1,9 @@
-// Package refuse owns turning away connections a server will not serve.
-// Over its connection limit (Refuser): one last answer, written in the
-// background within a time bound, by a bounded number of goroutines, so
-// that neither a slow client nor a TLS handshake holds up the accept loop
-// and a flood of connections costs little. From outside its allow-list
-// (AllowList): closed at once, without a byte.
+// Package refuse owns turning away a connection a server will not serve
+// over its connection limit: one last answer, written in the background
+// within a time bound, by a bounded number of goroutines, so that neither
+// a slow client nor a TLS handshake holds up the accept loop and a flood
+// of connections costs little. (A connection from outside a server's
+// allow-list is closed at once, without a byte: package netserve.)
 package refuse
 
 import (

@@ -103,7 +103,7 @@ func benchCycle(b *testing.B, pipe int, loop bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	if !loop {
-		newConn(s, nc).serve()
+		s.ns.ServeNetConn(nc)
 	} else {
 		// As an event loop: each read given to Input after what the
 		// previous call left.

@@ -312,7 +312,7 @@ func (c *conn) key(k []byte) (string, bool) {
 		c.fail("ERR " + err.Error() + " (latch keys are 1 to 250 bytes without space, CR or LF)")
 		return "", false
 	}
-	if c.token != nil && !c.token.allowsKey(k) {
+	if c.token != nil && !c.token.AllowsKey(string(k)) {
 		c.fail(fmt.Sprintf("NOPERM this token cannot access key '%s'", k))
 		return "", false
 	}

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
-	"time"
 
 	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/fsm"
-	"github.com/latchd/latch/internal/timedwrite"
+	"github.com/latchd/latch/internal/netserve"
 )
 
 // bufSize is the size of a connection's read and write buffers: room for
@@ -22,13 +20,12 @@ const bufSize = 4 << 10
 // by the values its requests carry.
 type conn struct {
 	srv  *Server
-	nc   net.Conn // nil when an event loop serves the connection
+	nc   *netserve.Conn
 	peer net.Addr
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	rd   *Reader
 	w    *Writer
-	out  *timedwrite.Writer
 
 	// Served by an event loop (Input): the input given and the replies;
 	// partial is set when the input ended in an incomplete request.
@@ -39,8 +36,8 @@ type conn struct {
 	id      int64
 	name    string
 	authed  bool
-	token   *Token // the token AUTH accepted; nil: all rights
-	closing bool   // QUIT: close once the reply is out
+	token   *netserve.Token // the token AUTH accepted; nil: all rights
+	closing bool            // QUIT: close once the reply is out
 
 	// A transaction: MULTI started it (multi), its commands are queued
 	// (copies), dirty when one was refused (EXEC then aborts). watches
@@ -61,26 +58,27 @@ type conn struct {
 	// (fsm.Command.TxResults), reused.
 	txResults []fsm.Result
 	at        int64 // when the results were read (PTTL)
-
-	// Read deadlines: between is set while waiting for the first byte of a
-	// request; reqDeadline is when the current request must have arrived.
-	between      bool
-	reqDeadline  time.Time
-	readDeadline time.Time
 }
 
-// newConn returns the connection nc, served by its own goroutine (serve).
-func newConn(s *Server, nc net.Conn) *conn {
+// ServeConn serves nc on its own goroutine (netserve.Protocol), until the
+// client leaves, a write fails, a request is malformed, or the server shuts
+// down.
+func (s *Server) ServeConn(nc *netserve.Conn) {
 	c := &conn{srv: s, nc: nc, peer: nc.RemoteAddr(), id: s.lastID.Add(1)}
-	c.out = timedwrite.New(nc, s.cfg.WriteTimeout)
-	c.br = bufio.NewReaderSize(flushingReader{c}, bufSize)
-	c.bw = bufio.NewWriterSize(c.out, bufSize)
+	nc.SetHooks(netserve.Hooks{Flush: c.flush})
+	c.br, c.bw = nc.R, nc.W
 	c.init()
+	c.serve()
+}
+
+// LoopConn returns the connection nc, served by an event loop (Input).
+func (s *Server) LoopConn(nc *netserve.Conn) evloop.Handler {
+	c := newLoopConn(s, nc.RemoteAddr())
+	c.nc = nc
 	return c
 }
 
-// newLoopConn returns the connection from peer, served by an event loop
-// (Input).
+// newLoopConn returns a connection from peer, served by an event loop.
 func newLoopConn(s *Server, peer net.Addr) *conn {
 	c := &conn{srv: s, peer: peer, id: s.lastID.Add(1)}
 	c.in, c.reply = new(sliceReader), new(appendWriter)
@@ -102,61 +100,25 @@ func (c *conn) more() bool {
 	return c.br.Buffered() > 0 || (c.in != nil && c.in.Len() > 0)
 }
 
-// flushingReader is the connection's input: it flushes the buffered
-// replies before every read from the socket, so that a pipelined batch is
-// answered in one write.
-type flushingReader struct{ c *conn }
-
-func (f flushingReader) Read(p []byte) (int, error) {
-	c := f.c
+// flush answers the requests planned and flushes the replies, before the
+// connection reads from its socket: a pipelined batch is answered in one
+// write.
+func (c *conn) flush() error {
 	if c.batch > 0 {
 		c.runBatch()
 	}
-	if err := c.bw.Flush(); err != nil {
-		return 0, err
-	}
-	c.armRead()
-	n, err := c.nc.Read(p)
-	if err != nil && c.between && errors.Is(err, os.ErrDeadlineExceeded) {
-		c.srv.log.Debug("redis: closing an idle connection", "peer", c.peer.String())
-	}
-	return n, err
+	return c.bw.Flush()
 }
 
-// armRead sets the read deadline of the next read: the idle timeout from
-// now between requests, the read timeout from the request's first wait
-// inside one.
-func (c *conn) armRead() {
-	cfg := &c.srv.cfg
-	var dl time.Time
-	switch {
-	case c.between:
-		if cfg.IdleTimeout > 0 {
-			dl = time.Now().Add(cfg.IdleTimeout)
-		}
-	case cfg.ReadTimeout > 0:
-		if c.reqDeadline.IsZero() {
-			c.reqDeadline = time.Now().Add(cfg.ReadTimeout)
-		}
-		dl = c.reqDeadline
-	}
-	if !dl.Equal(c.readDeadline) {
-		c.nc.SetReadDeadline(dl)
-		c.readDeadline = dl
-	}
-}
-
-// serve runs the connection until the client leaves, a write fails, a
-// request is malformed, or the server shuts down.
+// serve runs a goroutine's connection.
 func (c *conn) serve() {
-	defer c.finish()
 	for {
-		c.between = c.br.Buffered() == 0
-		if _, err := c.br.Peek(1); err != nil {
+		if err := c.nc.Next(); err != nil {
 			return
 		}
-		c.between = false
-		c.reqDeadline = time.Time{}
+		// Next may have given the buffers back and taken others.
+		c.br, c.bw = c.nc.R, c.nc.W
+		c.rd.r, c.w.w = c.br, c.bw
 		args, err := c.rd.Next()
 		if err != nil {
 			var pe *ProtocolError
@@ -171,15 +133,10 @@ func (c *conn) serve() {
 		}
 		c.do(args)
 		if c.closing {
-			c.bw.Flush()
+			c.flush()
 			return
 		}
 	}
-}
-
-func (c *conn) finish() {
-	c.nc.Close()
-	c.srv.forget(c)
 }
 
 // Input parses and answers the complete requests at the start of in, for
@@ -238,7 +195,6 @@ func (c *conn) Closed(err error) {
 	case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, evloop.ErrClosed):
 		c.srv.log.Debug("redis: connection closed", "peer", c.peer.String(), "err", err)
 	}
-	c.srv.forget(c)
 }
 
 // errIncomplete is the end of an event loop's input in the middle of a

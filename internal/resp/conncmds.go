@@ -2,7 +2,6 @@ package resp
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"fmt"
 	"os"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/netserve"
 )
 
 // Transactions: MULTI queues the lock commands that follow (copies of
@@ -173,13 +173,7 @@ func cmdHello(c *conn, args [][]byte) {
 // auth checks a token, comparing with every one so that the time taken
 // does not tell which matched; on a match the connection takes its rights.
 func (c *conn) auth(secret []byte) bool {
-	var match *Token
-	for i := range c.srv.cfg.Tokens {
-		t := &c.srv.cfg.Tokens[i]
-		if subtle.ConstantTimeCompare([]byte(t.Value), secret) == 1 {
-			match = t
-		}
-	}
+	match := netserve.Match(c.srv.cfg.Tokens, secret)
 	if match == nil {
 		return false
 	}
@@ -269,8 +263,8 @@ func cmdInfo(c *conn, _ [][]byte) {
 	line("latch_version", s.cfg.Version)
 	line("process_id", strconv.Itoa(os.Getpid()))
 	line("run_id", fmt.Sprintf("%040x", s.started.UnixNano()))
-	if s.ln != nil {
-		line("tcp_port", portOf(s.ln.Addr().String()))
+	if a := s.Addr(); a != nil {
+		line("tcp_port", portOf(a.String()))
 	}
 	line("uptime_in_seconds", strconv.FormatInt(int64(time.Since(s.started)/time.Second), 10))
 	b.WriteString("\r\n# Clients\r\n")

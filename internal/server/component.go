@@ -2,14 +2,12 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"runtime"
 	"strconv"
 
-	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
+	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/resp"
 )
 
@@ -42,17 +40,12 @@ func (s *Server) frontEnds() ([]component, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if s.cfg.Memcache.Addr != "" {
-		allow, err := config.ParseNetworks(s.cfg.Memcache.Allow)
-		if err != nil {
-			return nil, fmt.Errorf("server: memcache-allow: %w", err)
-		}
 		mc := s.cfg.Memcache.Config
 		mc.Version = s.cfg.Server.Version
 		mc.Logger = s.logger
 		mc.Metrics = s.metrics.Protocol("memcache")
 		mc.ExtraStats = s.lockStats
 		mc.TLS = tlsCfg
-		mc.Allow = allow
 		ms, err := memcache.New(s.node, mc)
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
@@ -67,9 +60,9 @@ func (s *Server) frontEnds() ([]component, error) {
 		dc.Metrics = s.metrics.Protocol("dlock")
 		dc.TLS = tlsCfg
 		if path := s.cfg.DLock.TokensFile; path != "" {
-			toks, err := dlock.LoadTokens(path)
+			toks, err := netserve.LoadTokens(path)
 			if err != nil {
-				return nil, fmt.Errorf("server: %w", err)
+				return nil, fmt.Errorf("server: dlock-tokens-file: %w", err)
 			}
 			dc.Tokens = toks
 		}
@@ -80,8 +73,25 @@ func (s *Server) frontEnds() ([]component, error) {
 		s.dlock = dl
 		comps = append(comps, dl)
 	}
-	if addr := s.cfg.Redis.Addr; addr != "" {
-		rs, err := s.redisServer(addr, tlsCfg)
+	if s.cfg.Redis.Addr != "" {
+		rc := s.cfg.Redis.Config
+		rc.Version = s.cfg.Server.Version
+		rc.Logger = s.logger
+		rc.Metrics = s.metrics.Protocol("redis")
+		rc.TLS = tlsCfg
+		if s.rep != nil {
+			// Replicated, a request waits for its commit, and a loop
+			// would make its other connections wait too.
+			rc.Loops = -1
+		}
+		if path := s.cfg.Redis.TokensFile; path != "" {
+			toks, err := netserve.LoadTokens(path)
+			if err != nil {
+				return nil, fmt.Errorf("server: redis-tokens-file: %w", err)
+			}
+			rc.Tokens = toks
+		}
+		rs, err := resp.New(s.node, rc)
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
@@ -96,57 +106,6 @@ func (s *Server) frontEnds() ([]component, error) {
 		comps = append(comps, ad)
 	}
 	return comps, nil
-}
-
-// redisServer builds the Redis front end.
-func (s *Server) redisServer(addr string, tlsCfg *tls.Config) (*resp.Server, error) {
-	allow, err := config.ParseNetworks(s.cfg.Redis.Allow)
-	if err != nil {
-		return nil, fmt.Errorf("redis-allow: %w", err)
-	}
-	rc := resp.DefaultConfig()
-	rc.Addr = addr
-	rc.Version = s.cfg.Server.Version
-	rc.MaxConns = s.cfg.Redis.MaxConns
-	rc.IdleTimeout = s.cfg.Redis.IdleTimeout
-	rc.ReadTimeout = s.cfg.Redis.ReadTimeout
-	rc.WriteTimeout = s.cfg.Redis.WriteTimeout
-	rc.MaxValue = s.cfg.Redis.MaxValue
-	rc.Logger = s.logger
-	rc.Metrics = s.metrics.Protocol("redis")
-	rc.TLS = tlsCfg
-	rc.Allow = allow
-	if s.rep == nil {
-		// In memory, a request is answered at once: event loops serve
-		// the connections. Replicated, it waits for its commit, and a
-		// loop would make its other connections wait too.
-		rc.Loops = redisLoops(s.cfg.Redis.Loops, runtime.GOMAXPROCS(0))
-	}
-	if path := s.cfg.Redis.TokensFile; path != "" {
-		toks, err := dlock.LoadTokens(path)
-		if err != nil {
-			return nil, fmt.Errorf("redis-tokens-file: %w", err)
-		}
-		for _, t := range toks {
-			rc.Tokens = append(rc.Tokens, resp.Token{Value: t.Value, ReadOnly: t.ReadOnly, Prefixes: t.Prefixes})
-		}
-	}
-	return resp.New(s.node, rc)
-}
-
-// redisLoops returns the event loops of the Redis front end, for the
-// setting n and procs CPUs: by default half of them. The lock table is one
-// critical section, so more loops add only parsing and socket work in
-// parallel, and the other CPUs are left to the other front ends and the
-// clients (on a benchmark's machine, to the load generator).
-func redisLoops(n, procs int) int {
-	switch {
-	case n < 0:
-		return 0
-	case n == 0:
-		return max(1, procs/2)
-	}
-	return n
 }
 
 // lockStats are latch's lock counters, for the memcached stats command.

@@ -1,4 +1,4 @@
-package refuse
+package netserve
 
 import (
 	"net"

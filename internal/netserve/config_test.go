@@ -1,8 +1,8 @@
-package server
+package netserve
 
 import "testing"
 
-func TestRedisLoops(t *testing.T) {
+func TestDefaultLoops(t *testing.T) {
 	tests := []struct{ setting, procs, want int }{
 		{-1, 8, 0}, // a goroutine per connection
 		{0, 1, 1},
@@ -13,8 +13,8 @@ func TestRedisLoops(t *testing.T) {
 		{16, 2, 16},
 	}
 	for _, tt := range tests {
-		if got := redisLoops(tt.setting, tt.procs); got != tt.want {
-			t.Errorf("redisLoops(%d, %d) = %d, want %d", tt.setting, tt.procs, got, tt.want)
+		if got := DefaultLoops(tt.setting, tt.procs); got != tt.want {
+			t.Errorf("DefaultLoops(%d, %d) = %d, want %d", tt.setting, tt.procs, got, tt.want)
 		}
 	}
 }
