@@ -45,6 +45,14 @@
 # locks and the session outlived the failover (and, for latch, the
 # session and lease expiries counted on a survivor: both must be 0).
 #
+# It prints the results as Markdown tables, headed by the machine, the
+# date and the commit. UPDATE_DOCS=1 also writes them into
+# docs/benchmarks.md, between its lines "<!-- begin bench-cluster -->"
+# and "<!-- end bench-cluster -->" (scripts/lib-docs.sh). Only a full run
+# may: with --quick, LEVELS, SKIP_ETCD, SKIP_SINGLE, SKIP_CLUSTER or
+# BASELINE set it stops before it starts; UPDATE_DOCS=force writes such a
+# run anyway, marked partial. DOCS_FILE=<file> writes another file.
+#
 # Usage: scripts/bench-cluster.sh [--quick]     (about 4 minutes on 2
 #   cores; with BASELINE about 6)
 #   --quick: one round of 1 s per level, no shared-key runs (about a
@@ -63,6 +71,7 @@
 #   PROFILE=1 (a 10 s CPU profile of the latch cluster's leader during an
 #   extra 16 x 16 run, into OUT or the temp dir, and its top functions
 #   printed)
+#   UPDATE_DOCS=1|force DOCS_FILE=<file> (see above)
 #
 # Needs: etcd (apt-get install etcd-server; not with SKIP_ETCD=1), Go,
 # curl, jq, and git with BASELINE. It installs nothing. Everything it
@@ -74,7 +83,14 @@ QUICK=
 ROUNDS=${ROUNDS:-2}
 DURATION=${DURATION:-4s}
 WARMUP=${WARMUP:-1s}
-LEVELS=${LEVELS:-1 16 16x16 shared failover}
+ALL_LEVELS="1 16 16x16 shared failover"
+partial=()
+[ -z "$QUICK" ] || partial+=(--quick)
+[ -z "${LEVELS:-}" ] || [ "$LEVELS" = "$ALL_LEVELS" ] || partial+=("LEVELS=$LEVELS")
+for k in SKIP_ETCD SKIP_SINGLE SKIP_CLUSTER BASELINE; do
+	[ -z "${!k:-}" ] || partial+=("$k=${!k}")
+done
+LEVELS=${LEVELS:-$ALL_LEVELS}
 if [ -n "$QUICK" ]; then
 	ROUNDS=1 DURATION=1s WARMUP=500ms
 	LEVELS=${LEVELS/shared/}
@@ -89,6 +105,9 @@ SKIP_SINGLE=${SKIP_SINGLE:-}
 SKIP_CLUSTER=${SKIP_CLUSTER:-}
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=lib-docs.sh
+source scripts/lib-docs.sh
+docs_guard bench-cluster "${partial[@]}"
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
 # LEVELS: CYCLES holds "CONNS INFLIGHT" per cycle level.
@@ -159,8 +178,8 @@ trap 'exit 130' INT TERM
 log "building latch${NEED_CLUSTERBENCH:+ and clusterbench} into $TMP"
 go build -o "$TMP/latch" ./cmd/latch
 [ -z "$NEED_CLUSTERBENCH" ] || (cd scripts/clusterbench && go build -o "$TMP/clusterbench" .)
-REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || REV="$REV+work tree"
+REV=$(docs_commit)
+RUN_DATE=$(docs_date)
 BASE_REV=
 if [ -n "$BASELINE" ]; then
 	BASE_REV=$(git rev-parse --verify --short "$BASELINE^{commit}")
@@ -358,10 +377,11 @@ latch_setup() {
 [ -n "$SKIP_CLUSTER" ] || latch_setup cluster
 
 # ---- report ----
-echo
-echo "Machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores; $(uname -sr); $(go version | cut -d' ' -f3)."
-echo "Levels: ${LEVELS}; $ROUNDS round(s) of $DURATION after $WARMUP of warm-up."
-echo "latch: $REV$([ -z "$BASELINE" ] || echo "; latch-base: $BASELINE$([ "$BASELINE" = "$BASE_REV" ] || echo " ($BASE_REV)")")."
+REPORT=$TMP/report.md
+{
+docs_header "$RUN_DATE" "$REV"
+echo "etcd $(if [ -z "$SKIP_ETCD" ]; then etcd --version | head -1 | awk '{print $3}'; else echo "not run"; fi). Levels: ${LEVELS}; $ROUNDS round(s) of $DURATION after $WARMUP of warm-up."
+[ -z "$BASELINE" ] || echo "latch-base: $BASELINE$([ "$BASELINE" = "$BASE_REV" ] || echo " ($BASE_REV)")."
 echo "Load average (1, 5, 15 min) at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 levels_json=[]
@@ -488,4 +508,9 @@ def row: "| " + join(" | ") + " |";
   "") end),
   ($all | map(select(.notes)) | map("note (\(.system) failover): " + (.notes | join("; "))) | .[])
 JQ
-log "done${OUT:+; raw results and logs in $OUT}"
+} >"$REPORT"
+echo
+cat "$REPORT"
+[ -z "$OUT" ] || { mkdir -p "$OUT" && cp "$REPORT" "$OUT"/; }
+docs_update bench-cluster "$REPORT"
+log "done${OUT:+; raw results, logs and report.md in $OUT}"

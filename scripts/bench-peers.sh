@@ -13,8 +13,15 @@
 #      latch, yrmcds and memcached in turn (A B C A B C ...), so that a
 #      disturbance of the machine hits every server alike;
 #
-# and prints the medians and latch/peer ratios as Markdown tables, the form
-# docs/benchmarks.md keeps. Raw results (one JSON per run) go to $OUT.
+# and prints the medians and latch/peer ratios as Markdown tables, headed
+# by the machine, the date and the commit. Raw results (one JSON per run)
+# and the report (report.md) go to $OUT.
+#
+# UPDATE_DOCS=1 also writes the report into docs/benchmarks.md, between
+# its lines "<!-- begin bench-peers -->" and "<!-- end bench-peers -->"
+# (scripts/lib-docs.sh). Only a full run may: with ONLY, SKIP_MEMORY,
+# BASELINE or FROM set it stops before it starts; UPDATE_DOCS=force writes
+# such a run anyway, marked partial. DOCS_FILE=<file> writes another file.
 # Every run passes the server's pid (--server-pid): the speed runs report
 # the server's CPU time (user+sys, from /proc/<pid>/stat) per op over the
 # measured time, the measure to trust on a noisy machine, where ops/s is not.
@@ -35,6 +42,7 @@
 #   IDLE_CONNS=10000 OUT=<dir> BASE_PORT=22200 SKIP_MEMORY=1 FROM="<dir>..."
 #   (report over earlier runs' OUT dirs, run nothing) ONLY=<regexp
 #   of case names> BASELINE=<git revision> (see above)
+#   UPDATE_DOCS=1|force DOCS_FILE=<file> (see above)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -53,6 +61,8 @@ BASELINE=${BASELINE:-}
 BASE_REV=
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=lib-docs.sh
+source scripts/lib-docs.sh
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -142,6 +152,10 @@ JQ
 
 # FROM: report over earlier runs' results and run nothing.
 if [ -n "${FROM:-}" ]; then
+	if [ -n "${UPDATE_DOCS:-}" ]; then
+		echo "bench-peers: FROM reports earlier runs, whose machine and commit it does not know: not with UPDATE_DOCS" >&2
+		exit 2
+	fi
 	files=()
 	for d in $FROM; do files+=("$d/results.jsonl"); done
 	echo "Medians over the rounds of: $FROM."
@@ -149,6 +163,12 @@ if [ -n "${FROM:-}" ]; then
 	report_tables "${files[@]}"
 	exit 0
 fi
+
+partial=()
+[ "$ONLY" = . ] || partial+=("ONLY=$ONLY")
+[ -z "$SKIP_MEMORY" ] || partial+=(SKIP_MEMORY)
+[ -z "$BASELINE" ] || partial+=("BASELINE=$BASELINE")
+docs_guard bench-peers "${partial[@]}"
 
 WORK=$(mktemp -d /tmp/latch-bench.XXXXXX)
 OUT=${OUT:-$WORK/results}
@@ -170,8 +190,8 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 log "building latch"
 go build -o "$WORK/latch" ./cmd/latch
 LATCH=$WORK/latch
-REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || REV="$REV+work tree"
+REV=$(docs_commit)
+RUN_DATE=$(docs_date)
 if [ -n "$BASELINE" ]; then
 	BASE_REV=$(git rev-parse --verify --short "$BASELINE^{commit}")
 	log "building latch at $BASELINE ($BASE_REV) as latch-base"
@@ -287,7 +307,6 @@ run() {
 }
 
 # --- 1. memory ---------------------------------------------------------------
-lscpu | sed -n 's/^Model name: *//p' | head -1 >"$OUT/cpu"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 # Every memory case gets fresh servers: a Go heap keeps its grown maps and
 # its RSS shrinks late, so a server that has run another case would skew
@@ -355,10 +374,18 @@ done
 stop_servers
 
 # --- report ------------------------------------------------------------------
+version_of() { dpkg-query -W -f '${Version}' "$1" 2>/dev/null || echo "?"; }
+{
+	docs_header "$RUN_DATE" "$REV"
+	echo "yrmcds $(version_of yrmcds) (workers = 2), memcached $(version_of memcached) (-t 2 -c 20000), latch with its defaults but --memcache-max-conns 20000 --dlock-max-conns 20000."
+	echo "$CONNS connections, $DURATION per run after $WARMUP of warm-up; medians of $ROUNDS round(s)."
+	[ -z "$BASELINE" ] || echo "latch-base: $BASELINE$([ "$BASELINE" = "$BASE_REV" ] || echo " ($BASE_REV)")."
+	echo "Load average (1, 5, 15 min) at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo
+	report_tables "$OUT/results.jsonl"
+} >"$OUT/report.md"
 echo
-echo "Machine: $(cat "$OUT/cpu"), $(nproc) cores; $(uname -sr); $(go version | cut -d' ' -f3)."
-echo "$CONNS connections, $DURATION per run after $WARMUP of warm-up; medians of $ROUNDS rounds; raw results in $OUT."
-echo "latch: $REV$([ -z "$BASELINE" ] || echo "; latch-base: $BASELINE$([ "$BASELINE" = "$BASE_REV" ] || echo " ($BASE_REV)")")."
-echo "Load average (1, 5, 15 min) at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+cat "$OUT/report.md"
 echo
-report_tables "$OUT/results.jsonl"
+echo "Raw results and this report: $OUT"
+docs_update bench-peers "$OUT/report.md"

@@ -18,11 +18,21 @@
 # acquire run, then a release run, at each depth), alternately. ROUNDS
 # repeats the whole table (the servers keep running: a round starts with
 # the keys the previous one left) and ends with each round's cycle ratios,
-# to show the machine's noise.
+# to show the machine's noise. The tables are headed by the machine, the
+# date and the commit.
 #
-# Usage: scripts/bench-redis.sh
+# UPDATE_DOCS=1 also writes them into docs/benchmarks.md, between its
+# lines "<!-- begin bench-redis -->" and "<!-- end bench-redis -->"
+# (scripts/lib-docs.sh). Not with LATCH_BIN, whose commit the script does
+# not know: then it stops before it starts, unless UPDATE_DOCS=force,
+# which writes the run marked partial. DOCS_FILE=<file> writes another
+# file.
+#
+# Usage: scripts/bench-redis.sh          (about a minute per round)
+#   UPDATE_DOCS=1 ROUNDS=5 scripts/bench-redis.sh
 # Knobs (environment): CONNS=16 PIPE=16 REQS=200000 KEYS=100000 PORT=23379 ROUNDS=1
 # LATCH_BIN=path runs that latch binary instead of building this tree's.
+# UPDATE_DOCS=1|force DOCS_FILE=<file> (see above)
 set -euo pipefail
 
 CONNS=${CONNS:-16}
@@ -34,6 +44,11 @@ ROUNDS=${ROUNDS:-1}
 LPORT=$((PORT + 1))
 
 cd "$(dirname "$0")/.."
+# shellcheck source=lib-docs.sh
+source scripts/lib-docs.sh
+partial=()
+[ -z "${LATCH_BIN:-}" ] || partial+=("LATCH_BIN=$LATCH_BIN")
+docs_guard bench-redis "${partial[@]}"
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
@@ -41,9 +56,16 @@ trap cleanup EXIT
 
 if [ -n "${LATCH_BIN:-}" ]; then
 	cp "$LATCH_BIN" "$tmp/latch"
+	REV="$LATCH_BIN"
 else
 	go build -o "$tmp/latch" ./cmd/latch
+	REV=$(docs_commit)
 fi
+RUN_DATE=$(docs_date)
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+# The report: what is printed, also kept for docs_update.
+report=$tmp/report.md
+emit() { tee -a "$report"; }
 redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
 	--protected-mode no --dir "$tmp" --logfile "$tmp/redis.log" &
 pids+=($!)
@@ -81,8 +103,7 @@ run() {
 ratios=()
 table() {
 	local round=$1 pipe kind r l
-	echo "| case | in flight | redis req/s | latch req/s | latch/redis | redis CPU µs/req | latch CPU µs/req |"
-	echo "|---|---|---|---|---|---|---|"
+	printf '%s\n' "| case | in flight | redis req/s | latch req/s | latch/redis | redis CPU µs/req | latch CPU µs/req |" "|---|---|---|---|---|---|---|" | emit
 	declare -A R L
 	for pipe in 1 "$PIPE"; do
 		for kind in acquire release; do
@@ -102,27 +123,36 @@ table() {
 			R[$kind$pipe]=${r%% *}
 			L[$kind$pipe]=${l%% *}
 			awk -v k="$kind" -v p="$pipe" -v r="$r" -v l="$l" 'BEGIN{split(r,a," "); split(l,b," ");
-				printf "| %s | %d | %.0f | %.0f | %.2fx | %s | %s |\n", k, p, a[1], b[1], b[1]/a[1], a[2], b[2]}'
+				printf "| %s | %d | %.0f | %.0f | %.2fx | %s | %s |\n", k, p, a[1], b[1], b[1]/a[1], a[2], b[2]}' | emit
 		done
 		local line
 		line=$(awk -v p="$pipe" -v ra="${R[acquire$pipe]}" -v rr="${R[release$pipe]}" -v la="${L[acquire$pipe]}" -v lr="${L[release$pipe]}" \
 			'BEGIN{rc=1/(1/ra+1/rr); lc=1/(1/la+1/lr); printf "| cycle (acquire + release) | %d | %.0f | %.0f | %.2fx | | |\n", p, rc, lc, lc/rc}')
-		echo "$line"
+		echo "$line" | emit
 		ratios+=("$pipe $(echo "$line" | awk -F'|' '{gsub(/ /, "", $6); print $6}')")
 	done
 }
 
+{
+	docs_header "$RUN_DATE" "$REV"
+	echo "redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'), no persistence; redis-benchmark, $CONNS connections, $REQS requests over $KEYS keys, 1 and $PIPE in flight; $ROUNDS round(s)."
+	echo "Load average (1, 5, 15 min) at the start: $LOAD_START."
+	echo
+} | emit
 for round in $(seq "$ROUNDS"); do
-	[ "$ROUNDS" = 1 ] || echo "Round $round"
+	[ "$ROUNDS" = 1 ] || printf 'Round %s\n\n' "$round" | emit
 	table "$round"
-	[ "$ROUNDS" = 1 ] || echo
+	echo | emit
 done
 if [ "$ROUNDS" != 1 ]; then
 	for pipe in 1 "$PIPE"; do
-		printf "cycle latch/redis, %d in flight, by round:" "$pipe"
+		line="- cycle latch/redis, $pipe in flight, by round:"
 		for x in "${ratios[@]}"; do
-			[ "${x%% *}" = "$pipe" ] && printf " %s" "${x#* }"
+			[ "${x%% *}" = "$pipe" ] && line+=" ${x#* }"
 		done
-		echo
+		echo "$line" | emit
 	done
+	echo | emit
 fi
+echo "Load average (1, 5, 15 min) at the end: $(cut -d' ' -f1-3 /proc/loadavg)." | emit
+docs_update bench-redis "$report"

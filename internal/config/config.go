@@ -183,8 +183,9 @@ func (c ClusterConfig) checkOwnAddr(listed string) error {
 	return nil
 }
 
-// TLSConfig configures TLS. With a certificate set, every listener
-// (memcached, dlock, admin) serves TLS only; none serves plaintext.
+// TLSConfig configures TLS. With a certificate set, every client listener
+// (memcached, dlock, Redis, admin) serves TLS only; none serves plaintext.
+// The connections between cluster nodes have their own (ClusterConfig).
 type TLSConfig struct {
 	// Cert names a PEM file with the server's certificate (then any
 	// intermediates), presented by every listener.

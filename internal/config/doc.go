@@ -3,12 +3,16 @@
 // loading a Config from command-line flags, LATCH_* environment variables
 // and an optional TOML file.
 //
-// The sections of a Config hold the components' own configurations
-// (node.Config, memcache.Config, dlock.Config, admin.Config), so that a
-// default lives once, in its component's DefaultConfig, and the server
-// builds each component from its section without copying settings. Their
-// toml tags name the settings; the fields tagged "-" (loggers, metrics,
-// TLS) are the program's to set and no setting reaches them.
+// The sections Lock, Memcache, DLock and Admin hold the components' own
+// configurations (node.Config, memcache.Config, dlock.Config,
+// admin.Config), so that a default lives once, in its component's
+// DefaultConfig, and the server builds each component from its section
+// without copying settings. Log, Server, Redis, TLS and Cluster are this
+// package's own. Cluster says what the node is: with none of it set, an
+// in-memory single node; with DataDir alone, a durable single node; with
+// NodeID, RaftAddr and InitialCluster too, a cluster member. The toml tags
+// name the settings; the fields tagged "-" (loggers, metrics, TLS) are the
+// program's to set and no setting reaches them.
 //
 // # Precedence
 //
@@ -24,31 +28,29 @@
 //
 // The file mirrors the Config sections. Durations are strings accepted by
 // time.ParseDuration. A key latch does not know is an error naming the key,
-// so that a typo never goes unnoticed.
+// so that a typo never goes unnoticed. Reference returns
+// docs/configuration.md, which lists every setting, and DefaultTOML a file
+// of every key at its default. A few:
 //
 //	[log]
-//	level = "info"       # debug, info, warn or error
-//	format = "text"      # text or json
+//	level = "info"            # debug, info, warn or error
 //
-//	[lock]
-//	max-keys = 1000      # keys per lock request, 0 = no limit
-//	lock-delay = "0s"    # default lock-delay of sessions
+//	[memcache]
+//	addr = "127.0.0.1:11211"  # memcached text and binary; "" = off
 //
-//	[server]
-//	shutdown-timeout = "10s"
+//	[redis]
+//	addr = "127.0.0.1:6379"   # RESP2/RESP3 for the Redis lock clients; "" = off
 //
 //	[dlock]
 //	addr = "127.0.0.1:11212"  # dlock protocol v2/v3; "" = off
-//	max-frame = 262144        # largest request frame, bytes
-//	idle-timeout = "60s"      # close silent connections with nothing waiting; "0s" = never
-//	tokens-file = ""          # access tokens: TOKEN [lock|read [PREFIX...]] a line; "" = not checked
 //
 //	[admin]
 //	addr = "127.0.0.1:11280"  # HTTP: /metrics, status page, /v1 API; "" = off
-//	token-file = ""           # bearer token for admin actions, or token = "..."
 //
-//	[tls]                     # with cert and key, every listener serves TLS only
-//	cert = ""                 # PEM certificate
-//	key = ""                  # PEM private key
-//	client-ca = ""            # PEM CAs of required client certificates; "" = none required
+//	[tls]                     # with cert and key, every client listener serves TLS only
+//	cert = ""
+//	key = ""
+//
+//	[cluster]
+//	data-dir = ""             # "" = in memory; set alone: a durable single node
 package config

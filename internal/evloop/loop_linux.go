@@ -29,7 +29,7 @@ const readSize = 64 << 10
 // loaded loop that was 185 hand-offs and 2,100 wake-ups of the monitor a
 // second; yielding every 5 ms (one runtime.Gosched, a few hundred
 // nanoseconds) leaves about 5 and 100, and took 5-10% off the server's CPU
-// per unpipelined Redis request (docs/benchmarks.md).
+// per unpipelined Redis request (docs/benchmarks-history.md).
 const yieldEvery = 5 * time.Millisecond
 
 // gosched is runtime.Gosched; tests count its calls.

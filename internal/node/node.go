@@ -50,8 +50,9 @@ type Config struct {
 	Observer Observer `toml:"-"`
 
 	// Replicator, when set, makes the node's replicator over the node's
-	// state machine (a cluster's); New calls it once. nil: replica.Local,
-	// the in-memory single node.
+	// state machine (raftrep's, for a durable single node or a cluster
+	// member); New calls it once. nil: replica.Local, the in-memory single
+	// node.
 	Replicator func(replica.StateMachine) (replica.Replicator, error) `toml:"-"`
 	// NodeID names the node in its cluster; it is required with
 	// Replicator. The node owns its connection-bound sessions under this
@@ -103,10 +104,12 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Node is a single-node latch.Service: the replicated state (internal/fsm)
-// behind one mutex, changed only by the commands it proposes through its
-// Replicator, with sessions, parked waiters and one timer. Create it with
-// New and stop it with Shutdown. It is safe for concurrent use.
+// Node is one node's latch.Service: an in-memory single node, a durable
+// single node or a cluster member, as its Replicator makes it. It holds
+// the replicated state (internal/fsm) behind one mutex, changed only by
+// the commands it proposes through its Replicator, with sessions, parked
+// waiters and one timer. Create it with New and stop it with Shutdown. It
+// is safe for concurrent use.
 type Node struct {
 	mu  sync.Mutex
 	st  *fsm.State // guarded by mu; changed only by Apply

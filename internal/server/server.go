@@ -156,8 +156,9 @@ func (s *Server) DLockAddr() net.Addr {
 // ends shut down, last started first, each closing its listener and
 // connections. When ctx is done, what is left is closed at once.
 //
-// Every lock is lost: the lock table lives in memory only. Shutdown returns
-// the errors of every part that failed to stop in time, joined. Calling it
+// In memory, every lock is lost with the process; with a data dir, what
+// was committed stays in the log for the next start. Shutdown returns the
+// errors of every part that failed to stop in time, joined. Calling it
 // again returns the same result.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdownOnce.Do(func() {

@@ -12,7 +12,7 @@
 // Raft commit waits for the leader's write, then a follower's, in series:
 // four syncs per commit. This log syncs once per append, which halves the
 // commit latency on disks where a sync costs a few hundred microseconds
-// (docs/benchmarks.md).
+// (docs/benchmarks-history.md).
 //
 // # On disk
 //

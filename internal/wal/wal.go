@@ -639,7 +639,7 @@ func (l *Log) Append(first uint64, recs [][]byte) error {
 	// next multiple of l.grow along with the frames that pass its end,
 	// and the appends into the zeros change nothing but data: a third
 	// less time per sync on this repository's test machine
-	// (docs/benchmarks.md).
+	// (docs/benchmarks-history.md).
 	at := s.size + size
 	alloc, ahead := s.alloc, int64(0)
 	if at > alloc {

@@ -17,7 +17,7 @@
 // entry in flight at a time, so that the next entry fills while one
 // commits (a second in flight cost 10-15% of the throughput and as much
 // more CPU per request on this repository's test machine:
-// docs/benchmarks.md). When the last entry answered several clients'
+// docs/benchmarks-history.md). When the last entry answered several clients'
 // requests, the next waits a little for their next ones (gather.go), so
 // that a closed loop of clients shares entries rather than taking turns.
 // On a follower the sender writes its batches to the leader over a

@@ -11,9 +11,9 @@ import "time"
 // waits for that one's commit too, and the entries alternate between two
 // halves of the clients. An entry costs a sync on each node and Raft's
 // messages whatever it carries, so carrying both halves in one is what a
-// closed loop of clients needs (docs/benchmarks.md). The clients of other
-// nodes come back once their node applies the entry: the leader tells
-// those nodes of the commit at once (tellCommit).
+// closed loop of clients needs (docs/benchmarks-history.md). The clients
+// of other nodes come back once their node applies the entry: the leader
+// tells those nodes of the commit at once (tellCommit).
 //
 // Clients that do not come back (a lock held while its holder works)
 // would make every wait end at its timer; a wait in which nothing came

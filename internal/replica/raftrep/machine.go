@@ -116,8 +116,8 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 
 // captureStep is how many entries of the lock table (sessions, keys,
 // queued requests) Persist encodes per hold of the node's lock: about half
-// a millisecond of work (docs/benchmarks.md, "Snapshots of a million held
-// locks").
+// a millisecond of work (docs/benchmarks-history.md, "Snapshots of a
+// million held locks").
 const captureStep = 1024
 
 // observeStep, when set (by tests), is called before each step of Persist,

@@ -224,7 +224,7 @@ func New(cfg Config, sm replica.StateMachine) (*Replicator, error) {
 	// CommitTimeout, Raft's AppendEntries to an idle follower, is only
 	// their fallback, at Raft's default. At 1 ms, as it was before every
 	// entry sent notices, an idle 3-node cluster spent a third of a core
-	// of this repository's test machine on it (docs/benchmarks.md).
+	// of this repository's test machine on it (docs/benchmarks-history.md).
 	rc.CommitTimeout = commitTimeout
 	rc.MaxAppendEntries = 512
 	// BatchApplyCh stays off: the sender has one entry in flight, so
