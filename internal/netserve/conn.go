@@ -93,7 +93,7 @@ type Conn struct {
 	draining atomic.Bool // Shutdown began and the protocol drains
 }
 
-// init makes c the connection nc, served by a goroutine.
+// init readies c, whose connection is nc, to be served by a goroutine.
 func (c *Conn) init(nc net.Conn) {
 	c.nc = nc
 	c.out = timedwrite.New(nc, c.srv.cfg.WriteTimeout)

@@ -286,7 +286,11 @@ func (s *Server) serve(nc net.Conn) {
 		nc = tls.Server(nc, s.cfg.TLS)
 		plain = false
 	}
+	looped := plain && s.loopP != nil
 	c := &Conn{srv: s, peer: nc.RemoteAddr()}
+	if !looped {
+		c.nc = nc // before track: Shutdown may close it from then on
+	}
 	switch err := s.track(c); {
 	case errors.Is(err, errFull):
 		s.refusedMax.Add(1)
@@ -302,7 +306,7 @@ func (s *Server) serve(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	if plain && s.loopP != nil {
+	if looped {
 		l := s.loops[s.next%len(s.loops)]
 		s.next++
 		err := l.Add(nc, &loopHandler{c: c, h: s.loopP.LoopConn(c)})
@@ -338,7 +342,7 @@ func (s *Server) ServeNetConn(nc net.Conn) error {
 	if s.cfg.TLS != nil {
 		nc = tls.Server(nc, s.cfg.TLS)
 	}
-	c := &Conn{srv: s, peer: nc.RemoteAddr()}
+	c := &Conn{srv: s, peer: nc.RemoteAddr(), nc: nc}
 	if err := s.track(c); err != nil {
 		nc.Close()
 		return fmt.Errorf("%s: %w", s.name, err)
