@@ -116,6 +116,20 @@ type Session interface {
 	// one of them.
 	Release(keys ...string) error
 
+	// ReleaseFunc, RenewFunc and KeepAliveFunc are Release, Renew and
+	// KeepAlive answered through a function, for a front end that keeps
+	// several requests of one connection in flight on a Replicated
+	// service, where a front end that waited for each call in turn would
+	// have one request of a connection in flight at a time. done is
+	// called exactly once with what the blocking method would return,
+	// and must not block: on an Inline service from the caller's
+	// goroutine before the call returns, on a Replicated one possibly
+	// from another goroutine, before or after the call returns. The calls
+	// of one session take effect in the order they were made.
+	ReleaseFunc(keys []string, done func(error))
+	RenewFunc(lease time.Duration, keys []string, done func(Grant, error))
+	KeepAliveFunc(done func(error))
+
 	// ReleaseAll releases every lock the session holds, leased ones
 	// included, and returns how many keys it released.
 	ReleaseAll() (int, error)
@@ -137,27 +151,6 @@ type Session interface {
 	// and every lock without a lease is released at once. Leased locks stay
 	// until their lease ends. Close is idempotent.
 	Close() error
-}
-
-// AsyncSession is a Session whose calls can be answered through a
-// function, for a front end that keeps several requests of one connection
-// in flight. A cluster node answers a call only once its command is
-// committed; a front end that waited for each in turn would have one
-// request of a connection in flight at a time.
-//
-// Each Func call is the Session method of its name (ReleaseFunc is
-// Release): done is called exactly once with what that method would
-// return, possibly before the call returns, from the caller's goroutine or
-// another, and must not block. The calls of one session take effect in the
-// order they were made.
-type AsyncSession interface {
-	Session
-	ReleaseFunc(keys []string, done func(error))
-	RenewFunc(lease time.Duration, keys []string, done func(Grant, error))
-	KeepAliveFunc(done func(error))
-	// Async reports whether the session's service is Replicated
-	// (Service.Execution).
-	Async() bool
 }
 
 // WaitID names a request that waits in the lock table (Session.AcquireFunc).

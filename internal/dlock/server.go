@@ -28,6 +28,11 @@ type Server struct {
 	cfg Config
 	svc latch.Service
 	log *slog.Logger
+	// exec is svc.Execution(), read once by New. When Replicated, the
+	// version 3 requests that change the state are answered through the
+	// session's callbacks (handle.go), so that the reader goes on while
+	// they commit.
+	exec latch.Execution
 
 	// draining is set when Shutdown begins: readers stop, and connections
 	// close once their answers are written.
@@ -56,7 +61,7 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, svc: svc, log: log, conns: make(map[*conn]struct{})}
+	s := &Server{cfg: cfg, svc: svc, log: log, exec: svc.Execution(), conns: make(map[*conn]struct{})}
 	s.refuser = refuse.New(&s.wg)
 	for i := range s.cmds {
 		s.cmds[i] = cfg.Metrics.Command(strings.ToLower(pb.RequestType(i).String()))

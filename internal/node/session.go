@@ -36,7 +36,7 @@ type session struct {
 	moved bool
 }
 
-var _ latch.AsyncSession = (*session)(nil)
+var _ latch.Session = (*session)(nil)
 
 // waiter is a parked request. The caller of Acquire blocks on ch, which
 // receives exactly one result, sent under the node's mutex by whoever
@@ -342,7 +342,7 @@ func (s *session) Release(keys ...string) error {
 	return n.propose().Err
 }
 
-// ReleaseFunc is Release answered through done; see latch.AsyncSession.
+// ReleaseFunc is Release answered through done; see latch.Session.
 func (s *session) ReleaseFunc(keys []string, done func(error)) {
 	c, err := s.funcCommand(fsm.OpRelease, "release")
 	if err != nil {
@@ -354,7 +354,7 @@ func (s *session) ReleaseFunc(keys []string, done func(error)) {
 	s.n.unlock()
 }
 
-// RenewFunc is Renew answered through done; see latch.AsyncSession.
+// RenewFunc is Renew answered through done; see latch.Session.
 func (s *session) RenewFunc(lease time.Duration, keys []string, done func(latch.Grant, error)) {
 	c, err := s.funcCommand(fsm.OpRenew, "renew")
 	if err != nil {
@@ -366,8 +366,7 @@ func (s *session) RenewFunc(lease time.Duration, keys []string, done func(latch.
 	s.n.unlock()
 }
 
-// KeepAliveFunc is KeepAlive answered through done; see
-// latch.AsyncSession.
+// KeepAliveFunc is KeepAlive answered through done; see latch.Session.
 func (s *session) KeepAliveFunc(done func(error)) {
 	if _, err := s.funcCommand(fsm.OpKeepAlive, "keepalive"); err != nil {
 		done(err)
@@ -391,10 +390,6 @@ func (s *session) funcCommand(op fsm.Op, what string) (*fsm.Command, error) {
 	}
 	return s.command(op), nil
 }
-
-// Async reports whether the node answers replicated; see
-// latch.AsyncSession.
-func (s *session) Async() bool { return s.n.exec == latch.Replicated }
 
 // ReleaseAll releases every lock the session holds, leased ones included.
 func (s *session) ReleaseAll() (int, error) {
