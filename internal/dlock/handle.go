@@ -160,11 +160,11 @@ func (c *conn) lockRequest(req *pb.Request, v3 bool) (latch.LockRequest, error) 
 	return lr, nil
 }
 
-// acquire takes lr. With inline set, it only tries: a request that cannot
-// be granted at once but may wait returns wait = true and nothing else
-// happens. Otherwise it waits as lr.Wait allows; parked, when not nil, is
-// called with true before waiting and false after.
-func acquire(ctx context.Context, sess latch.Session, lr latch.LockRequest, inline bool, parked func(bool)) (g latch.Grant, err error, wait bool) {
+// acquire takes lr. With tryOnly set, it only tries: a request that
+// cannot be granted at once but may wait returns wait = true and nothing
+// else happens. Otherwise it waits as lr.Wait allows; parked, when not
+// nil, is called with true before waiting and false after.
+func acquire(ctx context.Context, sess latch.Session, lr latch.LockRequest, tryOnly bool, parked func(bool)) (g latch.Grant, err error, wait bool) {
 	if lr.Wait == latch.NoWait {
 		g, err = sess.Acquire(ctx, lr)
 		return g, err, false
@@ -175,7 +175,7 @@ func acquire(ctx context.Context, sess latch.Session, lr latch.LockRequest, inli
 	if !errors.Is(err, latch.ErrWouldBlock) {
 		return g, err, false
 	}
-	if inline {
+	if tryOnly {
 		return latch.Grant{}, nil, true
 	}
 	if parked != nil {
@@ -213,9 +213,10 @@ func (c *conn) sessionErr(err error) error {
 
 // handleV2 answers a version 2 request (or a request of an unknown version,
 // or a frame that did not decode, all answered in version 2 order) in resp.
-// With inline set it does not wait: a Lock that must wait returns wait =
-// true and leaves resp unfinished, to be queued.
-func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
+// With tryOnly set (the reader's call) it does not wait in a lock queue: a
+// Lock that must wait returns wait = true and leaves resp unfinished, to
+// be queued.
+func (c *conn) handleV2(q queued, tryOnly bool, resp *pb.Response) (wait bool) {
 	req := q.req
 	initResponse(resp, req.GetId(), q.at, false)
 	if req == nil {
@@ -249,7 +250,7 @@ func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
 			err = c.sessionErr(err)
 			break
 		}
-		_, err, wait = acquire(context.Background(), sess, lr, inline, c.setParked)
+		_, err, wait = acquire(context.Background(), sess, lr, tryOnly, c.setParked)
 		if wait {
 			return true
 		}
