@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
@@ -116,10 +117,10 @@ func (s *Server) redisServer(addr string, tlsCfg *tls.Config) (*resp.Server, err
 	rc.Metrics = s.metrics.Protocol("redis")
 	rc.TLS = tlsCfg
 	rc.Allow = allow
-	if s.rep == nil {
-		// In memory, a request is answered at once: event loops serve
-		// the connections. Replicated, it waits for its commit, and a
-		// loop would make its other connections wait too.
+	if s.node.Execution() == latch.Inline {
+		// A request is answered at once: event loops serve the
+		// connections. Replicated, it waits for its commit, and a loop
+		// would make its other connections wait too.
 		rc.Loops = redisLoops(s.cfg.Redis.Loops, runtime.GOMAXPROCS(0))
 	}
 	if path := s.cfg.Redis.TokensFile; path != "" {
