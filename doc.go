@@ -1,7 +1,10 @@
 // Package latch holds the vocabulary shared by every part of the latch lock
 // server: keys, lock modes, fencing tokens, requests and grants, the errors a
 // lock operation can end with, and the Service interface that the protocol
-// front ends (memcached, dlock, admin) call.
+// front ends (memcached, dlock, admin) call. A Service names how it
+// answers (Execution): Inline, a call decided before it returns unless it
+// waits in a lock queue, or Replicated, a change answered once committed;
+// front ends read it to choose how they serve connections.
 //
 // The package imports nothing from the rest of the module. The lock model it
 // names is described in docs/lock-model.md: exclusive and shared locks, FIFO

@@ -50,9 +50,10 @@ type Config struct {
 	Allow []netip.Prefix
 	// Loops is the number of event loops (package evloop) that serve the
 	// plain TCP connections, on Linux; 0, TLS connections, and other
-	// systems get a goroutine per connection. Only for a Service whose
-	// calls return at once (a node in memory): a loop's connections all
-	// wait while one of its requests does.
+	// systems get a goroutine per connection. Only for a Service that
+	// answers inline (latch.Inline; a node in memory): a loop's
+	// connections all wait while one of its requests does, and on a
+	// latch.Replicated one each request waits for its commit.
 	Loops int
 	// Logger receives lifecycle and error logs; nil discards them.
 	Logger *slog.Logger
