@@ -4,7 +4,10 @@
 // and dlock front ends call (and its Admin part, the admin API). The Redis
 // front end, whose locks belong to a value rather than a session, reaches
 // the same lock table through internal/node, with this package's keys and
-// errors.
+// errors. A Service names how it answers (Execution): Inline, a call
+// decided before it returns unless it waits in a lock queue, or
+// Replicated, a change answered once committed; front ends read it to
+// choose how they serve connections.
 //
 // The package imports nothing from the rest of the module. The lock model it
 // names is described in docs/lock-model.md: exclusive and shared locks, FIFO

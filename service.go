@@ -2,6 +2,7 @@ package latch
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -23,7 +24,55 @@ type Service interface {
 	// session bound to its connection (no TTL).
 	ResumeSession(id SessionID, opts SessionOptions) (Session, error)
 
+	// Execution reports how the service answers the calls of its
+	// sessions. It never changes during the service's life, so a front
+	// end may read it once.
+	Execution() Execution
+
 	Admin
+}
+
+// Execution is how a Service answers the calls of its sessions: at once,
+// or once a change has been replicated. It tells a front end what it may
+// do with its connections; the answers are the same either way.
+type Execution int
+
+const (
+	// Inline: a call is decided by the caller's goroutine before it
+	// returns, unless its request waits in a lock queue: Acquire then
+	// blocks until the request ends, and AcquireFunc returns at once and
+	// answers through done when it ends. The Func calls (ReleaseFunc,
+	// RenewFunc, KeepAliveFunc) call done before they return, so they
+	// gain a front end nothing over the blocking methods. A front end may
+	// serve connections from an event loop that many share, as long as no
+	// request blocks there in a lock queue (it tries with NoWait, or waits
+	// through AcquireFunc). An in-memory single node answers inline.
+	Inline Execution = iota
+
+	// Replicated: a call that changes the state (a session's start and
+	// end included) returns only once its change is committed and
+	// applied, which takes at least one round of replication and, without
+	// a leader, may take until the service gives up; Acquire with NoWait
+	// blocks as long. AcquireFunc decides nothing at once: every request
+	// it accepts returns a non-zero WaitID and is answered through done, a
+	// grant at once included; the Func calls answer through done, from
+	// another goroutine, so that a front end can keep many requests of one
+	// connection in flight. A front end must not make such a call from a
+	// goroutine that other connections wait on (an event loop): each
+	// would wait for the others' commits. A durable node and a cluster
+	// node answer replicated.
+	Replicated
+)
+
+// String returns "inline" or "replicated".
+func (e Execution) String() string {
+	switch e {
+	case Inline:
+		return "inline"
+	case Replicated:
+		return "replicated"
+	}
+	return fmt.Sprintf("Execution(%d)", int(e))
 }
 
 // Session is one client's handle on the lock table. Its methods are safe for
@@ -52,10 +101,9 @@ type Session interface {
 	// must not block: a grant's answer is written from the goroutine that
 	// released the lock, so a slow done delays that goroutine's client.
 	//
-	// A session whose calls are answered once replicated (AsyncSession,
-	// Async true) decides nothing at once: every request it accepts
-	// returns a non-zero id, and done reports its outcome, a grant at once
-	// included.
+	// A session of a Replicated service decides nothing at once: every
+	// request it accepts returns a non-zero id, and done reports its
+	// outcome, a grant at once included.
 	AcquireFunc(req LockRequest, done func(Grant, error)) (g Grant, id WaitID, err error)
 
 	// Cancel withdraws a request of AcquireFunc that waits: its done is
@@ -67,6 +115,20 @@ type Session interface {
 	// returns an error wrapping ErrNotHeld if the session does not hold
 	// one of them.
 	Release(keys ...string) error
+
+	// ReleaseFunc, RenewFunc and KeepAliveFunc are Release, Renew and
+	// KeepAlive answered through a function, for a front end that keeps
+	// several requests of one connection in flight on a Replicated
+	// service, where a front end that waited for each call in turn would
+	// have one request of a connection in flight at a time. done is
+	// called exactly once with what the blocking method would return,
+	// and must not block: on an Inline service from the caller's
+	// goroutine before the call returns, on a Replicated one possibly
+	// from another goroutine, before or after the call returns. The calls
+	// of one session take effect in the order they were made.
+	ReleaseFunc(keys []string, done func(error))
+	RenewFunc(lease time.Duration, keys []string, done func(Grant, error))
+	KeepAliveFunc(done func(error))
 
 	// ReleaseAll releases every lock the session holds, leased ones
 	// included, and returns how many keys it released.
@@ -89,28 +151,6 @@ type Session interface {
 	// and every lock without a lease is released at once. Leased locks stay
 	// until their lease ends. Close is idempotent.
 	Close() error
-}
-
-// AsyncSession is a Session whose calls can be answered through a
-// function, for a front end that keeps several requests of one connection
-// in flight. A cluster node answers a call only once its command is
-// committed; a front end that waited for each in turn would have one
-// request of a connection in flight at a time.
-//
-// Each Func call is the Session method of its name (ReleaseFunc is
-// Release): done is called exactly once with what that method would
-// return, possibly before the call returns, from the caller's goroutine or
-// another, and must not block. The calls of one session take effect in the
-// order they were made.
-type AsyncSession interface {
-	Session
-	ReleaseFunc(keys []string, done func(error))
-	RenewFunc(lease time.Duration, keys []string, done func(Grant, error))
-	KeepAliveFunc(done func(error))
-	// Async reports whether calls are answered once replicated. When it is
-	// false every call is answered before it returns, and a caller may as
-	// well use the blocking methods.
-	Async() bool
 }
 
 // WaitID names a request that waits in the lock table (Session.AcquireFunc).

@@ -16,8 +16,8 @@ import (
 )
 
 // newClusterEnv is newEnv over a cluster node: a one-member Raft cluster
-// in memory, whose sessions answer once their commands are applied
-// (latch.AsyncSession), as every node of a real cluster does.
+// in memory, which answers once its commands are applied
+// (latch.Replicated), as every node of a real cluster does.
 func newClusterEnv(t *testing.T) *env {
 	t.Helper()
 	cfg := testConfig()
@@ -29,6 +29,9 @@ func newClusterEnv(t *testing.T) *env {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := svc.Execution(); got != latch.Replicated {
+		t.Fatalf("a cluster node's Execution() = %v, want replicated", got)
 	}
 	e := &env{svc: svc}
 	if e.srv, err = New(svc, cfg); err != nil {

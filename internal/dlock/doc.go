@@ -24,7 +24,11 @@
 //     lock table (latch.Session.AcquireFunc), cancellable by id, and is
 //     answered from the goroutine that ends its wait (a grant from the
 //     goroutine that released the lock, without blocking it); the rest
-//     are handled as they are read;
+//     are handled as they are read. When the service is Replicated
+//     (latch.Execution, read once by New), every version 3 Lock, Unlock,
+//     Renew and Ping is answered through a callback once its command is
+//     applied, so that the reader goes on while it commits; version 2
+//     requests wait for their commits in turn, as their order demands;
 //   - one writer, and no goroutine of its own: handlers append encoded
 //     answers to a buffer, and the goroutine that finds no write in
 //     progress writes what has gathered with one call (answers coalesce

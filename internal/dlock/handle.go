@@ -160,11 +160,11 @@ func (c *conn) lockRequest(req *pb.Request, v3 bool) (latch.LockRequest, error) 
 	return lr, nil
 }
 
-// acquire takes lr. With inline set, it only tries: a request that cannot
-// be granted at once but may wait returns wait = true and nothing else
-// happens. Otherwise it waits as lr.Wait allows; parked, when not nil, is
-// called with true before waiting and false after.
-func acquire(ctx context.Context, sess latch.Session, lr latch.LockRequest, inline bool, parked func(bool)) (g latch.Grant, err error, wait bool) {
+// acquire takes lr. With tryOnly set, it only tries: a request that
+// cannot be granted at once but may wait returns wait = true and nothing
+// else happens. Otherwise it waits as lr.Wait allows; parked, when not
+// nil, is called with true before waiting and false after.
+func acquire(ctx context.Context, sess latch.Session, lr latch.LockRequest, tryOnly bool, parked func(bool)) (g latch.Grant, err error, wait bool) {
 	if lr.Wait == latch.NoWait {
 		g, err = sess.Acquire(ctx, lr)
 		return g, err, false
@@ -175,7 +175,7 @@ func acquire(ctx context.Context, sess latch.Session, lr latch.LockRequest, inli
 	if !errors.Is(err, latch.ErrWouldBlock) {
 		return g, err, false
 	}
-	if inline {
+	if tryOnly {
 		return latch.Grant{}, nil, true
 	}
 	if parked != nil {
@@ -213,9 +213,10 @@ func (c *conn) sessionErr(err error) error {
 
 // handleV2 answers a version 2 request (or a request of an unknown version,
 // or a frame that did not decode, all answered in version 2 order) in resp.
-// With inline set it does not wait: a Lock that must wait returns wait =
-// true and leaves resp unfinished, to be queued.
-func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
+// With tryOnly set (the reader's call) it does not wait in a lock queue: a
+// Lock that must wait returns wait = true and leaves resp unfinished, to
+// be queued.
+func (c *conn) handleV2(q queued, tryOnly bool, resp *pb.Response) (wait bool) {
 	req := q.req
 	initResponse(resp, req.GetId(), q.at, false)
 	if req == nil {
@@ -249,7 +250,7 @@ func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
 			err = c.sessionErr(err)
 			break
 		}
-		_, err, wait = acquire(context.Background(), sess, lr, inline, c.setParked)
+		_, err, wait = acquire(context.Background(), sess, lr, tryOnly, c.setParked)
 		if wait {
 			return true
 		}
@@ -266,9 +267,8 @@ func (c *conn) handleV2(q queued, inline bool, resp *pb.Response) (wait bool) {
 }
 
 // unlock releases the keys of an Unlock request. A version 3 request
-// (v3At, when it was read, not nil) of a session whose calls are answered
-// once replicated is answered later (laterAnswer): unlock then reports
-// later = true.
+// (v3At, when it was read, not nil) to a Replicated service is answered
+// later (laterAnswer): unlock then reports later = true.
 func (c *conn) unlock(req *pb.Request, v3At *time.Time) (later bool, err error) {
 	keys, err := c.keysOf("unlock", req)
 	if err != nil {
@@ -278,8 +278,8 @@ func (c *conn) unlock(req *pb.Request, v3At *time.Time) (later bool, err error) 
 	if sess == nil {
 		return false, fmt.Errorf("unlock %q: %w", keys[0], latch.ErrNotHeld)
 	}
-	if as := asyncOf(sess); as != nil && v3At != nil {
-		as.ReleaseFunc(keys, c.later(req, *v3At).answer)
+	if c.srv.exec == latch.Replicated && v3At != nil {
+		sess.ReleaseFunc(keys, c.later(req, *v3At).answer)
 		return true, nil
 	}
 	return false, c.sessionErr(sess.Release(keys...))
@@ -300,8 +300,8 @@ func (c *conn) handleV3(req *pb.Request, at time.Time) {
 	switch req.GetType() {
 	case pb.RequestType_Ping:
 		if sess, _ := c.openSession(); sess != nil {
-			if as := asyncOf(sess); as != nil {
-				as.KeepAliveFunc(c.later(req, at).answer)
+			if c.srv.exec == latch.Replicated {
+				sess.KeepAliveFunc(c.later(req, at).answer)
 				return
 			}
 			err = c.sessionErr(sess.KeepAlive())
@@ -364,11 +364,10 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 		return false
 	}
 	// Try first: a Lock granted or refused at once needs no record. A
-	// session whose calls are answered once replicated decides nothing at
-	// once: every Lock goes to AcquireFunc, so that the reader goes on
-	// while it commits.
-	async := asyncOf(sess) != nil
-	if !async {
+	// Replicated service decides nothing at once: every Lock goes to
+	// AcquireFunc, so that the reader goes on while it commits.
+	later := c.srv.exec == latch.Replicated
+	if !later {
 		g, err, wait := acquire(context.Background(), sess, lr, true, nil)
 		if !wait {
 			if err != nil {
@@ -387,7 +386,7 @@ func (c *conn) lockV3(req *pb.Request, at time.Time, resp *pb.Response) (waiting
 	// It waits. The request is the reader's, reused for the next one:
 	// keep what the answer needs. Count it as waiting before it can end,
 	// which may happen before AcquireFunc returns.
-	w := &waitingLock{c: c, reqID: id, at: at, later: async}
+	w := &waitingLock{c: c, reqID: id, at: at, later: later}
 	w.keys = append(w.keyBuf[:0], lr.Keys...)
 	w.resp.Tokens = w.tokens[:0]
 	c.wmu.Lock()
@@ -424,9 +423,8 @@ type waitingLock struct {
 	// wid is the lock service's id of the request, for Cancel. Only the
 	// reader sets and reads it.
 	wid latch.WaitID
-	// later is set when the session answers once replicated: the answer
-	// is written with the others of the same applied batch
-	// (writer.postLater).
+	// later is set when the service is Replicated: the answer is written
+	// with the others of the same applied batch (writer.postLater).
 	later bool
 	// The answer, and room for the key and the token of a one-key grant:
 	// one allocation for the common waiting Lock.
@@ -471,8 +469,7 @@ func (w *waitingLock) forget() {
 }
 
 // renew handles a version 3 Renew read at at, answering it in resp, or
-// later (later = true) for a session whose calls are answered once
-// replicated.
+// later (later = true) on a Replicated service.
 func (c *conn) renew(req *pb.Request, at time.Time, resp *pb.Response) (later bool, err error) {
 	keys, err := c.keysOf("renew", req)
 	if err != nil {
@@ -483,10 +480,10 @@ func (c *conn) renew(req *pb.Request, at time.Time, resp *pb.Response) (later bo
 		return false, fmt.Errorf("renew %q: %w", keys[0], latch.ErrNotHeld)
 	}
 	lease := micros(req.GetLock().GetReleaseMicro())
-	if as := asyncOf(sess); as != nil {
+	if c.srv.exec == latch.Replicated {
 		a := c.later(req, at)
 		a.keys = slices.Clone(keys)
-		as.RenewFunc(lease, keys, a.renewed)
+		sess.RenewFunc(lease, keys, a.renewed)
 		return true, nil
 	}
 	g, err := sess.Renew(lease, keys...)
@@ -515,20 +512,11 @@ func (c *conn) cancel(req *pb.Request) error {
 	return nil
 }
 
-// asyncOf returns sess as a latch.AsyncSession if its calls are answered
-// once replicated (a cluster node's), or nil.
-func asyncOf(sess latch.Session) latch.AsyncSession {
-	if as, ok := sess.(latch.AsyncSession); ok && as.Async() {
-		return as
-	}
-	return nil
-}
-
-// laterAnswer is the answer to a version 3 Unlock, Renew or Ping of a
-// session whose calls are answered once replicated: the lock service
-// reports the outcome from its own goroutine (answer), and the reader goes
-// on to the next request meanwhile. A connection has at most
-// maxLater of them in flight: the reader waits for room beyond.
+// laterAnswer is the answer to a version 3 Unlock, Renew or Ping to a
+// Replicated service: the lock service reports the outcome from its own
+// goroutine (answer), and the reader goes on to the next request
+// meanwhile. A connection has at most maxLater of them in flight: the
+// reader waits for room beyond.
 type laterAnswer struct {
 	c    *conn
 	typ  pb.RequestType

@@ -26,6 +26,11 @@ type Server struct {
 	svc latch.Service
 	log *slog.Logger
 	ns  *netserve.Server
+	// exec is svc.Execution(), read once by New. When Replicated, the
+	// version 3 requests that change the state are answered through the
+	// session's callbacks (handle.go), so that the reader goes on while
+	// they commit.
+	exec latch.Execution
 
 	// cmds are the metrics of each request type, by type; cmds[0]
 	// (Invalid) also counts unknown types and frames that did not decode.
@@ -44,7 +49,7 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, svc: svc, log: log}
+	s := &Server{cfg: cfg, svc: svc, log: log, exec: svc.Execution()}
 	for i := range s.cmds {
 		s.cmds[i] = cfg.Metrics.Command(strings.ToLower(pb.RequestType(i).String()))
 	}

@@ -253,22 +253,24 @@ func TestAcquireFuncCancel(t *testing.T) {
 	}
 }
 
-// The Func calls of latch.AsyncSession answer what their blocking
-// counterparts return, once: at once on a single node, once applied on a
-// cluster node (Async).
+// The Func calls of latch.Session answer what their blocking counterparts
+// return, once: before they return on a node that answers inline, once
+// applied on a cluster node (latch.Replicated).
 func TestFuncCalls(t *testing.T) {
 	n := newNode(t, Config{})
 	s := open(t, n, latch.SessionOptions{TTL: time.Minute})
 	closed := open(t, n, latch.SessionOptions{})
 	closed.Close()
 	mustAcquire(t, s, x(0, "a", "b"))
-	if got := s.(latch.AsyncSession).Async(); got != asyncReplicas {
-		t.Errorf("Async() = %v on a %s node", got, map[bool]string{false: "single", true: "cluster"}[asyncReplicas])
-	}
-	// call makes one Func call and waits for its one answer.
+	inline := n.Execution() == latch.Inline
+	// call makes one Func call and waits for its one answer, which an
+	// inline node gives before the call returns.
 	call := func(f func(done func(latch.Grant, error))) (latch.Grant, error) {
 		e := new(ends)
 		f(e.done)
+		if inline && len(e.got()) != 1 {
+			t.Errorf("an inline node's Func call returned before its answer")
+		}
 		o := e.one(t)
 		return o.g, o.err
 	}
@@ -278,22 +280,21 @@ func TestFuncCalls(t *testing.T) {
 	tests := []struct {
 		name      string
 		s         latch.Session
-		f         func(as latch.AsyncSession, done func(latch.Grant, error))
+		f         func(s latch.Session, done func(latch.Grant, error))
 		wantErr   error
 		wantLease bool
 	}{
-		{"keepalive", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.KeepAliveFunc(errOnly(d)) }, nil, false},
-		{"renew", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.RenewFunc(time.Minute, []string{"a"}, d) }, nil, true},
-		{"renew not held", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.RenewFunc(time.Minute, []string{"c"}, d) }, latch.ErrNotHeld, false},
-		{"release", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.ReleaseFunc([]string{"a"}, errOnly(d)) }, nil, false},
-		{"release again", s, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.ReleaseFunc([]string{"a"}, errOnly(d)) }, latch.ErrNotHeld, false},
-		{"keepalive, closed", closed, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.KeepAliveFunc(errOnly(d)) }, latch.ErrNoSession, false},
-		{"release, closed", closed, func(as latch.AsyncSession, d func(latch.Grant, error)) { as.ReleaseFunc([]string{"b"}, errOnly(d)) }, latch.ErrNoSession, false},
+		{"keepalive", s, func(s latch.Session, d func(latch.Grant, error)) { s.KeepAliveFunc(errOnly(d)) }, nil, false},
+		{"renew", s, func(s latch.Session, d func(latch.Grant, error)) { s.RenewFunc(time.Minute, []string{"a"}, d) }, nil, true},
+		{"renew not held", s, func(s latch.Session, d func(latch.Grant, error)) { s.RenewFunc(time.Minute, []string{"c"}, d) }, latch.ErrNotHeld, false},
+		{"release", s, func(s latch.Session, d func(latch.Grant, error)) { s.ReleaseFunc([]string{"a"}, errOnly(d)) }, nil, false},
+		{"release again", s, func(s latch.Session, d func(latch.Grant, error)) { s.ReleaseFunc([]string{"a"}, errOnly(d)) }, latch.ErrNotHeld, false},
+		{"keepalive, closed", closed, func(s latch.Session, d func(latch.Grant, error)) { s.KeepAliveFunc(errOnly(d)) }, latch.ErrNoSession, false},
+		{"release, closed", closed, func(s latch.Session, d func(latch.Grant, error)) { s.ReleaseFunc([]string{"b"}, errOnly(d)) }, latch.ErrNoSession, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			as := tt.s.(latch.AsyncSession)
-			g, err := call(func(d func(latch.Grant, error)) { tt.f(as, d) })
+			g, err := call(func(d func(latch.Grant, error)) { tt.f(tt.s, d) })
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("error %v, want %v", err, tt.wantErr)
 			}

@@ -37,6 +37,9 @@
 // goroutine: a caller waits for its command's result without the mutex,
 // AcquireFunc ends are reported from a goroutine of the node's own, and a
 // heartbeat keeps the node's connection-bound sessions alive (cluster.go).
+// Node.Execution names the two: latch.Inline with replica.Local,
+// latch.Replicated with a replicator, fixed by New; the node's own code
+// that depends on it reads that one field.
 //
 // With replica.Local, a Node starts no goroutine of its own, and the
 // uncontended path (a request granted at once, a release) locks the

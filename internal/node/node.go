@@ -175,6 +175,10 @@ type Node struct {
 	isReady   atomic.Bool // set under mu; read without it by awaitReady
 	readyErr  error
 
+	// exec is how the node answers (Execution): Inline with
+	// replica.Local, which applies in the proposer's goroutine;
+	// Replicated with Config.Replicator's. Set by New.
+	exec latch.Execution
 	// reports runs the done functions of AcquireFunc requests that a
 	// cluster replicator's goroutine ended; nil with replica.Local.
 	reports *reporter
@@ -286,6 +290,7 @@ func New(cfg Config) (*Node, error) {
 	for n.origin <= localOrigin {
 		n.origin = rand.Uint64()
 	}
+	n.exec = latch.Replicated
 	n.reports = newReporter(n)
 	rep, err := cfg.Replicator(machine{n})
 	if err != nil {
@@ -298,6 +303,13 @@ func New(cfg Config) (*Node, error) {
 	n.unlock()
 	return n, nil
 }
+
+// Execution reports how the node answers its sessions' calls; see
+// latch.Execution. A node with replica.Local (no Config.Replicator)
+// answers inline; a node with a replicator, durable or in a cluster,
+// answers once a change is applied from its log, which the replicator's
+// goroutine does: replicated.
+func (n *Node) Execution() latch.Execution { return n.exec }
 
 // now is the node's clock, which it stamps into the commands it proposes:
 // the replicator's (replica.Local: wall-clock nanoseconds at start plus

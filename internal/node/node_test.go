@@ -863,6 +863,34 @@ func TestNewDefaults(t *testing.T) {
 	})
 }
 
+// A node answers inline with replica.Local and replicated with a
+// replicator of its own, for its whole life.
+func TestExecution(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want latch.Execution
+	}{
+		{"local", Config{}, latch.Inline},
+		{"replicator", Config{Replicator: newAsyncReplicator, NodeID: "test-node"}, latch.Replicated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := New(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := n.Execution(); got != tt.want {
+				t.Errorf("Execution() = %v, want %v", got, tt.want)
+			}
+			n.Shutdown(context.Background())
+			if got := n.Execution(); got != tt.want {
+				t.Errorf("Execution() after Shutdown = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestDebugLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer

@@ -61,7 +61,6 @@ func TestResumeSession(t *testing.T) {
 // as the old connection's late commands are (fsm.ErrSuperseded).
 func TestResumedSessionCalls(t *testing.T) {
 	ctx := context.Background()
-	async := func(s latch.Session) latch.AsyncSession { return s.(latch.AsyncSession) }
 	errOf := func(f func(done func(error))) error {
 		ch := make(chan error, 1)
 		f(func(err error) { ch <- err })
@@ -87,7 +86,7 @@ func TestResumedSessionCalls(t *testing.T) {
 		}},
 		{"release", func(s latch.Session) error { return s.Release("k") }},
 		{"release func", func(s latch.Session) error {
-			return errOf(func(done func(error)) { async(s).ReleaseFunc([]string{"k"}, done) })
+			return errOf(func(done func(error)) { s.ReleaseFunc([]string{"k"}, done) })
 		}},
 		{"release all", func(s latch.Session) error {
 			n, err := s.ReleaseAll()
@@ -99,11 +98,11 @@ func TestResumedSessionCalls(t *testing.T) {
 		{"renew", func(s latch.Session) error { _, err := s.Renew(time.Minute, "k"); return err }},
 		{"renew func", func(s latch.Session) error {
 			return errOf(func(done func(error)) {
-				async(s).RenewFunc(time.Minute, []string{"k"}, func(_ latch.Grant, err error) { done(err) })
+				s.RenewFunc(time.Minute, []string{"k"}, func(_ latch.Grant, err error) { done(err) })
 			})
 		}},
 		{"keepalive", func(s latch.Session) error { return s.KeepAlive() }},
-		{"keepalive func", func(s latch.Session) error { return errOf(async(s).KeepAliveFunc) }},
+		{"keepalive func", func(s latch.Session) error { return errOf(s.KeepAliveFunc) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

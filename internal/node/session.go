@@ -36,7 +36,7 @@ type session struct {
 	moved bool
 }
 
-var _ latch.AsyncSession = (*session)(nil)
+var _ latch.Session = (*session)(nil)
 
 // waiter is a parked request. The caller of Acquire blocks on ch, which
 // receives exactly one result, sent under the node's mutex by whoever
@@ -169,12 +169,12 @@ func (s *session) Acquire(ctx context.Context, req latch.LockRequest) (latch.Gra
 }
 
 // AcquireFunc takes the keys of req as Acquire does, without blocking; see
-// latch.Session. done must not be nil. On a cluster node (Async), every
-// request that reaches the lock table is answered through done, since its
-// outcome is known only once its command is applied; its WaitID is then
-// the command's sequence number.
+// latch.Session. done must not be nil. On a node that answers replicated
+// (latch.Replicated), every request that reaches the lock table is
+// answered through done, since its outcome is known only once its command
+// is applied; its WaitID is then the command's sequence number.
 func (s *session) AcquireFunc(req latch.LockRequest, done func(latch.Grant, error)) (latch.Grant, latch.WaitID, error) {
-	if s.n.reports != nil {
+	if s.n.exec == latch.Replicated {
 		id, err := s.startAsync(req, done)
 		return latch.Grant{}, id, err
 	}
@@ -285,8 +285,8 @@ func (s *session) Cancel(id latch.WaitID) bool {
 	n.mu.Lock()
 	defer n.unlock()
 	wid := engine.WaiterID(id)
-	if n.reports != nil {
-		// A cluster node's id is the OpAcquire's seq: wait until it is
+	if n.exec == latch.Replicated {
+		// The id is the OpAcquire's seq (AcquireFunc): wait until it is
 		// applied, then find its lock-table id if it waits.
 		seq := uint64(id)
 		if n.isParked(seq) && n.calls[seq] == nil {
@@ -342,7 +342,7 @@ func (s *session) Release(keys ...string) error {
 	return n.propose().Err
 }
 
-// ReleaseFunc is Release answered through done; see latch.AsyncSession.
+// ReleaseFunc is Release answered through done; see latch.Session.
 func (s *session) ReleaseFunc(keys []string, done func(error)) {
 	c, err := s.funcCommand(fsm.OpRelease, "release")
 	if err != nil {
@@ -354,7 +354,7 @@ func (s *session) ReleaseFunc(keys []string, done func(error)) {
 	s.n.unlock()
 }
 
-// RenewFunc is Renew answered through done; see latch.AsyncSession.
+// RenewFunc is Renew answered through done; see latch.Session.
 func (s *session) RenewFunc(lease time.Duration, keys []string, done func(latch.Grant, error)) {
 	c, err := s.funcCommand(fsm.OpRenew, "renew")
 	if err != nil {
@@ -366,8 +366,7 @@ func (s *session) RenewFunc(lease time.Duration, keys []string, done func(latch.
 	s.n.unlock()
 }
 
-// KeepAliveFunc is KeepAlive answered through done; see
-// latch.AsyncSession.
+// KeepAliveFunc is KeepAlive answered through done; see latch.Session.
 func (s *session) KeepAliveFunc(done func(error)) {
 	if _, err := s.funcCommand(fsm.OpKeepAlive, "keepalive"); err != nil {
 		done(err)
@@ -391,10 +390,6 @@ func (s *session) funcCommand(op fsm.Op, what string) (*fsm.Command, error) {
 	}
 	return s.command(op), nil
 }
-
-// Async reports whether the session's calls are answered once replicated
-// (a cluster node's); see latch.AsyncSession.
-func (s *session) Async() bool { return s.n.reports != nil }
 
 // ReleaseAll releases every lock the session holds, leased ones included.
 func (s *session) ReleaseAll() (int, error) {

@@ -39,10 +39,11 @@
 // evloop), which gives it what arrived (conn.Input): the complete requests
 // are parsed, executed and answered into one write, and an incomplete one
 // is left for the loop to give again, whole, with the rest. Otherwise (TLS,
-// a Service whose calls wait for a commit) one goroutine serves each
-// connection: it reads a request (Reader), executes it and buffers the
-// reply (Writer), and flushes only when it must wait for more input, so a
-// pipelined batch is answered in order in one write. While more input is buffered, the lock commands that change locks
+// a node that answers once replicated, latch.Replicated) one goroutine
+// serves each connection: it reads a request (Reader), executes it and
+// buffers the reply (Writer), and flushes only when it must wait for more
+// input, so a pipelined batch is answered in order in one write. While
+// more input is buffered, the lock commands that change locks
 // are planned and held back, then applied together as one OpOwnedTx
 // without watches (in order, at one instant, in one command of the
 // Service) and answered in order, before any other reply, before a read,

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/netserve"
 )
@@ -60,7 +61,11 @@ func New(svc Service, cfg Config) (*Server, error) {
 		s.cmds[c.name] = &c
 	}
 	s.unknown = cfg.Metrics.Command("unknown")
-	ns, err := netserve.New(s, cfg.Config, netserve.DefaultLoops(cfg.Loops, runtime.GOMAXPROCS(0)))
+	loops := 0 // a request waits for its commit: a loop would make its other connections wait too
+	if svc.Execution() == latch.Inline {
+		loops = netserve.DefaultLoops(cfg.Loops, runtime.GOMAXPROCS(0))
+	}
+	ns, err := netserve.New(s, cfg.Config, loops)
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,17 @@
 package resp
 
-import "github.com/latchd/latch/internal/fsm"
+import (
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
+)
 
 // Service is the lock service the front end serves: owned locks of the one
 // lock table every protocol shares. internal/node implements it.
 type Service interface {
+	// Execution says how the service answers (latch.Inline or
+	// latch.Replicated): the server serves connections from event loops
+	// only when it answers inline.
+	Execution() latch.Execution
 	// Now reads the service's clock, in nanoseconds: the clock leases run
 	// on.
 	Now() int64

@@ -79,11 +79,6 @@ func (s *Server) frontEnds() ([]component, error) {
 		rc.Logger = s.logger
 		rc.Metrics = s.metrics.Protocol("redis")
 		rc.TLS = tlsCfg
-		if s.rep != nil {
-			// Replicated, a request waits for its commit, and a loop
-			// would make its other connections wait too.
-			rc.Loops = -1
-		}
 		if path := s.cfg.Redis.TokensFile; path != "" {
 			toks, err := netserve.LoadTokens(path)
 			if err != nil {
