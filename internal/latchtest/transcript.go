@@ -496,7 +496,8 @@ func countVersionCommands(p []byte) int {
 		}
 		// Only the space separates tokens, as in yrmcds. A version with
 		// more tokens is owed no VERSION: latch answers it ERROR, as
-		// memcached does.
+		// memcached 1.5 does (yrmcds and memcached 1.6 answer VERSION,
+		// so a differential scenario must not send one).
 		line = bytes.Trim(bytes.TrimSuffix(line, []byte("\r\n")), " ")
 		if string(line) == "version" {
 			n++

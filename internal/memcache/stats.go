@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/latchd/latch/internal/cache"
@@ -133,11 +132,14 @@ func (s *Server) stats(group string, binary bool) ([]Stat, bool) {
 
 func u(v uint64) string { return strconv.FormatUint(v, 10) }
 
+// seconds formats d as memcached's rusage stats do: seconds, a dot and six
+// digits of microseconds.
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%d.%06d", d/time.Second, d%time.Second/time.Microsecond)
+}
+
 func (s *Server) generalStats() []Stat {
 	cs := s.svc.ItemStats()
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	tv := func(t syscall.Timeval) string { return fmt.Sprintf("%d.%06d", t.Sec, t.Usec) }
 	n := &s.counters
 	conns := s.ns.Stats()
 	out := []Stat{
@@ -146,8 +148,12 @@ func (s *Server) generalStats() []Stat {
 		{"version", protocolVersion},
 		{"latch_version", versionWord(s.cfg.Version)},
 		{"pointer_size", strconv.Itoa(strconv.IntSize)},
-		{"rusage_user", tv(ru.Utime)},
-		{"rusage_system", tv(ru.Stime)},
+	}
+	// The process's CPU times, where the system tells them (processCPU).
+	if user, system, ok := processCPU(); ok {
+		out = append(out, Stat{"rusage_user", seconds(user)}, Stat{"rusage_system", seconds(system)})
+	}
+	out = append(out, []Stat{
 		{"curr_connections", strconv.Itoa(conns.Open)},
 		{"total_connections", u(conns.Accepted)},
 		{"rejected_connections", u(conns.RefusedMaxConns)},
@@ -186,7 +192,7 @@ func (s *Server) generalStats() []Stat {
 		{"evicted_unfetched", u(cs.EvictedUnfetched)},
 		{"reclaimed", u(cs.Reclaimed)},
 		{"locked_items", u(cs.LockedItems)},
-	}
+	}...)
 	if s.cfg.ExtraStats != nil {
 		out = append(out, s.cfg.ExtraStats()...)
 	}

@@ -187,7 +187,10 @@ func (c *conn) textCommand() error {
 		return c.textFlush()
 	case "version":
 		if len(c.toks) != 1 {
-			c.textError(rError) // memcached's answer (yrmcds ignores them)
+			// memcached 1.5's answer, which memccapable expects of the
+			// 1.5.3 latch announces; yrmcds and memcached 1.6 ignore
+			// the extra tokens (docs/memcached.md).
+			c.textError(rError)
 			return nil
 		}
 		c.w.WriteString("VERSION ")
@@ -203,7 +206,9 @@ func (c *conn) textCommand() error {
 		return nil
 	case "quit":
 		if len(c.toks) != 1 {
-			c.textError(rError) // memcached's answer (yrmcds quits)
+			// memcached 1.5's answer, as for version; yrmcds and
+			// memcached 1.6 quit.
+			c.textError(rError)
 			return nil
 		}
 		c.unlockAll()

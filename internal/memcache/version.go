@@ -9,10 +9,12 @@ import "strings"
 // start of the version and fails on anything else; npm's memcached wants
 // the first word to end in MAJOR.MINOR.PATCH, and throws otherwise).
 //
-// A client that can parse the version expects memcached's strictness too:
-// libmemcached's memcapable then checks that version and quit with extra
-// tokens answer ERROR, where yrmcds (whose "yrmcds version 1.1.9" parses as
-// nothing) ignores them; latch answers as memcached.
+// A client may expect the strictness of the version announced:
+// libmemcached's memccapable checks that version and quit with extra tokens
+// answer ERROR when the version reads as below 1.6, as memcached 1.5 did,
+// and that they are ignored otherwise, as memcached 1.6 and yrmcds (whose
+// "yrmcds version 1.1.9" it takes for 1.6 or later) do. Latch answers as
+// memcached 1.5.
 const protocolVersion = "1.5.3"
 
 // wireVersion is what the version commands answer: protocolVersion, then,

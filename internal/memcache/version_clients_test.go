@@ -1,10 +1,14 @@
 package memcache_test
 
 import (
+	"bufio"
+	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +72,77 @@ func TestVersionClients(t *testing.T) {
 			t.Errorf("npm memcached's version() says %q", out)
 		}
 	})
+}
+
+// TestVersionExtraTokens pins, against the real peers, the divergence that
+// docs/memcached.md describes: yrmcds 1.1.9 and memcached 1.6 answer
+// "version" and quit on "quit" whatever tokens follow, while latch, which
+// announces protocol 1.5.3, refuses the extra tokens with ERROR as memcached
+// 1.5 did. memccapable decides by the announced version which of the two it
+// expects (1.6 or later: VERSION; earlier: ERROR), and it checks version
+// after each of its noreply checks, so latch answering VERSION here would
+// fail many of its text checks. Each request runs on a fresh connection.
+func TestVersionExtraTokens(t *testing.T) {
+	const (
+		version = "VERSION "  // a VERSION reply, whatever the version
+		closed  = closedReply // the server closed the connection
+		errLine = "ERROR\r\n" // the unknown-command reply
+	)
+	servers := []struct {
+		name string
+		addr string
+		// want maps each request to the reply's start (or closed).
+		want map[string]string
+	}{
+		{"yrmcds", latchtest.StartYrmcds(t), map[string]string{
+			"version foo bar": version,
+			"version noreply": version,
+			"quit foo bar":    closed,
+		}},
+		{"memcached", latchtest.StartMemcached(t), map[string]string{
+			"version foo bar": version,
+			"version noreply": version,
+			"quit foo bar":    closed,
+		}},
+		{"latch", latchtest.StartLatch(t), map[string]string{
+			"version foo bar": errLine,
+			"version noreply": errLine,
+			"quit foo bar":    errLine,
+		}},
+	}
+	for _, s := range servers {
+		for _, req := range slices.Sorted(maps.Keys(s.want)) {
+			got, err := firstReply(s.addr, req+"\r\n")
+			if err != nil {
+				t.Errorf("%s: %q: %v", s.name, req, err)
+				continue
+			}
+			if want := s.want[req]; !strings.HasPrefix(got, want) {
+				t.Errorf("%s: %q answers %q, want %q", s.name, req, got, want)
+			}
+		}
+	}
+}
+
+// closedReply is firstReply's answer when the server closes the connection.
+const closedReply = "<closed>"
+
+// firstReply sends req on a new connection to addr and returns the first
+// reply line with its CRLF, or closedReply when the server closes the
+// connection without one.
+func firstReply(addr, req string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err == io.EOF && line == "" {
+		return closedReply, nil
+	}
+	return line, err
 }
