@@ -495,11 +495,10 @@ func countVersionCommands(p []byte) int {
 			continue
 		}
 		// Only the space separates tokens, as in yrmcds. A version with
-		// more tokens is owed no VERSION: latch answers it ERROR, as
-		// memcached 1.5 does (yrmcds and memcached 1.6 answer VERSION,
-		// so a differential scenario must not send one).
-		line = bytes.Trim(bytes.TrimSuffix(line, []byte("\r\n")), " ")
-		if string(line) == "version" {
+		// more tokens is owed a VERSION too: yrmcds, memcached 1.6 and
+		// latch ignore them.
+		line = bytes.TrimLeft(bytes.TrimSuffix(line, []byte("\r\n")), " ")
+		if cmd, _, _ := bytes.Cut(line, []byte(" ")); string(cmd) == "version" {
 			n++
 		}
 	}

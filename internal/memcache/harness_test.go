@@ -100,7 +100,7 @@ func (pc *pipeConn) finish() []byte {
 
 // versionTest is the reply to version of a server whose Config.Version is
 // "test".
-const versionTest = "VERSION 1.5.3 latch-test\r\n"
+const versionTest = "VERSION 1.6.0 latch-test\r\n"
 
 // exchange sends b, then a version request as a marker, and returns the
 // replies before the marker's.

@@ -186,13 +186,7 @@ func (c *conn) textCommand() error {
 	case "flush_all":
 		return c.textFlush()
 	case "version":
-		if len(c.toks) != 1 {
-			// memcached 1.5's answer, which memccapable expects of the
-			// 1.5.3 latch announces; yrmcds and memcached 1.6 ignore
-			// the extra tokens (docs/memcached.md).
-			c.textError(rError)
-			return nil
-		}
+		// Extra tokens are ignored, as memcached 1.6 and yrmcds do.
 		c.w.WriteString("VERSION ")
 		c.w.WriteString(c.srv.version)
 		c.w.WriteString("\r\n")
@@ -205,12 +199,7 @@ func (c *conn) textCommand() error {
 		c.w.WriteString(rOK)
 		return nil
 	case "quit":
-		if len(c.toks) != 1 {
-			// memcached 1.5's answer, as for version; yrmcds and
-			// memcached 1.6 quit.
-			c.textError(rError)
-			return nil
-		}
+		// Extra tokens are ignored, as memcached 1.6 and yrmcds do.
 		c.unlockAll()
 		return errClose
 	}

@@ -3,23 +3,19 @@ package memcache
 import "strings"
 
 // protocolVersion is the memcached version whose protocol latch speaks:
-// text and binary, with touch and gat (memcached 1.5.3), without the meta
-// commands (1.6). It is the version the version commands answer first and
+// text and binary, with touch and gat, as memcached 1.6 and yrmcds speak
+// them (the version and quit commands ignore extra tokens), without the
+// meta commands. It is the version the version commands answer first and
 // the stats' version: clients parse it (libmemcached reads numbers from the
 // start of the version and fails on anything else; npm's memcached wants
-// the first word to end in MAJOR.MINOR.PATCH, and throws otherwise).
-//
-// A client may expect the strictness of the version announced:
-// libmemcached's memccapable checks that version and quit with extra tokens
-// answer ERROR when the version reads as below 1.6, as memcached 1.5 did,
-// and that they are ignored otherwise, as memcached 1.6 and yrmcds (whose
-// "yrmcds version 1.1.9" it takes for 1.6 or later) do. Latch answers as
-// memcached 1.5.
-const protocolVersion = "1.5.3"
+// the first word to end in MAJOR.MINOR.PATCH, and throws otherwise), and
+// libmemcached's memccapable picks by it what it expects of extra tokens
+// (below 1.6: ERROR, as memcached 1.5 answered).
+const protocolVersion = "1.6.0"
 
 // wireVersion is what the version commands answer: protocolVersion, then,
 // after a space, latch's own version v as "latch-" and one word, for
-// example "1.5.3 latch-v0.4.0" or "1.5.3 latch-devel-0123abcd-dirty":
+// example "1.6.0 latch-v0.4.0" or "1.6.0 latch-devel-0123abcd-dirty":
 // characters other than letters, digits, '.' and '-' become '-'.
 func wireVersion(v string) string {
 	return protocolVersion + " latch-" + versionWord(v)
