@@ -265,3 +265,137 @@ func TestBusyLoopYields(t *testing.T) {
 		}
 	}
 }
+
+// attached is a lines handler that hands its Conn over (Attacher) and may
+// keep its connection past the idle timeout (IdleKeeper) while keep is
+// set, counting the loop's questions.
+type attached struct {
+	lines
+	conns chan *Conn
+	keep  atomic.Bool
+	asked atomic.Int64
+}
+
+func (h *attached) Attach(c *Conn) { h.conns <- c }
+
+func (h *attached) KeepIdle() bool {
+	h.asked.Add(1)
+	return h.keep.Load()
+}
+
+// serveAttached is serve for attached handlers: it returns the loop's
+// address, the channel of their Conns and that of their Closed errors, and
+// the handlers in the order of their connections.
+func serveAttached(t *testing.T, cfg Config) (string, chan *Conn, chan error, chan *attached) {
+	t.Helper()
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, closed, handlers := make(chan *Conn, 16), make(chan error, 16), make(chan *attached, 16)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		l.Run()
+	}()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h := &attached{lines: lines{closed}, conns: conns}
+			handlers <- h
+			if err := l.Add(nc, h); err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("Add: %v", err)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		l.Close()
+		<-ran
+	})
+	return ln.Addr().String(), conns, closed, handlers
+}
+
+// TestConnClose: another goroutine closes a connection through its Conn;
+// the handler is told ErrConnClosed and the peer sees the end. A Conn
+// closed again, or after its descriptor went to another connection, does
+// nothing.
+func TestConnClose(t *testing.T) {
+	addr, conns, closed, _ := serveAttached(t, Config{})
+	nc, br := dial(t, addr)
+	c := <-conns
+	nc.Write([]byte("ping\n"))
+	readLine(t, br)
+	go c.Close()
+	if err := closedWith(t, closed); !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("Closed(%v), want ErrConnClosed", err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after Conn.Close: %v, want EOF", err)
+	}
+	c.Close() // after the end: nothing
+
+	// The next connection gets the lowest free descriptor, the one c
+	// had: closing c again must not touch it.
+	nc2, br2 := dial(t, addr)
+	c2 := <-conns
+	if c2.fd != c.fd {
+		t.Logf("descriptor %d not reused (got %d): the test proves less", c.fd, c2.fd)
+	}
+	c.Close()
+	nc2.Write([]byte("still here\n"))
+	if got := readLine(t, br2); got != "STILL HERE\n" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+// TestConnCloseWhileWriting: a connection whose replies wait for the peer
+// to read them is closed by Conn.Close too.
+func TestConnCloseWhileWriting(t *testing.T) {
+	addr, conns, closed, _ := serveAttached(t, Config{})
+	nc, _ := dial(t, addr)
+	c := <-conns
+	nc.Write([]byte("big 67108864\n")) // never read: the loop waits for room
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	if err := closedWith(t, closed); !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("Closed(%v), want ErrConnClosed", err)
+	}
+}
+
+// TestIdleKeeper: an idle connection whose handler keeps it survives the
+// idle timeout, asked again every timeout, and is closed once it no longer
+// keeps it.
+func TestIdleKeeper(t *testing.T) {
+	const idle = 40 * time.Millisecond
+	addr, _, closed, handlers := serveAttached(t, Config{IdleTimeout: idle})
+	nc, br := dial(t, addr)
+	h := <-handlers
+	h.keep.Store(true)
+	nc.Write([]byte("ping\n"))
+	readLine(t, br)
+	time.Sleep(8 * idle)
+	select {
+	case err := <-closed:
+		t.Fatalf("a kept connection was closed: %v", err)
+	default:
+	}
+	if n := h.asked.Load(); n < 2 {
+		t.Fatalf("KeepIdle asked %d times in 8 idle timeouts, want at least 2", n)
+	}
+	nc.Write([]byte("still\n"))
+	if got := readLine(t, br); got != "STILL\n" {
+		t.Fatalf("got %q", got)
+	}
+	h.keep.Store(false)
+	if err := closedWith(t, closed); !errors.Is(err, ErrIdle) {
+		t.Fatalf("Closed(%v), want ErrIdle once no longer kept", err)
+	}
+}
