@@ -27,12 +27,22 @@ type Handler interface {
 	// again once more has arrived) and whether the connection stays open
 	// (false closes it once the replies are written). Neither in nor out
 	// may be kept after the call.
+	//
+	// Once its replies hold ReplyLimit bytes or more, Input may stop
+	// before the end of the whole requests in holds: the loop writes the
+	// replies and, once the peer has taken them, calls Input again with
+	// the rest (and nothing new), so that a few short requests for long
+	// replies hold neither the loop nor its memory.
 	Input(in, out []byte) (reply []byte, consumed int, open bool)
 	// Closed is called once, when the connection has been closed: by the
 	// peer, by Input, on an error or a timeout (err then says which), by
 	// Loop.Close (err is ErrClosed) or by Conn.Close (ErrConnClosed).
 	Closed(err error)
 }
+
+// ReplyLimit is the length of replies past which Handler.Input may stop
+// before the end of its input's whole requests.
+const ReplyLimit = 64 << 10
 
 // An Attacher is a Handler that keeps its connection's Conn, to close it
 // from other goroutines (Conn.Close): Loop.Add calls Attach before the loop

@@ -74,6 +74,7 @@ type Conn struct {
 	in       []byte // input not yet consumed: the start of a request
 	out      []byte // replies the socket has not taken yet
 	closing  bool   // close once out is written
+	more     bool   // the handler stopped on long replies: give it in again once out is written
 	last     time.Time
 	inSince  time.Time // when the request in holds started arriving, at the latest
 	outSince time.Time // when out became non-empty
@@ -259,7 +260,7 @@ func (l *Loop) Run() {
 				l.close(c, ErrConnClosed)
 				continue
 			}
-			if len(c.out) > 0 {
+			if len(c.out) > 0 || c.more {
 				l.flush(c)
 			} else {
 				l.read(c)
@@ -291,6 +292,12 @@ func (l *Loop) read(c *Conn) {
 		c.in = append(c.in, in...)
 		in = c.in
 	}
+	l.input(c, in)
+}
+
+// input gives in, c's input not yet consumed, to c's handler, and writes
+// its replies. It reports false when c is closed.
+func (l *Loop) input(c *Conn, in []byte) bool {
 	reply, used, open := c.h.Input(in, l.out[:0])
 	if l.out = reply[:0]; cap(l.out) > maxKeep {
 		l.out = nil // one connection's burst of replies: not kept for all
@@ -307,19 +314,31 @@ func (l *Loop) read(c *Conn) {
 		c.in = append(c.in[:0], rest...) // rest may be c.in's own tail: append moves it down
 		if l.cfg.MaxInput > 0 && len(c.in) > l.cfg.MaxInput {
 			l.close(c, ErrInputTooLong)
-			return
+			return false
 		}
 	}
+	// A handler may have stopped on long replies (ReplyLimit): it is
+	// given the rest once they are written, when the socket has room
+	// (flush), in turn with the other connections.
+	c.more = open && len(reply) >= ReplyLimit && len(c.in) > 0
 	if len(reply) > 0 && !l.write(c, reply) {
-		return
+		return false
 	}
 	if !open {
 		if len(c.out) == 0 {
 			l.close(c, nil)
-			return
+			return false
 		}
 		c.closing = true
 	}
+	if c.more && len(c.out) == 0 {
+		c.outSince = l.now // waiting for room, under the write timeout
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(c.fd)}); err != nil {
+			l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
+			return false
+		}
+	}
+	return true
 }
 
 // write writes b to c's socket; what the socket does not take waits in
@@ -353,7 +372,8 @@ func (l *Loop) write(c *Conn, b []byte) bool {
 }
 
 // flush writes c's waiting replies, once its socket has room; when they
-// are all out, c is read again (or closed, if it was closing).
+// are all out, c's handler is given the rest of its input if it stopped on
+// long replies, and c is read again (or closed, if it was closing).
 func (l *Loop) flush(c *Conn) {
 	b := c.out
 	for len(b) > 0 {
@@ -380,6 +400,11 @@ func (l *Loop) flush(c *Conn) {
 		return
 	}
 	c.last = l.now
+	if c.more {
+		if !l.input(c, c.in) || c.more || len(c.out) > 0 {
+			return // closed, or waiting for room again
+		}
+	}
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.fd)}); err != nil {
 		l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
 	}
@@ -425,7 +450,7 @@ func (l *Loop) sweep() {
 func (l *Loop) timedOut(c *Conn) error {
 	past := func(since time.Time, d time.Duration) bool { return d > 0 && l.now.Sub(since) >= d }
 	switch {
-	case len(c.out) > 0:
+	case len(c.out) > 0 || c.more:
 		if past(c.outSince, l.cfg.WriteTimeout) {
 			return ErrWriteTimeout
 		}

@@ -17,15 +17,18 @@ import (
 
 // lines is a Handler of a line protocol: each complete line is answered
 // upper-cased; "quit" answers "BYE" and closes; "big N" answers N bytes.
+// It stops once its replies reach ReplyLimit.
 type lines struct {
 	closed chan error
+	inputs atomic.Int64 // calls of Input
 }
 
 func (h *lines) Input(in, out []byte) ([]byte, int, bool) {
+	h.inputs.Add(1)
 	used := 0
 	for {
 		i := bytes.IndexByte(in[used:], '\n')
-		if i < 0 {
+		if i < 0 || len(out) >= ReplyLimit {
 			return out, used, true
 		}
 		line := string(in[used : used+i])
@@ -72,7 +75,7 @@ func serve(t *testing.T, cfg Config) (*Loop, string, chan error) {
 			if err != nil {
 				return
 			}
-			if err := l.Add(nc, &lines{closed}); err != nil && !errors.Is(err, ErrClosed) {
+			if err := l.Add(nc, &lines{closed: closed}); err != nil && !errors.Is(err, ErrClosed) {
 				t.Errorf("Add: %v", err)
 			}
 		}
@@ -183,6 +186,10 @@ func TestTimeouts(t *testing.T) {
 		{"idle after a request", Config{IdleTimeout: 50 * time.Millisecond}, "hi\n", ErrIdle},
 		{"read", Config{ReadTimeout: 50 * time.Millisecond, IdleTimeout: time.Hour}, "incomplete", ErrReadTimeout},
 		{"write", Config{WriteTimeout: 50 * time.Millisecond}, "big 67108864\n", ErrWriteTimeout},
+		// The handler stops on each long reply (ReplyLimit): the loop
+		// waits for room to give it the rest, under the write timeout,
+		// even when the socket took every reply so far.
+		{"write, stopping on long replies", Config{WriteTimeout: 50 * time.Millisecond}, strings.Repeat("big 524288\n", 256), ErrWriteTimeout},
 		{"input too long", Config{MaxInput: 8}, "0123456789", ErrInputTooLong},
 	}
 	for _, tt := range tests {
@@ -214,7 +221,7 @@ func TestLoopClose(t *testing.T) {
 	}
 	c1, c2 := net.Pipe()
 	defer c2.Close()
-	if err := l.Add(c1, &lines{closed}); !errors.Is(err, ErrNotSocket) {
+	if err := l.Add(c1, &lines{closed: closed}); !errors.Is(err, ErrNotSocket) {
 		t.Fatalf("Add(pipe) = %v, want ErrNotSocket", err)
 	}
 	tc, _ := dial(t, addr) // accepted and refused: the loop is closed
@@ -308,7 +315,7 @@ func serveAttached(t *testing.T, cfg Config) (string, chan *Conn, chan error, ch
 			if err != nil {
 				return
 			}
-			h := &attached{lines: lines{closed}, conns: conns}
+			h := &attached{lines: lines{closed: closed}, conns: conns}
 			handlers <- h
 			if err := l.Add(nc, h); err != nil && !errors.Is(err, ErrClosed) {
 				t.Errorf("Add: %v", err)
@@ -397,5 +404,30 @@ func TestIdleKeeper(t *testing.T) {
 	h.keep.Store(false)
 	if err := closedWith(t, closed); !errors.Is(err, ErrIdle) {
 		t.Fatalf("Closed(%v), want ErrIdle once no longer kept", err)
+	}
+}
+
+// TestStopOnLongReplies: a handler that stops on long replies is given the
+// rest of its input once they are written, without more input, until it
+// has answered every request, in order.
+func TestStopOnLongReplies(t *testing.T) {
+	addr, _, _, handlers := serveAttached(t, Config{})
+	nc, br := dial(t, addr)
+	h := <-handlers
+	const n = 50
+	nc.Write([]byte(strings.Repeat("big 65536\n", n) + "after\n"))
+	for i := range n {
+		if _, err := io.ReadFull(br, make([]byte, 65536)); err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if i == 0 {
+			time.Sleep(20 * time.Millisecond) // let the replies fill the socket
+		}
+	}
+	if got := readLine(t, br); got != "AFTER\n" {
+		t.Fatalf("got %q", got)
+	}
+	if got := h.inputs.Load(); got < n {
+		t.Fatalf("Input called %d times for %d long replies, want one each", got, n)
 	}
 }
