@@ -40,7 +40,7 @@ var allowedImports = map[string][]string{
 	// The memcached front end names items and item commands in the
 	// vocabulary of cache and fsm, but holds no cache: it reaches items
 	// only through its Service (internal/node).
-	"internal/memcache": {"", "internal/cache", "internal/fsm", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
+	"internal/memcache": {"", "internal/cache", "internal/evloop", "internal/fsm", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/dlock":    {"", "dlockpb", "internal/frame", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/frame":    {},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/idleread"
 	"github.com/latchd/latch/internal/metrics"
@@ -26,13 +27,23 @@ var errClose = errors.New("memcache: close connection")
 // not what a request may carry.
 const bufSize = 4 << 10
 
-// conn is one client connection and its session.
+// conn is one client connection and its session, served by a goroutine of
+// its own (serve) or by an event loop (Input, loop.go).
 type conn struct {
 	srv  *Server
-	nc   net.Conn
-	r    *bufio.Reader
-	w    *bufio.Writer
+	nc   net.Conn // nil when an event loop serves the connection
+	peer net.Addr
+	r    *bufio.Reader // nil between an event loop's calls
+	w    *bufio.Writer // nil between an event loop's calls
 	sess latch.Session // nil until its first lock (openSession)
+
+	// Served by an event loop: its handle (Attach), the input and the
+	// replies of the current call, and the rest of a request being
+	// skipped (nil but while one is).
+	lc       *evloop.Conn
+	src      sliceReader
+	dst      appendWriter
+	skipping *skipState
 
 	toks [][]byte // tokens of the current text line, into line or r's buffer
 	line []byte   // a text line too long for r's buffer
@@ -73,7 +84,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, nc: nc, gap: 1 << 62}
+	c := &conn{srv: s, nc: nc, peer: nc.RemoteAddr(), gap: 1 << 62}
 	c.idle = idleread.New(nc)
 	c.out = timedwrite.New(nc, s.cfg.WriteTimeout)
 	c.takeBuffers()
@@ -130,7 +141,7 @@ func (c *conn) waitIdle() (bool, error) {
 			if c.holdsLocks() {
 				continue // idle, but holding a lock: keep it
 			}
-			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
+			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.peer.String())
 		}
 		if err != nil {
 			return true, err
@@ -174,7 +185,7 @@ func (f flushingReader) Read(p []byte) (int, error) {
 			if c.holdsLocks() {
 				continue // idle, but holding a lock: keep it
 			}
-			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.nc.RemoteAddr().String())
+			c.srv.log.Debug("memcache: closing an idle connection", "peer", c.peer.String())
 		}
 		return n, err
 	}
@@ -225,32 +236,40 @@ func (c *conn) serve() {
 			return
 		}
 		c.reqDeadline = time.Time{}
-		switch b[0] {
-		case magicRequest:
-			err = c.serveBinary()
-		case 0:
-			if !c.started {
-				// No memcached client starts a connection so; a dlock
-				// client at this port does (its frames start with a
-				// 4-byte length). Say so at once and close, rather than
-				// wait for a line that never comes. (Later, a NUL byte
-				// starts a text line like any other, as in yrmcds.)
-				c.w.WriteString(rNotMemcached)
-				err = errClose
-				break
-			}
-			err = c.serveText()
-		default:
-			err = c.serveText()
-		}
-		c.started = true
-		if err != nil {
+		if err := c.request(b[0]); err != nil {
 			if errors.Is(err, errClose) {
 				c.w.Flush()
 			}
 			return
 		}
 	}
+}
+
+// request reads one request, whose first byte is first (not yet read),
+// and writes its reply. It returns an error only when the connection must
+// end.
+func (c *conn) request(first byte) error {
+	var err error
+	switch first {
+	case magicRequest:
+		err = c.serveBinary()
+	case 0:
+		if !c.started {
+			// No memcached client starts a connection so; a dlock
+			// client at this port does (its frames start with a 4-byte
+			// length). Say so at once and close, rather than wait for a
+			// line that never comes. (Later, a NUL byte starts a text
+			// line like any other, as in yrmcds.)
+			c.w.WriteString(rNotMemcached)
+			err = errClose
+			break
+		}
+		err = c.serveText()
+	default:
+		err = c.serveText()
+	}
+	c.started = true
+	return err
 }
 
 // finish closes the connection and its session, which drops the
@@ -260,7 +279,9 @@ func (c *conn) finish() {
 	if c.sess != nil {
 		_ = c.sess.Close()
 	}
-	c.nc.Close()
+	if c.nc != nil {
+		c.nc.Close()
+	}
 	c.srv.forget(c)
 }
 
@@ -293,10 +314,16 @@ func (c *conn) execLock() fsm.Result {
 // in a cluster is bound to this node: it takes a commit). When the
 // session ends behind the connection's back (an operator ended it, the
 // node let go of its clients, or the lock service shut down), closing the
-// socket makes serve return.
+// socket makes serve return, or its event loop call Closed.
 func (c *conn) openSession() error {
-	nc := c.nc
-	sess, err := c.srv.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: nc.RemoteAddr().String(), OnEnd: func(error) { nc.Close() }})
+	var end func(error)
+	if nc := c.nc; nc != nil {
+		end = func(error) { nc.Close() }
+	} else {
+		lc := c.lc // attached before the first request
+		end = func(error) { lc.Close() }
+	}
+	sess, err := c.srv.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: c.peer.String(), OnEnd: end})
 	if err != nil {
 		return err
 	}

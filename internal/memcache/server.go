@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/peakmap"
 	"github.com/latchd/latch/internal/refuse"
@@ -63,6 +65,12 @@ type Config struct {
 	// whose address is in one of these networks: a connection from
 	// elsewhere is closed at once, before any TLS handshake.
 	Allow []netip.Prefix `toml:"-"`
+	// Loops is the number of event loops (package evloop) that serve the
+	// plain TCP connections, on Linux; 0, TLS connections, and other
+	// systems get a goroutine per connection. Only for a Service whose
+	// calls return at once (a node in memory): a loop's connections all
+	// wait while one of its requests does.
+	Loops int `toml:"-"`
 }
 
 // DefaultConfig returns the defaults of latch serve: 127.0.0.1:11211, at
@@ -94,6 +102,7 @@ func (c Config) Validate() error {
 		{"IdleTimeout", c.IdleTimeout, c.IdleTimeout < 0},
 		{"ReadTimeout", c.ReadTimeout, c.ReadTimeout < 0},
 		{"WriteTimeout", c.WriteTimeout, c.WriteTimeout < 0},
+		{"Loops", c.Loops, c.Loops < 0},
 	} {
 		if v.negative {
 			errs = append(errs, fmt.Errorf("memcache: invalid %s %v: must not be negative", v.name, v.value))
@@ -131,6 +140,9 @@ type Server struct {
 
 	// refuser answers the connections over MaxConns.
 	refuser *refuse.Refuser
+
+	loops []*evloop.Loop // Config.Loops; empty: a goroutine per connection
+	next  int            // the loop of the next connection (accept's)
 }
 
 // rTooManyConns answers a connection over Config.MaxConns.
@@ -193,9 +205,67 @@ func (s *Server) Start() error {
 func (s *Server) Serve(ln net.Listener) {
 	s.ln = ln
 	s.log.Info("memcache: listening", "addr", ln.Addr().String())
+	s.startLoops()
 	s.wg.Add(2)
 	go s.accept()
 	go s.sweep()
+}
+
+// startLoops starts Config.Loops event loops, where the system has them.
+func (s *Server) startLoops() {
+	cfg := evloop.Config{
+		IdleTimeout:  s.cfg.IdleTimeout,
+		ReadTimeout:  s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout,
+		// The parsers take longer requests as they arrive (nextRequest).
+		MaxInput: limits{maxLine: s.cfg.MaxLine, maxItem: s.items.MaxItemSize}.maxInput(),
+	}
+	for range s.cfg.Loops {
+		l, err := evloop.New(cfg)
+		if err != nil {
+			s.log.Info("memcache: a goroutine per connection", "reason", err)
+			return
+		}
+		s.loops = append(s.loops, l)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			l.Run()
+		}()
+	}
+}
+
+// serve serves nc: on an event loop if there is one and nc is a plain
+// socket, on a goroutine of its own otherwise.
+func (s *Server) serve(nc net.Conn) {
+	if _, plain := nc.(syscall.Conn); plain && len(s.loops) > 0 {
+		c := newLoopConn(s, nc.RemoteAddr())
+		if !s.track(c) {
+			nc.Close()
+			return
+		}
+		l := s.loops[s.next%len(s.loops)]
+		s.next++
+		if err := l.Add(nc, c); err != nil {
+			nc.Close() // already closed, unless evloop.ErrNotSocket
+			s.forget(c)
+			if !errors.Is(err, evloop.ErrClosed) {
+				s.log.Warn("memcache: serving a connection", "peer", c.peer.String(), "err", err)
+			}
+		}
+		return
+	}
+	c, err := s.newConn(nc)
+	if err != nil {
+		s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
+		nc.Close()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+	}()
 }
 
 // Addr returns the address the server listens on, once started.
@@ -232,17 +302,7 @@ func (s *Server) accept() {
 			s.refuse(nc)
 			continue
 		}
-		c, err := s.newConn(nc)
-		if err != nil {
-			s.log.Warn("memcache: refusing connection", "peer", nc.RemoteAddr().String(), "err", err)
-			nc.Close()
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			c.serve()
-		}()
+		s.serve(nc)
 	}
 }
 
@@ -299,16 +359,25 @@ func (s *Server) refuse(nc net.Conn) {
 // most connections never lock.
 func (s *Server) newConn(nc net.Conn) (*conn, error) {
 	c := newConn(s, nc)
+	if !s.track(c) {
+		return nil, latch.ErrShutdown
+	}
+	return c, nil
+}
+
+// track adds c to the open connections, unless the server is shutting
+// down.
+func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
-		return nil, latch.ErrShutdown
+		return false
 	}
 	s.conns[c] = struct{}{}
 	s.counters.currConns.Add(1)
 	s.counters.totalConns.Add(1)
 	s.cfg.Metrics.ConnOpened()
-	return c, nil
+	return true
 }
 
 func (s *Server) forget(c *conn) {
@@ -336,9 +405,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.ln.Close()
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		if c.nc != nil {
+			c.nc.Close()
+		}
 	}
 	s.mu.Unlock()
+	for _, l := range s.loops {
+		l.Close()
+	}
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
