@@ -253,6 +253,13 @@ type MemcacheConfig struct {
 	// connection from elsewhere is closed at once. Empty: every client.
 	// It hides memcache.Config.Allow, the parsed list.
 	Allow string `toml:"allow"`
+	// Loops is the number of event loops serving plain TCP connections
+	// (on Linux, in memory): 0 picks half the CPUs, at least one; -1
+	// serves each connection from a goroutine of its own. TLS
+	// connections, and every connection of a replicated node (whose
+	// requests wait for their commit), get a goroutine each. It hides
+	// memcache.Config.Loops, the number the server starts.
+	Loops int `toml:"loops"`
 }
 
 // RedisConfig configures the Redis protocol front end (RESP2 and RESP3,
@@ -359,6 +366,9 @@ func (c Config) Validate() error {
 	case "text", "json":
 	default:
 		errs = append(errs, fmt.Errorf("config: invalid log-format %q: want text or json", c.Log.Format))
+	}
+	if c.Memcache.Loops < -1 {
+		errs = append(errs, fmt.Errorf("config: invalid memcache-loops %d: want -1 (none), 0 (automatic) or more", c.Memcache.Loops))
 	}
 	if c.Redis.Loops < -1 {
 		errs = append(errs, fmt.Errorf("config: invalid redis-loops %d: want -1 (none), 0 (automatic) or more", c.Redis.Loops))

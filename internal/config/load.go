@@ -124,6 +124,12 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Memcache.Allow },
 	},
 	{
+		flag:  "memcache-loops",
+		toml:  "memcache.loops",
+		usage: "serve plain memcached connections from `n` event loops (in memory, on Linux): 0: half the CPUs, at least one; -1: a goroutine per connection",
+		field: func(c *Config) any { return &c.Memcache.Loops },
+	},
+	{
 		flag:  "redis-addr",
 		toml:  "redis.addr",
 		usage: "serve the Redis protocol (RESP2 and RESP3, for Redis lock clients) on this `host:port`; empty: off",

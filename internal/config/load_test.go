@@ -347,7 +347,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 		Log:      LogConfig{Level: "x", Format: "x"},
 		Lock:     LockConfig{node.Config{MaxKeys: 1, MaxWaitersPerKey: 1, MaxWaiters: 1, LockDelay: time.Second}},
 		Server:   ServerConfig{ShutdownTimeout: time.Second},
-		Memcache: MemcacheConfig{Config: memcache.Config{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}, MemoryMB: 1, MaxItemSize: 1, Allow: "x"},
+		Memcache: MemcacheConfig{Config: memcache.Config{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}, MemoryMB: 1, MaxItemSize: 1, Allow: "x", Loops: 1},
 		DLock:    DLockConfig{Config: dlock.Config{Addr: "x", MaxFrame: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxConns: 1}, TokensFile: "x"},
 		Admin:    AdminConfig{Config: admin.Config{Addr: "x", Token: "x", MaxConns: 1}, TokenFile: "x"},
 		Redis:    RedisConfig{Addr: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxValue: 1, TokensFile: "x", Allow: "x", Loops: 1},

@@ -53,6 +53,13 @@ func (s *Server) frontEnds() ([]component, error) {
 		mc.ExtraStats = s.lockStats
 		mc.TLS = tlsCfg
 		mc.Allow = allow
+		mc.Loops = 0
+		if s.rep == nil {
+			// In memory, a request is answered at once: event loops serve
+			// the connections. Replicated, it waits for its commit, and a
+			// loop would make its other connections wait too.
+			mc.Loops = loops(s.cfg.Memcache.Loops, runtime.GOMAXPROCS(0))
+		}
 		ms, err := memcache.New(s.node, mc)
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
@@ -120,7 +127,7 @@ func (s *Server) redisServer(addr string, tlsCfg *tls.Config) (*resp.Server, err
 		// In memory, a request is answered at once: event loops serve
 		// the connections. Replicated, it waits for its commit, and a
 		// loop would make its other connections wait too.
-		rc.Loops = redisLoops(s.cfg.Redis.Loops, runtime.GOMAXPROCS(0))
+		rc.Loops = loops(s.cfg.Redis.Loops, runtime.GOMAXPROCS(0))
 	}
 	if path := s.cfg.Redis.TokensFile; path != "" {
 		toks, err := dlock.LoadTokens(path)
@@ -134,12 +141,12 @@ func (s *Server) redisServer(addr string, tlsCfg *tls.Config) (*resp.Server, err
 	return resp.New(s.node, rc)
 }
 
-// redisLoops returns the event loops of the Redis front end, for the
-// setting n and procs CPUs: by default half of them. The lock table is one
-// critical section, so more loops add only parsing and socket work in
+// loops returns the event loops of a front end (memcached, Redis), for
+// the setting n and procs CPUs: by default half of them. The lock table is
+// one critical section, so more loops add only parsing and socket work in
 // parallel, and the other CPUs are left to the other front ends and the
 // clients (on a benchmark's machine, to the load generator).
-func redisLoops(n, procs int) int {
+func loops(n, procs int) int {
 	switch {
 	case n < 0:
 		return 0

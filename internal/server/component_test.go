@@ -2,7 +2,7 @@ package server
 
 import "testing"
 
-func TestRedisLoops(t *testing.T) {
+func TestLoops(t *testing.T) {
 	tests := []struct{ setting, procs, want int }{
 		{-1, 8, 0}, // a goroutine per connection
 		{0, 1, 1},
@@ -13,8 +13,8 @@ func TestRedisLoops(t *testing.T) {
 		{16, 2, 16},
 	}
 	for _, tt := range tests {
-		if got := redisLoops(tt.setting, tt.procs); got != tt.want {
-			t.Errorf("redisLoops(%d, %d) = %d, want %d", tt.setting, tt.procs, got, tt.want)
+		if got := loops(tt.setting, tt.procs); got != tt.want {
+			t.Errorf("loops(%d, %d) = %d, want %d", tt.setting, tt.procs, got, tt.want)
 		}
 	}
 }
