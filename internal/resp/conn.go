@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/latchd/latch/internal/evloop"
@@ -80,14 +81,40 @@ func newConn(s *Server, nc net.Conn) *conn {
 }
 
 // newLoopConn returns the connection from peer, served by an event loop
-// (Input).
+// (Input). Its buffers are borrowed for each call of Input (loopBuffers),
+// so that an idle connection holds none.
 func newLoopConn(s *Server, peer net.Addr) *conn {
 	c := &conn{srv: s, peer: peer, id: s.lastID.Add(1)}
 	c.in, c.reply = new(sliceReader), new(appendWriter)
-	c.br = bufio.NewReaderSize(c.in, bufSize)
-	c.bw = bufio.NewWriterSize(c.reply, bufSize)
 	c.init()
 	return c
+}
+
+// The read and write buffers of the event loops' connections, lent for
+// one call of Input.
+var (
+	loopReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	loopWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+)
+
+// takeBuffers lends c a read buffer over c.in and a write buffer over
+// c.reply, for one call of Input.
+func (c *conn) takeBuffers() {
+	c.br = loopReaders.Get().(*bufio.Reader)
+	c.br.Reset(c.in)
+	c.bw = loopWriters.Get().(*bufio.Writer)
+	c.bw.Reset(c.reply)
+	c.rd.r, c.w.w = c.br, c.bw
+}
+
+// giveBuffers gives c's buffers back; the write buffer must have been
+// flushed.
+func (c *conn) giveBuffers() {
+	c.br.Reset(nil)
+	loopReaders.Put(c.br)
+	c.bw.Reset(nil)
+	loopWriters.Put(c.bw)
+	c.br, c.bw, c.rd.r, c.w.w = nil, nil, nil, nil
 }
 
 func (c *conn) init() {
@@ -196,7 +223,8 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	}
 	c.partial = false
 	c.in.Reset(in)
-	c.br.Reset(c.in)
+	c.takeBuffers()
+	defer c.giveBuffers()
 	c.reply.b = out
 	used := 0
 	open := true
@@ -226,6 +254,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 		c.runBatch()
 	}
 	c.bw.Flush()
+	c.in.Reset(nil)
 	out, c.reply.b = c.reply.b, nil
 	return out, used, open
 }
