@@ -79,8 +79,11 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
+# The memcached and Redis front ends' suites run on event loops (a node in
+# memory's way), then again on a goroutine per connection.
 unit:
 	$(GO) test -race ./...
+	LATCH_MEMCACHE_LOOPS=-1 LATCH_REDIS_LOOPS=-1 $(GO) test -race ./internal/memcache ./internal/resp
 
 # The power-loss test (internal/replica/raftrep/powerloss_test.go):
 # in-process clusters on crashable file systems under kills, power loss,

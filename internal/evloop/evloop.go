@@ -27,11 +27,36 @@ type Handler interface {
 	// again once more has arrived) and whether the connection stays open
 	// (false closes it once the replies are written). Neither in nor out
 	// may be kept after the call.
+	//
+	// Once its replies hold ReplyLimit bytes or more, Input may stop
+	// before the end of the whole requests in holds: the loop writes the
+	// replies and, once the peer has taken them, calls Input again with
+	// the rest (and nothing new), so that a few short requests for long
+	// replies hold neither the loop nor its memory.
 	Input(in, out []byte) (reply []byte, consumed int, open bool)
 	// Closed is called once, when the connection has been closed: by the
-	// peer, by Input, on an error or a timeout (err then says which), or
-	// by Loop.Close (err is ErrClosed).
+	// peer, by Input, on an error or a timeout (err then says which), by
+	// Loop.Close (err is ErrClosed) or by Conn.Close (ErrConnClosed).
 	Closed(err error)
+}
+
+// ReplyLimit is the length of replies past which Handler.Input may stop
+// before the end of its input's whole requests.
+const ReplyLimit = 64 << 10
+
+// An Attacher is a Handler that keeps its connection's Conn, to close it
+// from other goroutines (Conn.Close): Loop.Add calls Attach before the loop
+// calls any other method of the handler.
+type Attacher interface {
+	Attach(c *Conn)
+}
+
+// An IdleKeeper is a Handler that may keep its connection open past the
+// idle timeout. Before the loop closes an idle connection it calls
+// KeepIdle, on the loop's goroutine like Input: true keeps the connection
+// for another IdleTimeout, after which it is asked again.
+type IdleKeeper interface {
+	KeepIdle() bool
 }
 
 // Config bounds the connections of a Loop. A zero duration is no bound.
@@ -58,6 +83,7 @@ var (
 	ErrReadTimeout  = errors.New("evloop: request not complete within the read timeout")
 	ErrWriteTimeout = errors.New("evloop: replies not taken within the write timeout")
 	ErrInputTooLong = errors.New("evloop: incomplete request too long")
+	ErrConnClosed   = errors.New("evloop: connection closed by Conn.Close")
 )
 
 // tick returns how often a loop checks its connections' timeouts: a quarter

@@ -48,7 +48,7 @@ type Loop struct {
 	wake int // an eventfd: Close writes to it to stop Run
 
 	mu      sync.Mutex
-	conns   []*conn // by file descriptor
+	conns   []*Conn // by file descriptor
 	n       int     // connections in conns
 	closing bool
 
@@ -56,17 +56,25 @@ type Loop struct {
 	buf     []byte    // what the current read read
 	out     []byte    // the replies of the current Input, reused
 	now     time.Time // when the current epoll_wait returned
-	expired []*conn
+	expired []*Conn
 }
 
-// conn is one connection's state. Its fields but fd and h are Run's.
-type conn struct {
+// A Conn is one connection a Loop serves. A Handler that implements
+// Attacher is given its Conn, to close it from any goroutine (Close).
+type Conn struct {
+	l  *Loop
 	fd int
 	h  Handler
+	// killed is set by Close, under l.mu, once it has shut the socket
+	// down: the loop closes the connection at its next event.
+	killed bool
+
+	// The fields below are Run's.
 
 	in       []byte // input not yet consumed: the start of a request
 	out      []byte // replies the socket has not taken yet
 	closing  bool   // close once out is written
+	more     bool   // the handler stopped on long replies: give it in again once out is written
 	last     time.Time
 	inSince  time.Time // when the request in holds started arriving, at the latest
 	outSince time.Time // when out became non-empty
@@ -103,8 +111,10 @@ var ErrNotSocket = errors.New("evloop: not a socket connection")
 
 // Add hands nc over to the loop, to be served with h from now on. The loop
 // serves a duplicate of nc's socket: nc itself is closed (its addresses
-// still answer). On ErrNotSocket, nc is untouched; on any other error it is
-// closed and h will not be called.
+// still answer). An Attacher h is given its Conn before the loop calls any
+// other of its methods. On ErrNotSocket, nc is untouched; on any other error
+// it is closed and h will not be called again (Close of its Conn does
+// nothing).
 func (l *Loop) Add(nc net.Conn, h Handler) error {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
@@ -129,7 +139,10 @@ func (l *Loop) Add(nc net.Conn, h Handler) error {
 		unix.Close(fd)
 		return fmt.Errorf("evloop: %w", err)
 	}
-	c := &conn{fd: fd, h: h, last: time.Now()}
+	c := &Conn{l: l, fd: fd, h: h, last: time.Now()}
+	if a, ok := h.(Attacher); ok {
+		a.Attach(c)
+	}
 	l.mu.Lock()
 	if l.closing {
 		l.mu.Unlock()
@@ -137,7 +150,7 @@ func (l *Loop) Add(nc net.Conn, h Handler) error {
 		return ErrClosed
 	}
 	if fd >= len(l.conns) {
-		l.conns = append(l.conns, make([]*conn, fd+1-len(l.conns))...)
+		l.conns = append(l.conns, make([]*Conn, fd+1-len(l.conns))...)
 	}
 	l.conns[fd] = c
 	l.n++
@@ -163,6 +176,26 @@ func (l *Loop) Close() {
 	unix.Write(l.wake, one[:])
 }
 
+// Close closes the connection from any goroutine: the loop then calls its
+// handler's Closed with ErrConnClosed, on the loop's goroutine, unless the
+// connection was closed otherwise first. Replies not yet written are
+// dropped. Close may be called any number of times, during or after the
+// connection's life: it shuts down (shutdown(2)) the socket under the
+// loop's mutex, and only while the loop still serves it, so it never
+// touches a socket whose descriptor has since been reused.
+func (c *Conn) Close() {
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.killed || c.fd >= len(l.conns) || l.conns[c.fd] != c {
+		return
+	}
+	c.killed = true
+	// The loop's epoll set reports the shut down socket (EPOLLHUP), and
+	// Run closes it then.
+	unix.Shutdown(c.fd, unix.SHUT_RDWR)
+}
+
 // Len returns the number of connections the loop serves.
 func (l *Loop) Len() int {
 	l.mu.Lock()
@@ -170,14 +203,18 @@ func (l *Loop) Len() int {
 	return l.n
 }
 
-// forget removes the connection of fd.
-func (l *Loop) forget(fd int) {
+// forget removes the connection of fd and reports whether Conn.Close shut
+// it down.
+func (l *Loop) forget(fd int) (killed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if fd < len(l.conns) && l.conns[fd] != nil {
-		l.conns[fd] = nil
-		l.n--
+	if fd >= len(l.conns) || l.conns[fd] == nil {
+		return false
 	}
+	killed = l.conns[fd].killed
+	l.conns[fd] = nil
+	l.n--
+	return killed
 }
 
 // Run serves the loop's connections until Close, then closes them and
@@ -208,16 +245,22 @@ func (l *Loop) Run() {
 				l.shutdown(ErrClosed)
 				return
 			}
-			var c *conn
+			var c *Conn
+			killed := false
 			l.mu.Lock()
 			if fd < len(l.conns) {
 				c = l.conns[fd]
+				killed = c != nil && c.killed
 			}
 			l.mu.Unlock()
 			if c == nil {
 				continue // closed earlier in this batch
 			}
-			if len(c.out) > 0 {
+			if killed {
+				l.close(c, ErrConnClosed)
+				continue
+			}
+			if len(c.out) > 0 || c.more {
 				l.flush(c)
 			} else {
 				l.read(c)
@@ -231,7 +274,7 @@ func (l *Loop) Run() {
 }
 
 // read reads what c's socket has and gives it to c's handler.
-func (l *Loop) read(c *conn) {
+func (l *Loop) read(c *Conn) {
 	n, err := unix.Read(c.fd, l.buf)
 	switch {
 	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
@@ -249,6 +292,12 @@ func (l *Loop) read(c *conn) {
 		c.in = append(c.in, in...)
 		in = c.in
 	}
+	l.input(c, in)
+}
+
+// input gives in, c's input not yet consumed, to c's handler, and writes
+// its replies. It reports false when c is closed.
+func (l *Loop) input(c *Conn, in []byte) bool {
 	reply, used, open := c.h.Input(in, l.out[:0])
 	if l.out = reply[:0]; cap(l.out) > maxKeep {
 		l.out = nil // one connection's burst of replies: not kept for all
@@ -265,25 +314,37 @@ func (l *Loop) read(c *conn) {
 		c.in = append(c.in[:0], rest...) // rest may be c.in's own tail: append moves it down
 		if l.cfg.MaxInput > 0 && len(c.in) > l.cfg.MaxInput {
 			l.close(c, ErrInputTooLong)
-			return
+			return false
 		}
 	}
+	// A handler may have stopped on long replies (ReplyLimit): it is
+	// given the rest once they are written, when the socket has room
+	// (flush), in turn with the other connections.
+	c.more = open && len(reply) >= ReplyLimit && len(c.in) > 0
 	if len(reply) > 0 && !l.write(c, reply) {
-		return
+		return false
 	}
 	if !open {
 		if len(c.out) == 0 {
 			l.close(c, nil)
-			return
+			return false
 		}
 		c.closing = true
 	}
+	if c.more && len(c.out) == 0 {
+		c.outSince = l.now // waiting for room, under the write timeout
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(c.fd)}); err != nil {
+			l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
+			return false
+		}
+	}
+	return true
 }
 
 // write writes b to c's socket; what the socket does not take waits in
 // c.out, and the loop waits for room instead of input. It reports false
 // when the write failed and c is closed.
-func (l *Loop) write(c *conn, b []byte) bool {
+func (l *Loop) write(c *Conn, b []byte) bool {
 	for len(b) > 0 {
 		n, err := unix.Write(c.fd, b)
 		if errors.Is(err, unix.EINTR) {
@@ -311,8 +372,9 @@ func (l *Loop) write(c *conn, b []byte) bool {
 }
 
 // flush writes c's waiting replies, once its socket has room; when they
-// are all out, c is read again (or closed, if it was closing).
-func (l *Loop) flush(c *conn) {
+// are all out, c's handler is given the rest of its input if it stopped on
+// long replies, and c is read again (or closed, if it was closing).
+func (l *Loop) flush(c *Conn) {
 	b := c.out
 	for len(b) > 0 {
 		n, err := unix.Write(c.fd, b)
@@ -338,19 +400,30 @@ func (l *Loop) flush(c *conn) {
 		return
 	}
 	c.last = l.now
+	if c.more {
+		if !l.input(c, c.in) || c.more || len(c.out) > 0 {
+			return // closed, or waiting for room again
+		}
+	}
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.fd)}); err != nil {
 		l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
 	}
 }
 
-// close closes c's socket and tells its handler why.
-func (l *Loop) close(c *conn, err error) {
-	l.forget(c.fd)
+// close closes c's socket and tells its handler why: err, or
+// ErrConnClosed when Conn.Close shut it down (the error the loop met is
+// then its consequence).
+func (l *Loop) close(c *Conn, err error) {
+	if l.forget(c.fd) {
+		err = ErrConnClosed
+	}
 	unix.Close(c.fd)
 	c.h.Closed(err)
 }
 
-// sweep closes the connections past a timeout.
+// sweep closes the connections past a timeout, but the idle ones that an
+// IdleKeeper handler keeps: those are asked again one IdleTimeout later.
+// Handlers are asked outside the loop's mutex, which Conn.Close takes.
 func (l *Loop) sweep() {
 	l.expired = l.expired[:0]
 	l.mu.Lock()
@@ -361,16 +434,23 @@ func (l *Loop) sweep() {
 	}
 	l.mu.Unlock()
 	for i, c := range l.expired {
-		l.close(c, l.timedOut(c))
 		l.expired[i] = nil
+		err := l.timedOut(c)
+		if err == ErrIdle {
+			if k, ok := c.h.(IdleKeeper); ok && k.KeepIdle() {
+				c.last = l.now
+				continue
+			}
+		}
+		l.close(c, err)
 	}
 }
 
 // timedOut returns the timeout c is past, or nil.
-func (l *Loop) timedOut(c *conn) error {
+func (l *Loop) timedOut(c *Conn) error {
 	past := func(since time.Time, d time.Duration) bool { return d > 0 && l.now.Sub(since) >= d }
 	switch {
-	case len(c.out) > 0:
+	case len(c.out) > 0 || c.more:
 		if past(c.outSince, l.cfg.WriteTimeout) {
 			return ErrWriteTimeout
 		}

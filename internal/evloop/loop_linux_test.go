@@ -17,15 +17,18 @@ import (
 
 // lines is a Handler of a line protocol: each complete line is answered
 // upper-cased; "quit" answers "BYE" and closes; "big N" answers N bytes.
+// It stops once its replies reach ReplyLimit.
 type lines struct {
 	closed chan error
+	inputs atomic.Int64 // calls of Input
 }
 
 func (h *lines) Input(in, out []byte) ([]byte, int, bool) {
+	h.inputs.Add(1)
 	used := 0
 	for {
 		i := bytes.IndexByte(in[used:], '\n')
-		if i < 0 {
+		if i < 0 || len(out) >= ReplyLimit {
 			return out, used, true
 		}
 		line := string(in[used : used+i])
@@ -72,7 +75,7 @@ func serve(t *testing.T, cfg Config) (*Loop, string, chan error) {
 			if err != nil {
 				return
 			}
-			if err := l.Add(nc, &lines{closed}); err != nil && !errors.Is(err, ErrClosed) {
+			if err := l.Add(nc, &lines{closed: closed}); err != nil && !errors.Is(err, ErrClosed) {
 				t.Errorf("Add: %v", err)
 			}
 		}
@@ -183,6 +186,10 @@ func TestTimeouts(t *testing.T) {
 		{"idle after a request", Config{IdleTimeout: 50 * time.Millisecond}, "hi\n", ErrIdle},
 		{"read", Config{ReadTimeout: 50 * time.Millisecond, IdleTimeout: time.Hour}, "incomplete", ErrReadTimeout},
 		{"write", Config{WriteTimeout: 50 * time.Millisecond}, "big 67108864\n", ErrWriteTimeout},
+		// The handler stops on each long reply (ReplyLimit): the loop
+		// waits for room to give it the rest, under the write timeout,
+		// even when the socket took every reply so far.
+		{"write, stopping on long replies", Config{WriteTimeout: 50 * time.Millisecond}, strings.Repeat("big 524288\n", 256), ErrWriteTimeout},
 		{"input too long", Config{MaxInput: 8}, "0123456789", ErrInputTooLong},
 	}
 	for _, tt := range tests {
@@ -214,7 +221,7 @@ func TestLoopClose(t *testing.T) {
 	}
 	c1, c2 := net.Pipe()
 	defer c2.Close()
-	if err := l.Add(c1, &lines{closed}); !errors.Is(err, ErrNotSocket) {
+	if err := l.Add(c1, &lines{closed: closed}); !errors.Is(err, ErrNotSocket) {
 		t.Fatalf("Add(pipe) = %v, want ErrNotSocket", err)
 	}
 	tc, _ := dial(t, addr) // accepted and refused: the loop is closed
@@ -263,5 +270,164 @@ func TestBusyLoopYields(t *testing.T) {
 		if got := readLine(t, br); got != "PING\n" {
 			t.Fatalf("got %q", got)
 		}
+	}
+}
+
+// attached is a lines handler that hands its Conn over (Attacher) and may
+// keep its connection past the idle timeout (IdleKeeper) while keep is
+// set, counting the loop's questions.
+type attached struct {
+	lines
+	conns chan *Conn
+	keep  atomic.Bool
+	asked atomic.Int64
+}
+
+func (h *attached) Attach(c *Conn) { h.conns <- c }
+
+func (h *attached) KeepIdle() bool {
+	h.asked.Add(1)
+	return h.keep.Load()
+}
+
+// serveAttached is serve for attached handlers: it returns the loop's
+// address, the channel of their Conns and that of their Closed errors, and
+// the handlers in the order of their connections.
+func serveAttached(t *testing.T, cfg Config) (string, chan *Conn, chan error, chan *attached) {
+	t.Helper()
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, closed, handlers := make(chan *Conn, 16), make(chan error, 16), make(chan *attached, 16)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		l.Run()
+	}()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h := &attached{lines: lines{closed: closed}, conns: conns}
+			handlers <- h
+			if err := l.Add(nc, h); err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("Add: %v", err)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		l.Close()
+		<-ran
+	})
+	return ln.Addr().String(), conns, closed, handlers
+}
+
+// TestConnClose: another goroutine closes a connection through its Conn;
+// the handler is told ErrConnClosed and the peer sees the end. A Conn
+// closed again, or after its descriptor went to another connection, does
+// nothing.
+func TestConnClose(t *testing.T) {
+	addr, conns, closed, _ := serveAttached(t, Config{})
+	nc, br := dial(t, addr)
+	c := <-conns
+	nc.Write([]byte("ping\n"))
+	readLine(t, br)
+	go c.Close()
+	if err := closedWith(t, closed); !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("Closed(%v), want ErrConnClosed", err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after Conn.Close: %v, want EOF", err)
+	}
+	c.Close() // after the end: nothing
+
+	// A Conn whose descriptor now serves another connection (a stale
+	// handle; in-process the kernel need not reuse c's) must not touch
+	// that one.
+	nc2, br2 := dial(t, addr)
+	c2 := <-conns
+	stale := &Conn{l: c2.l, fd: c2.fd, h: c.h}
+	stale.Close()
+	c.Close()
+	nc2.Write([]byte("still here\n"))
+	if got := readLine(t, br2); got != "STILL HERE\n" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+// TestConnCloseWhileWriting: a connection whose replies wait for the peer
+// to read them is closed by Conn.Close too.
+func TestConnCloseWhileWriting(t *testing.T) {
+	addr, conns, closed, _ := serveAttached(t, Config{})
+	nc, _ := dial(t, addr)
+	c := <-conns
+	nc.Write([]byte("big 67108864\n")) // never read: the loop waits for room
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	if err := closedWith(t, closed); !errors.Is(err, ErrConnClosed) {
+		t.Fatalf("Closed(%v), want ErrConnClosed", err)
+	}
+}
+
+// TestIdleKeeper: an idle connection whose handler keeps it survives the
+// idle timeout, asked again every timeout, and is closed once it no longer
+// keeps it.
+func TestIdleKeeper(t *testing.T) {
+	const idle = 40 * time.Millisecond
+	addr, _, closed, handlers := serveAttached(t, Config{IdleTimeout: idle})
+	nc, br := dial(t, addr)
+	h := <-handlers
+	h.keep.Store(true)
+	nc.Write([]byte("ping\n"))
+	readLine(t, br)
+	time.Sleep(8 * idle)
+	select {
+	case err := <-closed:
+		t.Fatalf("a kept connection was closed: %v", err)
+	default:
+	}
+	if n := h.asked.Load(); n < 2 {
+		t.Fatalf("KeepIdle asked %d times in 8 idle timeouts, want at least 2", n)
+	}
+	nc.Write([]byte("still\n"))
+	if got := readLine(t, br); got != "STILL\n" {
+		t.Fatalf("got %q", got)
+	}
+	h.keep.Store(false)
+	if err := closedWith(t, closed); !errors.Is(err, ErrIdle) {
+		t.Fatalf("Closed(%v), want ErrIdle once no longer kept", err)
+	}
+}
+
+// TestStopOnLongReplies: a handler that stops on long replies is given the
+// rest of its input once they are written, without more input, until it
+// has answered every request, in order.
+func TestStopOnLongReplies(t *testing.T) {
+	addr, _, _, handlers := serveAttached(t, Config{})
+	nc, br := dial(t, addr)
+	h := <-handlers
+	const n = 50
+	nc.Write([]byte(strings.Repeat("big 65536\n", n) + "after\n"))
+	for i := range n {
+		if _, err := io.ReadFull(br, make([]byte, 65536)); err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if i == 0 {
+			time.Sleep(20 * time.Millisecond) // let the replies fill the socket
+		}
+	}
+	if got := readLine(t, br); got != "AFTER\n" {
+		t.Fatalf("got %q", got)
+	}
+	if got := h.inputs.Load(); got < n {
+		t.Fatalf("Input called %d times for %d long replies, want one each", got, n)
 	}
 }

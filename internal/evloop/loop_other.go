@@ -20,6 +20,12 @@ func New(Config) (*Loop, error) {
 // ErrNotSocket is returned by Add for a connection it cannot serve.
 var ErrNotSocket = errors.New("evloop: not a socket connection")
 
+// A Conn is a connection a Loop serves: none here.
+type Conn struct{}
+
+// Close does nothing.
+func (*Conn) Close() {}
+
 // Add returns ErrNotSocket.
 func (*Loop) Add(net.Conn, Handler) error { return ErrNotSocket }
 

@@ -35,6 +35,10 @@ type slowOpens struct {
 	unavailable atomic.Bool
 }
 
+// Execution is a cluster node's: a session takes long to open, and a
+// request waits for it, so no event loop serves it.
+func (s *slowOpens) Execution() latch.Execution { return latch.Replicated }
+
 func (s *slowOpens) Do(sess latch.Session, c *fsm.Command) fsm.Result {
 	s.dos.Add(1)
 	if s.unavailable.Load() {

@@ -82,6 +82,36 @@ func benchServe(b *testing.B, head, body []byte, pipelined bool) {
 	b.ReportMetric(float64(nc.written)/float64(max(b.N, 1)), "reply-B/op")
 }
 
+// benchLoop is benchServe for a connection served by an event loop: each
+// call of Input is given one body, or (pipelined) 16.
+func benchLoop(b *testing.B, head, body []byte, pipelined bool) {
+	ts := newTestServer(b)
+	c := newLoopConn(ts.srv, pipeAddr{})
+	defer c.Closed(io.EOF)
+	var out []byte
+	if len(head) > 0 {
+		out, _, _ = c.Input(head, out[:0])
+	}
+	batch, per := body, 1
+	if pipelined {
+		batch, per = bytes.Repeat(body, 16), 16
+	}
+	written := 0
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += per {
+		var used int
+		out, used, _ = c.Input(batch, out[:0])
+		if used != len(batch) {
+			b.Fatalf("Input consumed %d of %d bytes", used, len(batch))
+		}
+		written += len(out)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(written)/float64(max(b.N, 1)), "reply-B/op")
+}
+
 var benchValue = bytes.Repeat([]byte("v"), 100)
 
 // textSet is a set of benchValue.
@@ -119,6 +149,7 @@ func BenchmarkServeText(b *testing.B) {
 	for _, tc := range cases {
 		for _, pipelined := range []bool{true, false} {
 			b.Run(tc.name+benchMode(pipelined), func(b *testing.B) { benchServe(b, tc.head, tc.body, pipelined) })
+			b.Run(tc.name+benchMode(pipelined)+"/loop", func(b *testing.B) { benchLoop(b, tc.head, tc.body, pipelined) })
 		}
 	}
 }
@@ -138,6 +169,7 @@ func BenchmarkServeBinary(b *testing.B) {
 	for _, tc := range cases {
 		for _, pipelined := range []bool{true, false} {
 			b.Run(tc.name+benchMode(pipelined), func(b *testing.B) { benchServe(b, tc.head, tc.body, pipelined) })
+			b.Run(tc.name+benchMode(pipelined)+"/loop", func(b *testing.B) { benchLoop(b, tc.head, tc.body, pipelined) })
 		}
 	}
 }

@@ -243,34 +243,12 @@ func (c *conn) serveBinary() error {
 		return errClose
 	}
 	if r.keyLen > latch.MaxKeyLen || r.keyLen+r.extLen > r.bodLen {
-		if err := c.discard(uint64(r.bodLen)); err != nil {
-			return err
-		}
-		c.binError(&r, stInvalid)
-		return nil
+		return c.skip(uint64(r.bodLen), skipState{then: thenBinInvalid, req: r.header})
 	}
 	valLen := r.bodLen - r.keyLen - r.extLen
 	if valLen > c.srv.items.MaxItemSize {
-		// Too large to keep: skip the body, then answer as yrmcds does,
-		// which validates a request before it looks at the value's size.
-		if err := c.discard(uint64(r.bodLen)); err != nil {
-			return err
-		}
-		s := shapes[r.op]
-		switch {
-		case !s.known:
-			c.binUnknown(&r)
-		case s.noBody:
-			return c.binCommand(&r) // the body is ignored anyway
-		default:
-			r.value = []byte{0} // stands for the skipped value: not empty
-			if s.valid(&r) {
-				c.binError(&r, stTooLarge)
-			} else {
-				c.binError(&r, stInvalid)
-			}
-		}
-		return nil
+		// Too large to keep: skip the body, then answer (binTooLarge).
+		return c.skip(uint64(r.bodLen), skipState{then: thenBinTooLarge, req: r.header})
 	}
 	body, err := c.readBody(r.bodLen)
 	if err != nil {
@@ -291,6 +269,27 @@ func (c *conn) serveBinary() error {
 		return nil
 	}
 	return c.binCommand(&r)
+}
+
+// binTooLarge answers r, whose body was skipped for its value's size, as
+// yrmcds does, which validates a request before it looks at the value's
+// size.
+func (c *conn) binTooLarge(r *request) error {
+	s := shapes[r.op]
+	switch {
+	case !s.known:
+		c.binUnknown(r)
+	case s.noBody:
+		return c.binCommand(r) // the body is ignored anyway
+	default:
+		r.value = []byte{0} // stands for the skipped value: not empty
+		if s.valid(r) {
+			c.binError(r, stTooLarge)
+		} else {
+			c.binError(r, stInvalid)
+		}
+	}
+	return nil
 }
 
 // readBody reads n body bytes. A body that fits in the reader's buffer is

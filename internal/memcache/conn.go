@@ -3,6 +3,7 @@ package memcache
 import (
 	"bufio"
 	"errors"
+	"net"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
@@ -14,13 +15,22 @@ import (
 // errClose ends a connection after its pending replies are flushed (quit).
 var errClose = errors.New("memcache: close connection")
 
-// conn is one client connection and its session.
+// conn is one client connection and its session, served by a goroutine of
+// its own (ServeConn) or by an event loop (Input, loop.go).
 type conn struct {
 	srv  *Server
 	nc   *netserve.Conn
-	r    *bufio.Reader // nc.R, or an event loop's input
-	w    *bufio.Writer // nc.W, or an event loop's replies
+	peer net.Addr
+	r    *bufio.Reader // nc.R, or the input of an event loop's call
+	w    *bufio.Writer // nc.W, or the replies of an event loop's call
 	sess latch.Session // nil until its first lock (openSession)
+
+	// Served by an event loop: the input and the replies of the current
+	// call, and the rest of a request being skipped (nil but while one
+	// is).
+	src      sliceReader
+	dst      appendWriter
+	skipping *skipState
 
 	toks [][]byte // tokens of the current text line, into line or r's buffer
 	line []byte   // a text line too long for r's buffer
@@ -45,7 +55,7 @@ type conn struct {
 // client leaves, a write fails, or the server or an operator ends it. Its
 // locks are released when it returns.
 func (s *Server) ServeConn(nc *netserve.Conn) {
-	c := &conn{srv: s, nc: nc}
+	c := &conn{srv: s, nc: nc, peer: nc.RemoteAddr()}
 	nc.SetHooks(netserve.Hooks{Busy: c.holdsLocks, Read: c.tick})
 	c.serve()
 }
@@ -68,25 +78,7 @@ func (c *conn) serve() {
 		if err != nil {
 			return
 		}
-		switch b[0] {
-		case magicRequest:
-			err = c.serveBinary()
-		case 0:
-			if !c.started {
-				// No memcached client starts a connection so; a dlock
-				// client at this port does (its frames start with a
-				// 4-byte length). Say so at once and close, rather than
-				// wait for a line that never comes. (Later, a NUL byte
-				// starts a text line like any other, as in yrmcds.)
-				c.w.WriteString(rNotMemcached)
-				err = errClose
-				break
-			}
-			err = c.serveText()
-		default:
-			err = c.serveText()
-		}
-		c.started = true
+		err = c.request(b[0])
 		if err != nil {
 			if errors.Is(err, errClose) {
 				c.w.Flush()
@@ -94,6 +86,33 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// request reads one request, whose first byte is first (not yet read),
+// and writes its reply. It returns an error only when the connection must
+// end.
+func (c *conn) request(first byte) error {
+	var err error
+	switch first {
+	case magicRequest:
+		err = c.serveBinary()
+	case 0:
+		if !c.started {
+			// No memcached client starts a connection so; a dlock
+			// client at this port does (its frames start with a 4-byte
+			// length). Say so at once and close, rather than wait for a
+			// line that never comes. (Later, a NUL byte starts a text
+			// line like any other, as in yrmcds.)
+			c.w.WriteString(rNotMemcached)
+			err = errClose
+			break
+		}
+		err = c.serveText()
+	default:
+		err = c.serveText()
+	}
+	c.started = true
+	return err
 }
 
 // finish closes the connection and its session, which drops the
@@ -134,10 +153,14 @@ func (c *conn) execLock() fsm.Result {
 // in a cluster is bound to this node: it takes a commit). When the
 // session ends behind the connection's back (an operator ended it, the
 // node let go of its clients, or the lock service shut down), closing the
-// socket makes serve return.
+// connection makes serve return, or its event loop call Closed.
 func (c *conn) openSession() error {
 	nc := c.nc
-	sess, err := c.srv.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: nc.RemoteAddr().String(), OnEnd: func(error) { nc.Close() }})
+	sess, err := c.srv.svc.OpenSession(latch.SessionOptions{Protocol: "memcache", Peer: c.peer.String(), OnEnd: func(error) {
+		if nc != nil { // nil: a test's connection, served by no server
+			nc.Close()
+		}
+	}})
 	if err != nil {
 		return err
 	}

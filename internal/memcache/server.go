@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
+	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/netserve"
 )
@@ -107,7 +110,8 @@ type Server struct {
 const rTooManyConns = "SERVER_ERROR too many connections\r\n"
 
 // New returns a server for svc; Start makes it listen. It returns
-// Validate's error for an invalid cfg.
+// Validate's error for an invalid cfg. Its plain connections are served by
+// event loops (Config.Loops) when svc answers at once (latch.Inline).
 func New(svc Service, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -137,7 +141,11 @@ func New(svc Service, cfg Config) (*Server, error) {
 		s.binCmds[b.op] = cfg.Metrics.Command(b.name)
 	}
 	s.textInvalid = cfg.Metrics.Command("invalid")
-	ns, err := netserve.New(s, cfg.Config, 0)
+	loops := 0 // a request waits for its commit: a loop would make its other connections wait too
+	if svc.Execution() == latch.Inline {
+		loops = netserve.DefaultLoops(cfg.Loops, runtime.GOMAXPROCS(0))
+	}
+	ns, err := netserve.New(s, cfg.Config, loops)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +158,21 @@ func (s *Server) Name() string { return "memcache" }
 
 // Refusal is the answer to a connection over Config.MaxConns.
 func (s *Server) Refusal() []byte { return []byte(rTooManyConns) }
+
+// LoopConn returns the connection nc, served by an event loop (Input,
+// loop.go): netserve's, for the plain connections of an inline service.
+func (s *Server) LoopConn(nc *netserve.Conn) evloop.Handler {
+	c := newLoopConn(s, nc.RemoteAddr())
+	c.nc = nc
+	nc.SetHooks(netserve.Hooks{Busy: c.holdsLocks})
+	return c
+}
+
+// MaxInput bounds the incomplete request an event loop keeps: the parsers
+// take longer requests as they arrive (nextRequest).
+func (s *Server) MaxInput() int {
+	return limits{maxLine: s.cfg.MaxLine, maxItem: s.items.MaxItemSize}.maxInput()
+}
 
 // Start listens on the configured address and serves in the background.
 func (s *Server) Start() error {

@@ -51,8 +51,7 @@ func (c *conn) serveText() error {
 	line, err := c.readLine()
 	switch {
 	case errors.Is(err, errLineTooLong):
-		c.textError(rError)
-		return nil
+		return c.skipped(&skipState{then: thenLineTooLong})
 	case err != nil:
 		return err
 	}
@@ -87,6 +86,11 @@ func (c *conn) readLine() ([]byte, error) {
 			c.line = c.line[:0]
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = c.r.ReadSlice('\n')
+			}
+			if errors.Is(err, errIncomplete) {
+				// An event loop's input ends inside the line: the
+				// rest is skipped as it arrives.
+				return nil, c.startSkip(skipState{toLF: true, then: thenLineTooLong})
 			}
 			if err != nil {
 				return nil, err
@@ -358,11 +362,7 @@ func (c *conn) textStore(op storeOp) error {
 		// Refuse without keeping the block in memory, with memcached's
 		// answer (yrmcds answers a bare ERROR, which clients read as an
 		// unknown command).
-		if err := c.discard(size + 2); err != nil {
-			return err
-		}
-		c.textError(rTooLarge)
-		return nil
+		return c.skip(size+2, skipState{then: thenTextTooLarge})
 	}
 	data, err := c.readBlock(int(size))
 	if err != nil {
@@ -431,19 +431,6 @@ func (c *conn) readBlock(n int) ([]byte, error) {
 		return nil, nil
 	}
 	return b[:n:n], nil
-}
-
-// discard skips n bytes of input.
-func (c *conn) discard(n uint64) error {
-	for n > 0 {
-		k := int(min(n, 1<<30))
-		d, err := c.r.Discard(k)
-		n -= uint64(d)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // textDelete serves delete <key> [noreply]. memcached's legacy time

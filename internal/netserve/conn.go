@@ -13,17 +13,17 @@ import (
 	"github.com/latchd/latch/internal/timedwrite"
 )
 
-// bufSize is the size of a connection's read buffer and of its write
-// buffer: room for a batch of 16 pipelined requests or replies of small
-// items. Longer requests and replies go around them, so the size bounds
-// what a connection costs while it is busy (twice this), not what a request
-// may carry; an idle connection gives both back (Conn.Next).
-const bufSize = 4 << 10
+// BufferSize is the size of a connection's read buffer (R) and of its
+// write buffer (W): room for a batch of 16 pipelined requests or replies of
+// small items. Longer requests and replies go around them, so the size
+// bounds what a connection costs while it is busy (twice this), not what a
+// request may carry; an idle connection gives both back (Conn.Next).
+const BufferSize = 4 << 10
 
 // Buffers of connections that are not idle.
 var (
-	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
-	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, BufferSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, BufferSize) }}
 )
 
 // Hooks are what a protocol tells the read path of its connection. Each

@@ -442,7 +442,3 @@ func (l *loopHandler) Closed(err error) {
 	l.h.Closed(err)
 	l.c.srv.forget(l.c)
 }
-
-// Busy reports whether the connection must stay open past the idle
-// timeout (Hooks.Busy, which a loop's protocol sets as well).
-func (l *loopHandler) Busy() bool { return l.c.busy() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 
 	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/fsm"
@@ -78,14 +79,41 @@ func (s *Server) LoopConn(nc *netserve.Conn) evloop.Handler {
 	return c
 }
 
-// newLoopConn returns a connection from peer, served by an event loop.
+// newLoopConn returns the connection from peer, served by an event loop
+// (Input). Its buffers are borrowed for each call of Input (loopBuffers),
+// so that an idle connection holds none.
 func newLoopConn(s *Server, peer net.Addr) *conn {
 	c := &conn{srv: s, peer: peer, id: s.lastID.Add(1)}
 	c.in, c.reply = new(sliceReader), new(appendWriter)
-	c.br = bufio.NewReaderSize(c.in, bufSize)
-	c.bw = bufio.NewWriterSize(c.reply, bufSize)
 	c.init()
 	return c
+}
+
+// The read and write buffers of the event loops' connections, lent for
+// one call of Input.
+var (
+	loopReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	loopWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+)
+
+// takeBuffers lends c a read buffer over c.in and a write buffer over
+// c.reply, for one call of Input.
+func (c *conn) takeBuffers() {
+	c.br = loopReaders.Get().(*bufio.Reader)
+	c.br.Reset(c.in)
+	c.bw = loopWriters.Get().(*bufio.Writer)
+	c.bw.Reset(c.reply)
+	c.rd.r, c.w.w = c.br, c.bw
+}
+
+// giveBuffers gives c's buffers back; the write buffer must have been
+// flushed.
+func (c *conn) giveBuffers() {
+	c.br.Reset(nil)
+	loopReaders.Put(c.br)
+	c.bw.Reset(nil)
+	loopWriters.Put(c.bw)
+	c.br, c.bw, c.rd.r, c.w.w = nil, nil, nil, nil
 }
 
 func (c *conn) init() {
@@ -153,7 +181,8 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	}
 	c.partial = false
 	c.in.Reset(in)
-	c.br.Reset(c.in)
+	c.takeBuffers()
+	defer c.giveBuffers()
 	c.reply.b = out
 	used := 0
 	open := true
@@ -183,6 +212,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 		c.runBatch()
 	}
 	c.bw.Flush()
+	c.in.Reset(nil)
 	out, c.reply.b = c.reply.b, nil
 	return out, used, open
 }
