@@ -204,7 +204,7 @@ var settings = []setting{
 	{
 		flag:  "dlock-read-timeout",
 		toml:  "dlock.read-timeout",
-		usage: "close dlock connections whose request frame takes longer than this `duration` to arrive once started (0: the idle timeout)",
+		usage: "close dlock connections whose request frame takes longer than this `duration` to arrive once started (0: never)",
 		field: func(c *Config) any { return &c.DLock.ReadTimeout },
 	},
 	{
