@@ -72,8 +72,11 @@ func (n *Node) propose() fsm.Result { return n.proposeCtx(context.Background()) 
 // of mu until it is, until the node lets go of its clients (the result is
 // then latch.ErrUnavailable: the outcome is unknown), or until ctx is
 // done. Called with mu held; returns with it held.
-func (n *Node) proposeCtx(ctx context.Context) fsm.Result {
-	b := &n.batch
+func (n *Node) proposeCtx(ctx context.Context) fsm.Result { return n.proposeBatch(ctx, &n.batch) }
+
+// proposeBatch is proposeCtx of b: Node.batch, or Node.items. Called with
+// mu held; returns with it held.
+func (n *Node) proposeBatch(ctx context.Context, b *fsm.Batch) fsm.Result {
 	last := b.Cmds[len(b.Cmds)-1].Seq
 	b.Results = b.Results[:0]
 	if err := n.rep.Propose(b); err != nil {
@@ -141,9 +144,12 @@ func (n *Node) proposeFunc(done func(error), grant func(latch.Grant, error)) {
 // send proposes the batch without waiting for its outcome: what time
 // causes (ticks, heartbeats) and what the node does on its own behalf.
 // Called with mu held.
-func (n *Node) send() error {
-	n.batch.Results = n.batch.Results[:0]
-	return n.rep.Propose(&n.batch)
+func (n *Node) send() error { return n.sendBatch(&n.batch) }
+
+// sendBatch is send of b: Node.batch, or Node.items. Called with mu held.
+func (n *Node) sendBatch(b *fsm.Batch) error {
+	b.Results = b.Results[:0]
+	return n.rep.Propose(b)
 }
 
 // answer gives r to the caller waiting for this node's command seq, if
