@@ -65,7 +65,7 @@ func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
 	if in.Op == fsm.OpItemLock && r.Err == nil && n.obs != nil && s != nil {
 		n.obs.Granted(s.proto, 1, 0)
 	}
-	return r
+	return *r
 }
 
 // addItem adds a slot to Node.items, stamped with this node's origin and
