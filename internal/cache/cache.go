@@ -3,6 +3,7 @@ package cache
 import (
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/peakmap"
@@ -46,8 +47,12 @@ type Cache struct {
 
 // entry is one stored item.
 type entry struct {
+	// key and value share one allocation, the key first (storeKV), so
+	// that a lookup, which reads the key to compare it, brings the start
+	// of the value into the CPU's cache with it. Neither is ever written
+	// once stored: readers may keep either.
 	key   string
-	value []byte // never written once stored: readers may keep it
+	value []byte
 	// prev (towards the head) and next (towards the tail) link the entry
 	// into the LRU list, or, while locked, into its owner's list.
 	prev, next *entry
@@ -224,9 +229,10 @@ func (c *Cache) nextCAS() uint64 {
 // insert adds a new unlocked entry for key at the head of the LRU list.
 // The caller has checked that it fits.
 func (c *Cache) insert(key []byte, value []byte, flags uint32, exp int64) *entry {
+	k, v := storeKV(key, value, nil)
 	e := &entry{
-		key:   string(key),
-		value: clone(value),
+		key:   k,
+		value: v,
 		cas:   c.nextCAS(),
 		exp:   exp,
 		epoch: c.epoch,
@@ -240,22 +246,31 @@ func (c *Cache) insert(key []byte, value []byte, flags uint32, exp int64) *entry
 	return e
 }
 
-// clone copies b into a new exact-size slice: the one copy of a stored value.
-func clone(b []byte) []byte {
-	v := make([]byte, len(b))
-	copy(v, b)
-	return v
+// storeKV copies key, then a and b, into one new allocation, and returns
+// the key and the value (a then b, its capacity its length) as views of
+// it: one allocation per item, where the key sits just before its value
+// (see entry). The bytes are never written again, which is what lets the
+// key be a string over them. key must not be empty (CheckKey).
+func storeKV[K string | []byte](key K, a, b []byte) (string, []byte) {
+	buf := make([]byte, len(key)+len(a)+len(b))
+	n := copy(buf, key)
+	copy(buf[n+copy(buf[n:], a):], b)
+	return unsafe.String(&buf[0], n), buf[n:len(buf):len(buf)]
 }
 
-// setValue replaces e's value with v, which the cache owns from now on, and
-// gives e a new CAS. The caller has checked that the growth fits.
-func (c *Cache) setValue(e *entry, v []byte) {
-	d := int64(len(v) - len(e.value))
+// setValue replaces e's value with a followed by b, stored anew with e's
+// key (storeKV), and gives e a new CAS. The item map is given the new key
+// string too, so that nothing keeps the old allocation (an assignment to
+// a key present keeps the map's copy of the key current). The caller has
+// checked that the growth fits.
+func (c *Cache) setValue(e *entry, a, b []byte) {
+	d := int64(len(a) + len(b) - len(e.value))
 	c.bytes += d
 	if e.owner != 0 {
 		c.lockedBytes += d
 	}
-	e.value = v
+	e.key, e.value = storeKV(e.key, a, b)
+	c.items[e.key] = e
 	e.cas = c.nextCAS()
 	c.stats.TotalItems++
 }

@@ -205,7 +205,7 @@ func (c *Cache) ReplaceAndUnlock(now int64, owner latch.SessionID, key, value []
 	if !c.fits(int64(len(value) - len(e.value))) {
 		return 0, "", ErrNoMemory
 	}
-	c.setValue(e, clone(value))
+	c.setValue(e, value, nil)
 	if cas != 0 {
 		c.stats.CasHits++
 	}

@@ -239,6 +239,9 @@ func TestReleaseNames(t *testing.T) {
 			}
 			now := t0 + int64(tt.at)
 			name, got := tt.do(c, now)
+			if e := c.items["item"]; e != nil {
+				own = e.key // a new value (rau) is stored with a new copy of the key
+			}
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateErrors()); diff != "" {
 				t.Errorf("result mismatch (-want +got):\n%s", diff)
 			}

@@ -176,9 +176,10 @@ func Restore(cfg Config, snap []byte) (*Cache, error) {
 		if c.items[string(key)] != nil {
 			return nil, r.fail(at, fmt.Sprintf("duplicate key %q", key))
 		}
+		k, v := storeKV(key, value, nil)
 		e := &entry{
-			key:    string(key),
-			value:  clone(value),
+			key:    k,
+			value:  v,
 			cas:    cas,
 			exp:    exp,
 			owner:  owner,
