@@ -25,9 +25,11 @@ type Cache struct {
 	// head; nil starts a new pass at the tail. A process-local hint, not
 	// replicated state: it is not in a snapshot.
 	cursor *entry
-	// owners maps a lock owner to the first item of its list of locked
-	// items. An owner with no locked item has no entry.
-	owners map[latch.SessionID]*entry
+	// owners maps a lock owner to its list of locked items. An owner
+	// keeps its list, empty or not, until UnlockAll (the end of its
+	// session): locking and unlocking one item at a time then costs a
+	// look-up, not an insertion and a deletion in the map.
+	owners map[latch.SessionID]*ownerList
 
 	now int64  // the latest instant seen
 	cas uint64 // the last CAS handed out
@@ -44,6 +46,10 @@ type Cache struct {
 
 	stats Stats
 }
+
+// ownerList is an owner's list of locked items, linked through their prev
+// and next.
+type ownerList struct{ first *entry }
 
 // entry is one stored item.
 type entry struct {
@@ -97,7 +103,7 @@ func New(cfg Config) (*Cache, error) {
 	return &Cache{
 		cfg:    cfg,
 		items:  make(map[string]*entry),
-		owners: make(map[latch.SessionID]*entry),
+		owners: make(map[latch.SessionID]*ownerList),
 	}, nil
 }
 
@@ -125,8 +131,8 @@ func (c *Cache) advance(now int64) int64 {
 		c.flushPending, c.flushAt = false, 0
 		c.epoch++
 		// Locked items survive the flush.
-		for _, e := range c.owners {
-			for ; e != nil; e = e.next {
+		for _, l := range c.owners {
+			for e := l.first; e != nil; e = e.next {
 				e.epoch = c.epoch
 			}
 		}
@@ -387,12 +393,16 @@ func (c *Cache) bump(e *entry) {
 func (c *Cache) lock(e *entry, owner latch.SessionID) {
 	c.unlink(e)
 	e.owner = owner
-	first := c.owners[owner]
-	e.next = first
-	if first != nil {
-		first.prev = e
+	l := c.owners[owner]
+	if l == nil {
+		l = new(ownerList)
+		c.owners[owner] = l
 	}
-	c.owners[owner] = e
+	e.next = l.first
+	if l.first != nil {
+		l.first.prev = e
+	}
+	l.first = e
 	c.lockedBytes += e.size()
 	c.locked++
 }
@@ -414,10 +424,8 @@ func (c *Cache) unlock(now int64, e *entry) {
 func (c *Cache) ownerUnlink(e *entry) {
 	if e.prev != nil {
 		e.prev.next = e.next
-	} else if e.next != nil {
-		c.owners[e.owner] = e.next
 	} else {
-		delete(c.owners, e.owner)
+		c.owners[e.owner].first = e.next
 	}
 	if e.next != nil {
 		e.next.prev = e.prev

@@ -343,12 +343,12 @@ func checkInvariants(t testing.TB, c *Cache) {
 	if c.flushPending && c.flushAt <= c.now {
 		t.Fatalf("a flush at %d is pending at %d", c.flushAt, c.now)
 	}
-	for owner, first := range c.owners {
-		if first == nil || first.prev != nil {
+	for owner, l := range c.owners {
+		if l == nil || l.first != nil && l.first.prev != nil {
 			t.Fatalf("owner %d: bad list head", owner)
 		}
 		var prev *entry
-		for e := first; e != nil; e = e.next {
+		for e := l.first; e != nil; e = e.next {
 			if e.prev != prev {
 				t.Fatalf("owner %d: %q.prev is wrong", owner, e.key)
 			}
