@@ -377,8 +377,8 @@ func checkInvariants(t testing.TB, c *Cache) {
 		}
 		// The map's key is the item's own, stored just before its value
 		// (storeKV): no copy of an older value is kept alive by either.
-		afterKey := unsafe.Add(unsafe.Pointer(unsafe.StringData(e.key)), len(e.key))
-		if !sameString(k, e.key) || len(e.value) > 0 && afterKey != unsafe.Pointer(unsafe.SliceData(e.value)) {
+		afterKey := uintptr(unsafe.Pointer(unsafe.StringData(e.key))) + uintptr(len(e.key))
+		if !sameString(k, e.key) || len(e.value) > 0 && afterKey != uintptr(unsafe.Pointer(unsafe.SliceData(e.value))) {
 			t.Fatalf("item %q: its key is not the map's, or not stored just before its value", k)
 		}
 		if cap(e.value) != len(e.value) {
