@@ -35,13 +35,18 @@
 # their ratios, and memcached's CPU µs/op in the same run as a yardstick.
 # The load generator is the work tree's for every server.
 #
+# LATCH_ARGS="<flags>" adds flags to latch serve (word-split), for example
+# LATCH_ARGS="--memcache-loops 2"; BASE_ARGS gives latch-base's (default:
+# LATCH_ARGS; BASE_ARGS= for none), so that BASELINE=HEAD with LATCH_ARGS
+# alone compares a setting on one build.
+#
 # Usage: scripts/bench-peers.sh            (about 8 minutes on 2 cores,
 #   about 11 with BASELINE)
 #   BASELINE=HEAD scripts/bench-peers.sh   (the work tree against HEAD)
 # Knobs (environment): ROUNDS=3 DURATION=3s WARMUP=1s CONNS=16 LOCKS=1000000
 #   IDLE_CONNS=10000 OUT=<dir> BASE_PORT=22200 SKIP_MEMORY=1 FROM="<dir>..."
 #   (report over earlier runs' OUT dirs, run nothing) ONLY=<regexp
-#   of case names> BASELINE=<git revision> (see above)
+#   of case names> BASELINE=<git revision> LATCH_ARGS BASE_ARGS (see above)
 #   UPDATE_DOCS=1|force DOCS_FILE=<file> (see above)
 set -euo pipefail
 
@@ -59,6 +64,8 @@ SKIP_MEMORY=${SKIP_MEMORY:-}
 ONLY=${ONLY:-.}
 BASELINE=${BASELINE:-}
 BASE_REV=
+LATCH_ARGS=${LATCH_ARGS:-}
+BASE_ARGS=${BASE_ARGS-$LATCH_ARGS}
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=lib-docs.sh
@@ -168,6 +175,7 @@ partial=()
 [ "$ONLY" = . ] || partial+=("ONLY=$ONLY")
 [ -z "$SKIP_MEMORY" ] || partial+=(SKIP_MEMORY)
 [ -z "$BASELINE" ] || partial+=("BASELINE=$BASELINE")
+[ -z "$LATCH_ARGS$BASE_ARGS" ] || partial+=("LATCH_ARGS=$LATCH_ARGS BASE_ARGS=$BASE_ARGS")
 docs_guard bench-peers "${partial[@]}"
 
 WORK=$(mktemp -d /tmp/latch-bench.XXXXXX)
@@ -223,21 +231,23 @@ wait_port() {
 	return 1
 }
 
-start_latch() { # NAME BINARY MEMCACHE_PORT DLOCK_PORT ADMIN_PORT
+start_latch() { # NAME BINARY MEMCACHE_PORT DLOCK_PORT ADMIN_PORT [FLAGS...]
 	# The Redis front end is off: both builds would want its default port.
 	local redis=()
 	"$2" serve -h 2>&1 | grep -q -- -redis-addr && redis=(--redis-addr=)
 	"$2" serve --memcache-addr "127.0.0.1:$3" --dlock-addr "127.0.0.1:$4" \
 		--admin-addr "127.0.0.1:$5" --log-level warn "${redis[@]}" \
-		--memcache-max-conns 20000 --dlock-max-conns 20000 >>"$WORK/$1.log" 2>&1 &
+		--memcache-max-conns 20000 --dlock-max-conns 20000 "${@:6}" >>"$WORK/$1.log" 2>&1 &
 	PID[$1]=$!
 }
 
 start_servers() {
-	start_latch latch "$LATCH" "$P_LATCH_MC" "$P_LATCH_DLOCK" "$P_LATCH_ADMIN"
+	# shellcheck disable=SC2086 # the flags are words
+	start_latch latch "$LATCH" "$P_LATCH_MC" "$P_LATCH_DLOCK" "$P_LATCH_ADMIN" $LATCH_ARGS
 	local ports=("$P_LATCH_MC" "$P_LATCH_DLOCK" "$P_LATCH_ADMIN" "$P_YRMCDS" "$P_MEMCACHED")
 	if [ -n "$BASELINE" ]; then
-		start_latch latch-base "$WORK/latch-base" "$P_BASE_MC" "$P_BASE_DLOCK" "$P_BASE_ADMIN"
+		# shellcheck disable=SC2086
+		start_latch latch-base "$WORK/latch-base" "$P_BASE_MC" "$P_BASE_DLOCK" "$P_BASE_ADMIN" $BASE_ARGS
 		ports+=("$P_BASE_MC" "$P_BASE_DLOCK" "$P_BASE_ADMIN")
 	fi
 	mkdir -p "$WORK/yrmcds"
@@ -380,6 +390,8 @@ version_of() { dpkg-query -W -f '${Version}' "$1" 2>/dev/null || echo "?"; }
 	echo "yrmcds $(version_of yrmcds) (workers = 2), memcached $(version_of memcached) (-t 2 -c 20000), latch with its defaults but --memcache-max-conns 20000 --dlock-max-conns 20000."
 	echo "$CONNS connections, $DURATION per run after $WARMUP of warm-up; medians of $ROUNDS round(s)."
 	[ -z "$BASELINE" ] || echo "latch-base: $BASELINE$([ "$BASELINE" = "$BASE_REV" ] || echo " ($BASE_REV)")."
+	[ -z "$LATCH_ARGS" ] || echo "latch's extra flags: $LATCH_ARGS."
+	[ -z "$BASELINE" ] || [ -z "$BASE_ARGS" ] || echo "latch-base's extra flags: $BASE_ARGS."
 	echo "Load average (1, 5, 15 min) at the start: $LOAD_START; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
 	report_tables "$OUT/results.jsonl"

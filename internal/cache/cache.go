@@ -3,6 +3,7 @@ package cache
 import (
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/peakmap"
@@ -24,9 +25,11 @@ type Cache struct {
 	// head; nil starts a new pass at the tail. A process-local hint, not
 	// replicated state: it is not in a snapshot.
 	cursor *entry
-	// owners maps a lock owner to the first item of its list of locked
-	// items. An owner with no locked item has no entry.
-	owners map[latch.SessionID]*entry
+	// owners maps a lock owner to its list of locked items. An owner
+	// keeps its list, empty or not, until UnlockAll (the end of its
+	// session): locking and unlocking one item at a time then costs a
+	// look-up, not an insertion and a deletion in the map.
+	owners map[latch.SessionID]*ownerList
 
 	now int64  // the latest instant seen
 	cas uint64 // the last CAS handed out
@@ -44,10 +47,18 @@ type Cache struct {
 	stats Stats
 }
 
+// ownerList is an owner's list of locked items, linked through their prev
+// and next.
+type ownerList struct{ first *entry }
+
 // entry is one stored item.
 type entry struct {
+	// key and value share one allocation, the key first (storeKV), so
+	// that a lookup, which reads the key to compare it, brings the start
+	// of the value into the CPU's cache with it. Neither is ever written
+	// once stored: readers may keep either.
 	key   string
-	value []byte // never written once stored: readers may keep it
+	value []byte
 	// prev (towards the head) and next (towards the tail) link the entry
 	// into the LRU list, or, while locked, into its owner's list.
 	prev, next *entry
@@ -92,7 +103,7 @@ func New(cfg Config) (*Cache, error) {
 	return &Cache{
 		cfg:    cfg,
 		items:  make(map[string]*entry),
-		owners: make(map[latch.SessionID]*entry),
+		owners: make(map[latch.SessionID]*ownerList),
 	}, nil
 }
 
@@ -120,8 +131,8 @@ func (c *Cache) advance(now int64) int64 {
 		c.flushPending, c.flushAt = false, 0
 		c.epoch++
 		// Locked items survive the flush.
-		for _, e := range c.owners {
-			for ; e != nil; e = e.next {
+		for _, l := range c.owners {
+			for e := l.first; e != nil; e = e.next {
 				e.epoch = c.epoch
 			}
 		}
@@ -224,9 +235,10 @@ func (c *Cache) nextCAS() uint64 {
 // insert adds a new unlocked entry for key at the head of the LRU list.
 // The caller has checked that it fits.
 func (c *Cache) insert(key []byte, value []byte, flags uint32, exp int64) *entry {
+	k, v := storeKV(key, value, nil)
 	e := &entry{
-		key:   string(key),
-		value: clone(value),
+		key:   k,
+		value: v,
 		cas:   c.nextCAS(),
 		exp:   exp,
 		epoch: c.epoch,
@@ -240,22 +252,31 @@ func (c *Cache) insert(key []byte, value []byte, flags uint32, exp int64) *entry
 	return e
 }
 
-// clone copies b into a new exact-size slice: the one copy of a stored value.
-func clone(b []byte) []byte {
-	v := make([]byte, len(b))
-	copy(v, b)
-	return v
+// storeKV copies key, then a and b, into one new allocation, and returns
+// the key and the value (a then b, its capacity its length) as views of
+// it: one allocation per item, where the key sits just before its value
+// (see entry). The bytes are never written again, which is what lets the
+// key be a string over them. key must not be empty (CheckKey).
+func storeKV[K string | []byte](key K, a, b []byte) (string, []byte) {
+	buf := make([]byte, len(key)+len(a)+len(b))
+	n := copy(buf, key)
+	copy(buf[n+copy(buf[n:], a):], b)
+	return unsafe.String(&buf[0], n), buf[n:len(buf):len(buf)]
 }
 
-// setValue replaces e's value with v, which the cache owns from now on, and
-// gives e a new CAS. The caller has checked that the growth fits.
-func (c *Cache) setValue(e *entry, v []byte) {
-	d := int64(len(v) - len(e.value))
+// setValue replaces e's value with a followed by b, stored anew with e's
+// key (storeKV), and gives e a new CAS. The item map is given the new key
+// string too, so that nothing keeps the old allocation (an assignment to
+// a key present keeps the map's copy of the key current). The caller has
+// checked that the growth fits.
+func (c *Cache) setValue(e *entry, a, b []byte) {
+	d := int64(len(a) + len(b) - len(e.value))
 	c.bytes += d
 	if e.owner != 0 {
 		c.lockedBytes += d
 	}
-	e.value = v
+	e.key, e.value = storeKV(e.key, a, b)
+	c.items[e.key] = e
 	e.cas = c.nextCAS()
 	c.stats.TotalItems++
 }
@@ -372,12 +393,16 @@ func (c *Cache) bump(e *entry) {
 func (c *Cache) lock(e *entry, owner latch.SessionID) {
 	c.unlink(e)
 	e.owner = owner
-	first := c.owners[owner]
-	e.next = first
-	if first != nil {
-		first.prev = e
+	l := c.owners[owner]
+	if l == nil {
+		l = new(ownerList)
+		c.owners[owner] = l
 	}
-	c.owners[owner] = e
+	e.next = l.first
+	if l.first != nil {
+		l.first.prev = e
+	}
+	l.first = e
 	c.lockedBytes += e.size()
 	c.locked++
 }
@@ -399,10 +424,8 @@ func (c *Cache) unlock(now int64, e *entry) {
 func (c *Cache) ownerUnlink(e *entry) {
 	if e.prev != nil {
 		e.prev.next = e.next
-	} else if e.next != nil {
-		c.owners[e.owner] = e.next
 	} else {
-		delete(c.owners, e.owner)
+		c.owners[e.owner].first = e.next
 	}
 	if e.next != nil {
 		e.next.prev = e.prev

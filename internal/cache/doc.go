@@ -21,8 +21,11 @@
 //   - A key is 1 to latch.MaxKeyLen bytes without space, CR or LF
 //     (latch.CheckKey). Values may be empty and at most Config.MaxItemSize
 //     bytes long. Keys and values are passed as []byte and copied once when
-//     stored; the cache never keeps the caller's slices. A stored value is
-//     never written again, so the Item.Value a read returns may be kept.
+//     stored, a key and its value into one allocation, the value just after
+//     the key, so that the lookup that compares the key also brings the
+//     start of the value into the CPU's cache; the cache never keeps the
+//     caller's slices. A stored key or value is never written again, so the
+//     Item.Value a read returns may be kept.
 //   - CAS values come from one counter for the whole cache that only grows:
 //     every change to an item gives it the next value, so a key deleted and
 //     stored again never accepts an old CAS (memcached; not yrmcds's
@@ -159,8 +162,9 @@
 //	               storing object
 //
 // Successful operations allocate only what they store: a new key costs its
-// record, its key string and its value; a new value for an existing key costs
-// the value alone; reads, touches, locks, deletes and evictions allocate
+// record and its key and value; a new value for an existing key costs the
+// value and a new copy of the key beside it; reads, touches, locks, deletes
+// and evictions allocate
 // nothing (PlanRoom and Expired append to the caller's slice; snapshots
 // allocate their bytes, and Restore its cache).
 package cache

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -342,12 +343,12 @@ func checkInvariants(t testing.TB, c *Cache) {
 	if c.flushPending && c.flushAt <= c.now {
 		t.Fatalf("a flush at %d is pending at %d", c.flushAt, c.now)
 	}
-	for owner, first := range c.owners {
-		if first == nil || first.prev != nil {
+	for owner, l := range c.owners {
+		if l == nil || l.first != nil && l.first.prev != nil {
 			t.Fatalf("owner %d: bad list head", owner)
 		}
 		var prev *entry
-		for e := first; e != nil; e = e.next {
+		for e := l.first; e != nil; e = e.next {
 			if e.prev != prev {
 				t.Fatalf("owner %d: %q.prev is wrong", owner, e.key)
 			}
@@ -373,6 +374,15 @@ func checkInvariants(t testing.TB, c *Cache) {
 	for k, e := range c.items {
 		if !seen[e] || e.key != k {
 			t.Fatalf("map entry %q is not listed or misnamed", k)
+		}
+		// The map's key is the item's own, stored just before its value
+		// (storeKV): no copy of an older value is kept alive by either.
+		afterKey := uintptr(unsafe.Pointer(unsafe.StringData(e.key))) + uintptr(len(e.key))
+		if !sameString(k, e.key) || len(e.value) > 0 && afterKey != uintptr(unsafe.Pointer(unsafe.SliceData(e.value))) {
+			t.Fatalf("item %q: its key is not the map's, or not stored just before its value", k)
+		}
+		if cap(e.value) != len(e.value) {
+			t.Fatalf("item %q: value capacity %d, length %d", k, cap(e.value), len(e.value))
 		}
 		if e.cas == 0 || e.cas > c.cas {
 			t.Fatalf("item %q: cas %d outside (0, %d]", k, e.cas, c.cas)

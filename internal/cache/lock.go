@@ -153,20 +153,29 @@ func (c *Cache) UnlockAll(now int64, owner latch.SessionID) int {
 	if owner == 0 {
 		return 0
 	}
+	l := c.owners[owner]
+	if l == nil {
+		return 0
+	}
 	n := 0
-	for e := c.owners[owner]; e != nil; {
+	for e := l.first; e != nil; {
 		next := e.next
 		c.unlock(now, e)
 		e = next
 		n++
 	}
+	delete(c.owners, owner)
 	return n
 }
 
 // Locks returns how many items owner holds locked.
 func (c *Cache) Locks(owner latch.SessionID) int {
+	l := c.owners[owner]
+	if l == nil {
+		return 0
+	}
 	n := 0
-	for e := c.owners[owner]; e != nil; e = e.next {
+	for e := l.first; e != nil; e = e.next {
 		n++
 	}
 	return n
@@ -205,7 +214,7 @@ func (c *Cache) ReplaceAndUnlock(now int64, owner latch.SessionID, key, value []
 	if !c.fits(int64(len(value) - len(e.value))) {
 		return 0, "", ErrNoMemory
 	}
-	c.setValue(e, clone(value))
+	c.setValue(e, value, nil)
 	if cas != 0 {
 		c.stats.CasHits++
 	}

@@ -239,6 +239,9 @@ func TestReleaseNames(t *testing.T) {
 			}
 			now := t0 + int64(tt.at)
 			name, got := tt.do(c, now)
+			if e := c.items["item"]; e != nil {
+				own = e.key // a new value (rau) is stored with a new copy of the key
+			}
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateErrors()); diff != "" {
 				t.Errorf("result mismatch (-want +got):\n%s", diff)
 			}
@@ -313,4 +316,52 @@ func TestLockAllocs(t *testing.T) {
 	if allocs != setDelete {
 		t.Errorf("Set+Lock+Delete: %v allocations, want %v (Set+Delete's)", allocs, setDelete)
 	}
+}
+
+// TestOwnerListKept checks that an owner keeps its empty list of locked
+// items between locks, until UnlockAll, and that the empty list is not
+// state: the snapshot is that of a cache restored from it.
+func TestOwnerListKept(t *testing.T) {
+	c := newCache(t, testConfig())
+	const A = latch.SessionID(7)
+	for _, k := range []string{"one", "two"} {
+		if _, err := c.Set(t0, 0, []byte(k), []byte("v"), 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := c.Lock(t0, A, []byte("one"), LockOnly, 0); err != nil {
+		t.Fatal(err)
+	}
+	l := c.owners[A]
+	if _, err := c.Unlock(t0, A, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if c.owners[A] != l || l.first != nil {
+		t.Fatalf("after the last unlock: owner's list %p (first %v), want the same list, empty", c.owners[A], c.owners[A])
+	}
+	checkInvariants(t, c)
+	snap := c.AppendSnapshot(nil)
+	r, err := Restore(testConfig(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := r.AppendSnapshot(nil); string(again) != string(snap) {
+		t.Errorf("the empty list is in the snapshot: %x, restored %x", snap, again)
+	}
+	if n := c.Locks(A); n != 0 {
+		t.Errorf("Locks = %d, want 0", n)
+	}
+	if _, _, err := c.Lock(t0, A, []byte("two"), LockOnly, 0); err != nil {
+		t.Fatal(err)
+	}
+	if c.owners[A] != l || c.Locks(A) != 1 {
+		t.Errorf("a new lock made another list, or Locks = %d", c.Locks(A))
+	}
+	if n := c.UnlockAll(t0, A); n != 1 {
+		t.Errorf("UnlockAll = %d, want 1", n)
+	}
+	if _, ok := c.owners[A]; ok {
+		t.Error("UnlockAll kept the owner's list")
+	}
+	checkInvariants(t, c)
 }

@@ -72,14 +72,16 @@ func (c *Cache) AppendSnapshot(dst []byte) []byte {
 		dst = c.appendItem(dst, e)
 	}
 	owners := make([]latch.SessionID, 0, len(c.owners))
-	for o := range c.owners {
-		owners = append(owners, o)
+	for o, l := range c.owners {
+		if l.first != nil { // an owner that holds no lock now is not state
+			owners = append(owners, o)
+		}
 	}
 	slices.Sort(owners)
 	dst = binary.AppendUvarint(dst, uint64(len(owners)))
 	for _, o := range owners {
 		dst = binary.AppendUvarint(dst, uint64(o))
-		first := c.owners[o]
+		first := c.owners[o].first
 		k := 0
 		for e := first; e != nil; e = e.next {
 			k++
@@ -176,9 +178,10 @@ func Restore(cfg Config, snap []byte) (*Cache, error) {
 		if c.items[string(key)] != nil {
 			return nil, r.fail(at, fmt.Sprintf("duplicate key %q", key))
 		}
+		k, v := storeKV(key, value, nil)
 		e := &entry{
-			key:    string(key),
-			value:  clone(value),
+			key:    k,
+			value:  v,
 			cas:    cas,
 			exp:    exp,
 			owner:  owner,
@@ -237,7 +240,7 @@ func Restore(cfg Config, snap []byte) (*Cache, error) {
 				return nil, err
 			}
 			if prev == nil {
-				c.owners[o] = e
+				c.owners[o] = &ownerList{first: e}
 			} else {
 				prev.next = e
 				e.prev = prev

@@ -33,13 +33,15 @@ func stateOf(c *Cache) []byte {
 		b = fmt.Appendf(b, "%q %q flags %d exp %d cas %d owner %d epoch %d\n", k, e.value, e.flags, e.exp, e.cas, e.owner, e.epoch)
 	}
 	owners := make([]latch.SessionID, 0, len(c.owners))
-	for o := range c.owners {
-		owners = append(owners, o)
+	for o, l := range c.owners {
+		if l.first != nil { // an owner that holds no lock now is not state
+			owners = append(owners, o)
+		}
 	}
 	slices.Sort(owners)
 	for _, o := range owners {
 		b = fmt.Appendf(b, "owner %d:", o)
-		for e := c.owners[o]; e != nil; e = e.next {
+		for e := c.owners[o].first; e != nil; e = e.next {
 			b = fmt.Appendf(b, " %q", e.key)
 		}
 		b = append(b, '\n')

@@ -100,7 +100,7 @@ func (c *Cache) store(now int64, mode storeMode, owner latch.SessionID, key, val
 		if !c.fits(int64(len(value) - len(e.value))) {
 			return 0, ErrNoMemory
 		}
-		c.setValue(e, clone(value))
+		c.setValue(e, value, nil)
 		e.flags = flags
 		e.exp = exp
 		e.fetched = false
@@ -167,13 +167,11 @@ func (c *Cache) concat(now int64, owner latch.SessionID, key, data []byte, cas u
 	if !c.fits(int64(len(data))) {
 		return 0, ErrNoMemory
 	}
-	v := make([]byte, len(e.value)+len(data))
 	if before {
-		copy(v[copy(v, data):], e.value)
+		c.setValue(e, data, e.value)
 	} else {
-		copy(v[copy(v, e.value):], data)
+		c.setValue(e, e.value, data)
 	}
-	c.setValue(e, v)
 	c.bump(e)
 	if cas != 0 {
 		c.stats.CasHits++
@@ -235,7 +233,7 @@ func (c *Cache) arith(now int64, owner latch.SessionID, key []byte, delta, cas u
 	if !c.fits(int64(len(digits) - len(e.value))) {
 		return 0, 0, ErrNoMemory
 	}
-	c.setValue(e, clone(digits))
+	c.setValue(e, digits, nil)
 	c.bump(e)
 	return n, e.cas, nil
 }

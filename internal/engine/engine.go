@@ -145,6 +145,10 @@ func (e *Engine) Acquire(now int64, id latch.SessionID, req latch.LockRequest) (
 	if s == nil {
 		return Result{}, e.events, fmt.Errorf("acquire: session %d: %w", id, latch.ErrNoSession)
 	}
+	if len(req.Keys) == 1 && req.Mode == latch.Exclusive && req.Limit == 0 && req.Wait == latch.NoWait &&
+		req.Relock == latch.RelockReject && req.Lease >= 0 {
+		return e.tryOne(s, req.Keys[0], req.Lease)
+	}
 	if err := e.check(&req); err != nil {
 		return Result{}, e.events, err
 	}
@@ -228,6 +232,36 @@ func (e *Engine) Acquire(now int64, id latch.SessionID, req latch.LockRequest) (
 	return Result{Waiter: w.id}, e.events, nil
 }
 
+// tryOne is Acquire of one key, exclusive, try once, re-lock rejected,
+// with lease (0 or more): the memcached lock and the try-lock of every
+// protocol. It decides as Acquire's general path does, with the same
+// errors, events and changes, without the scratch space of a request of
+// many keys.
+func (e *Engine) tryOne(s *session, name string, lease time.Duration) (Result, []Event, error) {
+	if err := latch.CheckKey(name); err != nil {
+		return Result{}, e.events, fmt.Errorf("acquire: %w", err)
+	}
+	k := e.keys[name]
+	switch {
+	case k == nil:
+		k = e.newKey(name)
+	case k.holdOf(s) != nil:
+		return Result{}, e.events, fmt.Errorf("acquire %q: %w", name, latch.ErrAlreadyHeld)
+	case !k.admitsNew(latch.Exclusive, 0):
+		return Result{}, e.events, &latch.BusyError{Err: latch.ErrWouldBlock, Keys: []string{name}}
+	}
+	e.token++
+	e.changeKey(k)
+	e.changeSession(s)
+	h := e.newHold(k)
+	h.s, h.acquired, h.token = s, e.now, e.token
+	k.mode = latch.Exclusive
+	linkHold(h)
+	e.nholds++
+	exp := e.setLease(h, lease)
+	return Result{Granted: true, Token: h.token, Expires: exp}, e.events, nil
+}
+
 // Cancel removes a queued request. It returns ErrNoWaiter if the request is
 // no longer queued; bringing the table up to now may be what ended it, in
 // which case the returned events say how.
@@ -252,6 +286,15 @@ func (e *Engine) Release(now int64, id latch.SessionID, keys []string) ([]Event,
 	}
 	if len(keys) == 0 {
 		return e.events, fmt.Errorf("release: %w", latch.ErrNoKeys)
+	}
+	if len(keys) == 1 { // one look-up, not two
+		h := e.holdOf(s, keys[0])
+		if h == nil {
+			return e.events, fmt.Errorf("release %q: %w", keys[0], latch.ErrNotHeld)
+		}
+		e.dropHold(h, DropReleased)
+		e.serve()
+		return e.events, nil
 	}
 	for _, name := range keys {
 		if e.holdOf(s, name) == nil {

@@ -780,3 +780,70 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		}
 	}
 }
+
+// TestSetItem checks that SetItem copies every field an item command
+// reads, and ResetItem zeroes every one but Op, At and Key: a command made
+// by either, over a slot holding another command's fields, encodes and
+// applies as the command it copies.
+func TestSetItem(t *testing.T) {
+	for _, op := range allOps() {
+		if !op.IsItem() {
+			if op >= OpItemSet && op <= OpItemEvict {
+				t.Errorf("%v.IsItem() = false", op)
+			}
+			continue
+		}
+		t.Run(op.String(), func(t *testing.T) {
+			in := fullCommand(op)
+			in.At = t0 // a realistic time, for Apply
+			in.Key = []byte("key")
+			in.Value = []byte("42")
+			in.Exptime = 0
+			c := otherCommand()
+			c.Origin, c.Seq = in.Origin, in.Seq
+			c.SetItem(&in)
+			want, got := in, c
+			normalize(&want)
+			normalize(&got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("SetItem (-want +got):\n%s", diff)
+			}
+			if enc, encIn := AppendCommand(nil, &c), AppendCommand(nil, &in); !bytes.Equal(enc, encIn) {
+				t.Errorf("SetItem's command encodes as %x, the original as %x", enc, encIn)
+			}
+			var outs [2]outcome
+			for i, cmd := range []*Command{&in, &c} {
+				s := newState(t)
+				var r Result
+				s.Apply(&Command{Op: OpOpenSession, At: t0 - 2}, &r)
+				s.Apply(&Command{Op: OpItemSet, At: t0 - 1, Key: []byte("key"), Value: []byte("7")}, &r)
+				outs[i] = apply(s, cmd)
+			}
+			if diff := cmp.Diff(outs[0], outs[1], cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("SetItem's command applies otherwise (-original +copy):\n%s", diff)
+			}
+
+			r := otherCommand()
+			r.Origin, r.Seq = in.Origin, in.Seq
+			r.ResetItem(op, in.At, in.Key)
+			got = r
+			normalize(&got)
+			want = Command{Op: op, At: in.At, Origin: in.Origin, Seq: in.Seq, Key: in.Key}
+			normalize(&want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("ResetItem (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// otherCommand returns a command with every field set, to values other
+// than fullCommand's: a slot that held another command.
+func otherCommand() Command {
+	c := fullCommand(OpAcquire)
+	c.At, c.Session, c.Gen = t0-1, 70, 60
+	c.Key, c.Value = []byte("other"), []byte("other value")
+	c.Flags, c.Exptime, c.CAS, c.Delta = 20, 21, 22, 23
+	c.LockMode = cache.LockTouch
+	return c
+}

@@ -243,6 +243,36 @@ type Command struct {
 	TxResults []Result
 }
 
+// ResetItem makes c the item command op on key at instant at: it sets Op,
+// At and Key, and zeroes the other fields an item command reads (Session,
+// Value, Flags, Exptime, CAS, Delta, LockMode), for the caller to fill in.
+// The fields no item command reads (the lock table's, the owned locks',
+// Origin and Seq) are left as they are: a front end that builds only item
+// commands in c never sets them, and it costs a few stores where clearing
+// the whole Command would cost hundreds of bytes per request.
+func (c *Command) ResetItem(op Op, at int64, key []byte) {
+	c.Op, c.At, c.Key = op, at, key
+	c.Session, c.Value, c.Flags, c.Exptime, c.CAS, c.Delta, c.LockMode = 0, nil, 0, 0, 0, 0, 0
+}
+
+// SetItem copies into c the fields of in that an item command reads (Op
+// one of OpItemSet to OpItemEvict): Op, At, Session, Key, Value, Flags,
+// Exptime, CAS, Delta and LockMode. Origin, Seq and the fields no item
+// command reads are left as they are: the proposer stamps the first two,
+// and neither Apply nor the codec reads the others for an item command,
+// so c then applies and encodes as in would, with c's Origin and Seq.
+// It is the copy of an item command into a batch of them, without
+// copying or clearing the whole Command.
+func (c *Command) SetItem(in *Command) {
+	c.Op, c.At, c.Session = in.Op, in.At, in.Session
+	c.Key, c.Value, c.Flags, c.Exptime = in.Key, in.Value, in.Flags, in.Exptime
+	c.CAS, c.Delta, c.LockMode = in.CAS, in.Delta, in.LockMode
+}
+
+// IsItem reports whether o is one of the item cache's commands (OpItemSet
+// to OpItemEvict).
+func (o Op) IsItem() bool { return o >= OpItemSet && o <= OpItemEvict }
+
 // AnyGen is the Gen of a command that acts whatever the generation of its
 // session: the commands of a version 1 batch, written before commands
 // carried one, apply as they did then.

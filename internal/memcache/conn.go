@@ -126,9 +126,11 @@ func (c *conn) finish() {
 
 // command starts the item command of the current request, c.op, with op
 // and key, at the time of the read that brought the request (c.now), and
-// returns it for the caller to fill in.
+// returns it for the caller to fill in: the item fields only
+// (fsm.Command.ResetItem zeroes the others it had; c.op holds nothing but
+// item commands, whose other fields stay zero).
 func (c *conn) command(op fsm.Op, key []byte) *fsm.Command {
-	c.op = fsm.Command{Op: op, At: c.now, Key: key}
+	c.op.ResetItem(op, c.now, key)
 	return &c.op
 }
 

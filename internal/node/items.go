@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/latchd/latch"
@@ -23,12 +24,13 @@ import (
 
 // Do applies the item command in on behalf of sess and returns its result:
 // in.Op is one of the fsm's item commands but OpItemEvict, and the
-// fields it reads are set (the others zero). in.At is its time, a reading
-// of Now that a front end takes once per batch of requests (0: Do reads
-// the clock); Do stamps the origin, the sequence number and the session. in is borrowed for the call; the result's
+// fields it reads are set (fsm.Command.SetItem: Do reads no other). in.At
+// is its time, a reading of Now that a front end takes once per batch of
+// requests (0: Do reads the clock); Do stamps the origin, the sequence
+// number and the session. in is borrowed for the call; the result's
 // Item.Value may be kept (a stored value is never written again).
 func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
-	if in.Op < fsm.OpItemSet || !in.Op.Valid() || in.Op == fsm.OpItemEvict {
+	if !in.Op.IsItem() || in.Op == fsm.OpItemEvict {
 		return fsm.Result{Err: fmt.Errorf("node: %v is not an item command: %w", in.Op, fsm.ErrUnknownOp)}
 	}
 	var s *session
@@ -48,7 +50,7 @@ func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
 	if n.shutdown {
 		return fsm.Result{Err: fmt.Errorf("%v: %w", in.Op, latch.ErrShutdown)}
 	}
-	n.batch.Cmds = n.batch.Cmds[:0]
+	n.items.Cmds = n.items.Cmds[:0]
 	at := in.At
 	if at == 0 {
 		at = n.now()
@@ -56,15 +58,32 @@ func (n *Node) Do(sess latch.Session, in *fsm.Command) fsm.Result {
 	if bound, ok := growBound(in); ok && !n.st.Cache().Fits(bound) {
 		n.evictions(at, in)
 	}
-	n.seq++
-	n.batch.Cmds = append(n.batch.Cmds, *in)
-	c := &n.batch.Cmds[len(n.batch.Cmds)-1]
-	c.At, c.Origin, c.Seq, c.Session = at, n.origin, n.seq, id
-	r := n.propose()
+	c := n.addItem()
+	c.SetItem(in)
+	c.At, c.Session = at, id
+	r := n.proposeBatch(context.Background(), &n.items)
 	if in.Op == fsm.OpItemLock && r.Err == nil && n.obs != nil && s != nil {
 		n.obs.Granted(s.proto, 1, 0)
 	}
-	return r
+	return *r
+}
+
+// addItem adds a slot to Node.items, stamped with this node's origin and
+// its next sequence number, for the caller to make an item command
+// (fsm.Command.SetItem or ResetItem). Node.items holds nothing but item
+// commands, so the fields of a reused slot that no item command reads are
+// still zero: setting the item fields is enough. Called with mu held.
+func (n *Node) addItem() *fsm.Command {
+	b := &n.items
+	if len(b.Cmds) < cap(b.Cmds) {
+		b.Cmds = b.Cmds[:len(b.Cmds)+1]
+	} else {
+		b.Cmds = append(b.Cmds, fsm.Command{})
+	}
+	n.seq++
+	c := &b.Cmds[len(b.Cmds)-1]
+	c.Origin, c.Seq = n.origin, n.seq
+	return c
 }
 
 // growBound returns the most that in's write can grow the cache by, and
@@ -87,7 +106,7 @@ func growBound(in *fsm.Command) (int64, bool) {
 // maxDigits is the length of the largest uint64 in decimal.
 const maxDigits = 20
 
-// evictions adds to the batch an OpItemEvict for each item that must go
+// evictions adds to Node.items an OpItemEvict for each item that must go
 // for in's write to fit. When even that would not do, it adds nothing: the
 // write itself then fails with cache.ErrNoMemory. Called with mu held.
 func (n *Node) evictions(at int64, in *fsm.Command) {
@@ -108,12 +127,13 @@ func (n *Node) evictions(at int64, in *fsm.Command) {
 	n.addEvictions(at, victims)
 }
 
-// addEvictions adds an OpItemEvict of each victim to the batch. Called
+// addEvictions adds an OpItemEvict of each victim to Node.items. Called
 // with mu held.
 func (n *Node) addEvictions(at int64, victims []cache.Victim) {
 	for _, v := range victims {
-		c := n.add(fsm.OpItemEvict, at)
-		c.Key, c.CAS = []byte(v.Key), v.CAS
+		c := n.addItem()
+		c.ResetItem(fsm.OpItemEvict, at, []byte(v.Key))
+		c.CAS = v.CAS
 	}
 	clear(victims)
 	n.victims = victims[:0]
@@ -135,21 +155,21 @@ func (n *Node) SweepItems(limit int) int {
 	if len(victims) == 0 {
 		return 0
 	}
-	n.batch.Cmds = n.batch.Cmds[:0]
+	n.items.Cmds = n.items.Cmds[:0]
 	n.addEvictions(at, victims)
-	proposed := len(n.batch.Cmds)
+	proposed := len(n.items.Cmds)
 	if _, self, _ := n.rep.Leader(); !self {
 		return 0 // expiry is the leader's to propose
 	}
-	if err := n.send(); err != nil {
+	if err := n.sendBatch(&n.items); err != nil {
 		return 0
 	}
-	if len(n.batch.Results) < proposed {
+	if len(n.items.Results) < proposed {
 		return proposed // applied later; the cache's CAS check decides each
 	}
 	removed := 0
-	for i := range n.batch.Results {
-		removed += n.batch.Results[i].Count
+	for i := range n.items.Results {
+		removed += n.items.Results[i].Count
 	}
 	return removed
 }

@@ -125,6 +125,11 @@ type Node struct {
 	origin, seq uint64
 	// batch is the batch being proposed; guarded by mu.
 	batch fsm.Batch
+	// items is the batch of item commands (Do, SweepItems), apart from
+	// batch so that it holds nothing else: a slot is reused by setting
+	// only the fields item commands read (addItem), without copying or
+	// clearing a whole fsm.Command per request. Guarded by mu.
+	items fsm.Batch
 	// parked holds the requests that may wait, registered before their
 	// OpAcquire is proposed, in Seq order: Apply moves one to waiters when
 	// its command queues it. Guarded by mu.

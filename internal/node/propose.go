@@ -72,18 +72,30 @@ func (n *Node) propose() fsm.Result { return n.proposeCtx(context.Background()) 
 // of mu until it is, until the node lets go of its clients (the result is
 // then latch.ErrUnavailable: the outcome is unknown), or until ctx is
 // done. Called with mu held; returns with it held.
-func (n *Node) proposeCtx(ctx context.Context) fsm.Result {
-	b := &n.batch
+func (n *Node) proposeCtx(ctx context.Context) fsm.Result { return *n.proposeBatch(ctx, &n.batch) }
+
+// proposeBatch is proposeCtx of b (Node.batch, or Node.items), but for the
+// result, which it leaves in b.Results (the last one): valid while mu is
+// held, so that Do copies it once, into its caller's. Called with mu held;
+// returns with it held.
+func (n *Node) proposeBatch(ctx context.Context, b *fsm.Batch) *fsm.Result {
 	last := b.Cmds[len(b.Cmds)-1].Seq
 	b.Results = b.Results[:0]
-	if err := n.rep.Propose(b); err != nil {
+	err := n.rep.Propose(b)
+	if err == nil && len(b.Results) == len(b.Cmds) {
+		return &b.Results[len(b.Results)-1] // applied in Propose
+	}
+	var r fsm.Result
+	if err != nil {
 		n.unpark(b.Cmds[0].Seq, err)
-		return fsm.Result{Err: err}
+		r = fsm.Result{Err: err}
+	} else {
+		r = n.await(ctx, last)
 	}
-	if len(b.Results) == len(b.Cmds) {
-		return b.Results[len(b.Results)-1] // applied in Propose
-	}
-	return n.await(ctx, last)
+	// Others may have proposed b while await let go of mu: b.Results
+	// holds nothing of this batch's any more.
+	b.Results = append(b.Results[:0], r)
+	return &b.Results[0]
 }
 
 // await waits until this node's command seq is applied, and returns its
@@ -141,9 +153,12 @@ func (n *Node) proposeFunc(done func(error), grant func(latch.Grant, error)) {
 // send proposes the batch without waiting for its outcome: what time
 // causes (ticks, heartbeats) and what the node does on its own behalf.
 // Called with mu held.
-func (n *Node) send() error {
-	n.batch.Results = n.batch.Results[:0]
-	return n.rep.Propose(&n.batch)
+func (n *Node) send() error { return n.sendBatch(&n.batch) }
+
+// sendBatch is send of b: Node.batch, or Node.items. Called with mu held.
+func (n *Node) sendBatch(b *fsm.Batch) error {
+	b.Results = b.Results[:0]
+	return n.rep.Propose(b)
 }
 
 // answer gives r to the caller waiting for this node's command seq, if
