@@ -3,10 +3,15 @@
 // connection costs no goroutine, and a request costs one read and one
 // write, with no goroutine parked and woken in between.
 //
-// It is for front ends whose requests are answered at once, without
-// waiting on anything: a handler runs on its loop's goroutine, and every
-// connection of that loop waits while it runs. Front ends that wait (for a
-// lock, for a Raft commit) or speak TLS keep a goroutine per connection.
+// It is for front ends whose handlers never wait: a handler runs on its
+// loop's goroutine, and every connection of that loop waits while it runs.
+// A request that is answered later (a lock granted when another client
+// releases it) is answered from whichever goroutine ends it, through
+// Conn.Send, which queues bytes for the loop to write; a handler that
+// cannot take more input until something of its own happens pauses it
+// (Conn.Pause, Conn.Resume). Front ends whose requests wait on the
+// handler's goroutine (for a Raft commit) or that speak TLS keep a
+// goroutine per connection.
 //
 // On systems other than Linux, New returns an error wrapping
 // errors.ErrUnsupported, and callers serve with goroutines.
@@ -45,7 +50,8 @@ type Handler interface {
 const ReplyLimit = 64 << 10
 
 // An Attacher is a Handler that keeps its connection's Conn, to close it
-// from other goroutines (Conn.Close): Loop.Add calls Attach before the loop
+// (Conn.Close) or write to it (Conn.Send) from other goroutines, or to
+// pause its input (Conn.Pause): Loop.Add calls Attach before the loop
 // calls any other method of the handler.
 type Attacher interface {
 	Attach(c *Conn)

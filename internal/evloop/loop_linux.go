@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,24 +40,50 @@ var gosched = runtime.Gosched
 // connection keeps readSize).
 const maxKeep = 1 << 20
 
+// Bounds on the buffers of Send a loop keeps for reuse: how many, and how
+// long each may be. Between two sends a connection keeps none.
+const (
+	maxSendBufs = 64
+	maxSendBuf  = 64 << 10
+)
+
+// mailRounds bounds the rounds of mail Run delivers before it looks at
+// its sockets again, so that goroutines that Send without pause cannot
+// keep it from its other connections.
+const mailRounds = 16
+
 // A Loop serves the connections given to Add on the goroutine that calls
 // Run, until Close.
 type Loop struct {
 	cfg  Config
 	tick time.Duration
 	epfd int
-	wake int // an eventfd: Close writes to it to stop Run
+	// wake is an eventfd: Close writes to it to stop Run, and Send and
+	// Resume to wake a Run that sleeps in epoll_wait.
+	wake int
 
 	mu      sync.Mutex
 	conns   []*Conn // by file descriptor
 	n       int     // connections in conns
 	closing bool
+	// mail holds the connections with bytes sent or a Resume, for Run
+	// to deliver; bufs are buffers for Send to reuse.
+	mail []*Conn
+	bufs [][]byte
+
+	// sleeping is set, under mu and only when mail is empty, before Run
+	// waits in epoll_wait, and cleared when the wait returns: Send and
+	// Resume wake the loop only then, once per wait (woken).
+	sleeping atomic.Bool
+	woken    atomic.Bool
 
 	// Used by Run's goroutine only.
 	buf     []byte    // what the current read read
 	out     []byte    // the replies of the current Input, reused
 	now     time.Time // when the current epoll_wait returned
 	expired []*Conn
+	posted  []*Conn  // the mail being delivered
+	freed   [][]byte // buffers of delivered sends, for bufs
 }
 
 // A Conn is one connection a Loop serves. A Handler that implements
@@ -68,6 +95,14 @@ type Conn struct {
 	// killed is set by Close, under l.mu, once it has shut the socket
 	// down: the loop closes the connection at its next event.
 	killed bool
+	// The mailbox, under l.mu: bytes Send queued, whether the connection
+	// is in l.mail, and whether Resume was called.
+	sendq  []byte
+	mailed bool
+	resume bool
+	// sent is set while sendq holds bytes: read without l.mu, so that a
+	// connection that never sends costs Input no lock.
+	sent atomic.Bool
 
 	// The fields below are Run's.
 
@@ -75,9 +110,15 @@ type Conn struct {
 	out      []byte // replies the socket has not taken yet
 	closing  bool   // close once out is written
 	more     bool   // the handler stopped on long replies: give it in again once out is written
+	paused   bool   // the handler paused its input (Pause) until Resume
+	events   uint32 // what the epoll set reports for the socket
 	last     time.Time
 	inSince  time.Time // when the request in holds started arriving, at the latest
 	outSince time.Time // when out became non-empty
+	// posted is sendq, taken by Run for delivery, and resumed the
+	// mailbox's resume.
+	posted  []byte
+	resumed bool
 }
 
 // New returns a loop bounded by cfg; Run serves it.
@@ -139,7 +180,7 @@ func (l *Loop) Add(nc net.Conn, h Handler) error {
 		unix.Close(fd)
 		return fmt.Errorf("evloop: %w", err)
 	}
-	c := &Conn{l: l, fd: fd, h: h, last: time.Now()}
+	c := &Conn{l: l, fd: fd, h: h, last: time.Now(), events: unix.EPOLLIN}
 	if a, ok := h.(Attacher); ok {
 		a.Attach(c)
 	}
@@ -172,25 +213,111 @@ func (l *Loop) Close() {
 		return
 	}
 	l.closing = true
+	l.woken.Store(true)
 	var one = [8]byte{1}
 	unix.Write(l.wake, one[:])
 }
 
+// Send queues p to be written to the connection, from any goroutine: the
+// loop writes it after what the connection has queued already (replies
+// and earlier sends, in the order they were queued), as it writes Input's
+// replies, under the write timeout, waiting for room rather than input
+// when the socket does not take it all. Send copies p, and never blocks:
+// it wakes the loop when it sleeps, and costs no wake-up while it runs (a
+// Send from a handler's method, or while the loop serves other
+// connections, is delivered before it next sleeps). Input's replies are
+// written after every byte that Send queued before Input returned.
+//
+// Send reports false, and drops p, once the connection is closed or being
+// closed (Conn.Close): nothing is written to a connection after its
+// handler's Closed, nor to a descriptor the connection no longer owns. On
+// Loop.Close, what was sent until Run closes the connections is written as
+// far as the socket takes it without waiting, before the socket is closed.
+func (c *Conn) Send(p []byte) bool {
+	l := c.l
+	l.mu.Lock()
+	if !l.serves(c) {
+		l.mu.Unlock()
+		return false
+	}
+	if c.sendq == nil {
+		if n := len(l.bufs); n > 0 {
+			c.sendq, l.bufs = l.bufs[n-1], l.bufs[:n-1]
+		}
+	}
+	c.sendq = append(c.sendq, p...)
+	c.sent.Store(true)
+	l.post(c)
+	l.mu.Unlock()
+	return true
+}
+
+// Pause stops the connection's input until Resume: the loop reads nothing
+// more from the socket and does not call Input again, but writes the
+// replies and what is sent, under the write timeout, and keeps the
+// input not consumed (under the read timeout, as any incomplete request).
+// It is for a handler that cannot take a request before something of its
+// own happens (room in a queue another goroutine serves), and may be
+// called only from Input.
+func (c *Conn) Pause() { c.paused = true }
+
+// Resume ends a Pause, from any goroutine: the loop calls Input again with
+// the input not consumed, if there is any, and reads the socket again. A
+// Resume while the input is not paused does nothing; one called during
+// the Input that pauses takes effect once that Input has returned.
+func (c *Conn) Resume() {
+	l := c.l
+	l.mu.Lock()
+	if l.serves(c) {
+		c.resume = true
+		l.post(c)
+	}
+	l.mu.Unlock()
+}
+
+// serves reports whether the loop serves c and c is not being closed.
+// Called with l.mu held.
+func (l *Loop) serves(c *Conn) bool {
+	return !c.killed && c.fd < len(l.conns) && l.conns[c.fd] == c
+}
+
+// post puts c in the loop's mail and wakes the loop if it waits in
+// epoll_wait. Called with l.mu held: Run marks itself asleep under it,
+// after it found the mail empty.
+func (l *Loop) post(c *Conn) {
+	if !c.mailed {
+		c.mailed = true
+		l.mail = append(l.mail, c)
+	}
+	if l.sleeping.Load() && l.woken.CompareAndSwap(false, true) {
+		wakeLoop(l.wake)
+	}
+}
+
+// wakeLoop wakes a loop that sleeps in epoll_wait, through its eventfd;
+// tests count its calls.
+var wakeLoop = func(fd int) {
+	var one = [8]byte{1}
+	unix.Write(fd, one[:])
+}
+
 // Close closes the connection from any goroutine: the loop then calls its
 // handler's Closed with ErrConnClosed, on the loop's goroutine, unless the
-// connection was closed otherwise first. Replies not yet written are
-// dropped. Close may be called any number of times, during or after the
-// connection's life: it shuts down (shutdown(2)) the socket under the
-// loop's mutex, and only while the loop still serves it, so it never
-// touches a socket whose descriptor has since been reused.
+// connection was closed otherwise first. Replies not yet written, and
+// what was sent (Send), are dropped. Close may be called any number of
+// times, during or after the connection's life: it shuts down
+// (shutdown(2)) the socket under the loop's mutex, and only while the loop
+// still serves it, so it never touches a socket whose descriptor has
+// since been reused.
 func (c *Conn) Close() {
 	l := c.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c.killed || c.fd >= len(l.conns) || l.conns[c.fd] != c {
+	if !l.serves(c) {
 		return
 	}
 	c.killed = true
+	c.sendq = nil
 	// The loop's epoll set reports the shut down socket (EPOLLHUP), and
 	// Run closes it then.
 	unix.Shutdown(c.fd, unix.SHUT_RDWR)
@@ -211,7 +338,9 @@ func (l *Loop) forget(fd int) (killed bool) {
 	if fd >= len(l.conns) || l.conns[fd] == nil {
 		return false
 	}
-	killed = l.conns[fd].killed
+	c := l.conns[fd]
+	killed = c.killed
+	c.sendq = nil
 	l.conns[fd] = nil
 	l.n--
 	return killed
@@ -228,8 +357,20 @@ func (l *Loop) Run() {
 	l.now = time.Now()
 	nextSweep := l.now.Add(l.tick)
 	yielded := l.now
+	var drained [8]byte
 	for {
-		n, err := unix.EpollWait(l.epfd, events, wait)
+		// Deliver the mail until there is none, which marks the loop
+		// asleep, or for mailRounds rounds: then only look at the sockets.
+		timeout := 0
+		for range mailRounds {
+			if !l.deliverMail() {
+				timeout = wait
+				break
+			}
+		}
+		n, err := unix.EpollWait(l.epfd, events, timeout)
+		l.sleeping.Store(false)
+		l.woken.Store(false)
 		if err != nil && !errors.Is(err, unix.EINTR) {
 			l.shutdown(fmt.Errorf("evloop: epoll_wait: %w", err))
 			return
@@ -242,8 +383,15 @@ func (l *Loop) Run() {
 		for i := range n {
 			fd := int(events[i].Fd)
 			if fd == l.wake {
-				l.shutdown(ErrClosed)
-				return
+				unix.Read(l.wake, drained[:])
+				l.mu.Lock()
+				closing := l.closing
+				l.mu.Unlock()
+				if closing {
+					l.shutdown(ErrClosed)
+					return
+				}
+				continue // mail: delivered before the next wait
 			}
 			var c *Conn
 			killed := false
@@ -253,16 +401,21 @@ func (l *Loop) Run() {
 				killed = c != nil && c.killed
 			}
 			l.mu.Unlock()
-			if c == nil {
-				continue // closed earlier in this batch
-			}
-			if killed {
+			switch {
+			case c == nil:
+				// closed earlier in this batch
+			case killed:
 				l.close(c, ErrConnClosed)
-				continue
-			}
-			if len(c.out) > 0 || c.more {
+			case len(c.out) > 0 || c.more:
 				l.flush(c)
-			} else {
+			case c.paused:
+				// Only a hang-up or an error is reported while paused.
+				if events[i].Events&unix.EPOLLERR != 0 {
+					l.close(c, errors.New("evloop: socket error while input is paused"))
+				} else if events[i].Events&unix.EPOLLHUP != 0 {
+					l.close(c, io.EOF)
+				}
+			default:
 				l.read(c)
 			}
 		}
@@ -296,7 +449,7 @@ func (l *Loop) read(c *Conn) {
 }
 
 // input gives in, c's input not yet consumed, to c's handler, and writes
-// its replies. It reports false when c is closed.
+// what was sent to c, then its replies. It reports false when c is closed.
 func (l *Loop) input(c *Conn, in []byte) bool {
 	reply, used, open := c.h.Input(in, l.out[:0])
 	if l.out = reply[:0]; cap(l.out) > maxKeep {
@@ -319,9 +472,18 @@ func (l *Loop) input(c *Conn, in []byte) bool {
 	}
 	// A handler may have stopped on long replies (ReplyLimit): it is
 	// given the rest once they are written, when the socket has room
-	// (flush), in turn with the other connections.
-	c.more = open && len(reply) >= ReplyLimit && len(c.in) > 0
-	if len(reply) > 0 && !l.write(c, reply) {
+	// (flush), in turn with the other connections. One that paused is
+	// given the rest on Resume.
+	c.more = open && !c.paused && len(reply) >= ReplyLimit && len(c.in) > 0
+	// What was sent before Input returned goes before its replies.
+	if sent := l.takeSent(c); len(sent) > 0 {
+		ok := l.send(c, sent)
+		l.free(sent)
+		if !ok {
+			return false
+		}
+	}
+	if len(reply) > 0 && !l.send(c, reply) {
 		return false
 	}
 	if !open {
@@ -333,12 +495,129 @@ func (l *Loop) input(c *Conn, in []byte) bool {
 	}
 	if c.more && len(c.out) == 0 {
 		c.outSince = l.now // waiting for room, under the write timeout
-		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(c.fd)}); err != nil {
-			l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
-			return false
+	}
+	return l.arm(c)
+}
+
+// takeSent takes what Send queued for c, or returns nil. When c was the
+// last connection put in the mail, it leaves the mail too: that is the
+// usual case of a handler that sends its own replies, whose mail then
+// costs the loop nothing more.
+func (l *Loop) takeSent(c *Conn) []byte {
+	if !c.sent.Load() {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := c.sendq
+	c.sendq = nil
+	c.sent.Store(false)
+	if n := len(l.mail); n > 0 && l.mail[n-1] == c && !c.resume {
+		l.mail[n-1] = nil
+		l.mail = l.mail[:n-1]
+		c.mailed = false
+	}
+	return b
+}
+
+// free keeps b, a buffer of Send that was delivered, for reuse.
+func (l *Loop) free(b []byte) {
+	if cap(b) <= maxSendBuf {
+		l.freed = append(l.freed, b[:0])
+	}
+}
+
+// send writes b to c's socket after what waits in c.out. It reports false
+// when c is closed.
+func (l *Loop) send(c *Conn, b []byte) bool {
+	if len(c.out) > 0 {
+		c.out = append(c.out, b...)
+		return true
+	}
+	return l.write(c, b)
+}
+
+// arm makes the epoll set report what the loop waits for from c: room for
+// its replies, its input, or (paused, with nothing to write) only a
+// hang-up. It reports false when that failed and c is closed.
+func (l *Loop) arm(c *Conn) bool {
+	var ev uint32 = unix.EPOLLIN
+	switch {
+	case len(c.out) > 0 || c.more:
+		ev = unix.EPOLLOUT
+	case c.paused:
+		ev = 0
+	}
+	if ev == c.events {
+		return true
+	}
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: ev, Fd: int32(c.fd)}); err != nil {
+		l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
+		return false
+	}
+	c.events = ev
+	return true
+}
+
+// deliverMail delivers the loop's mail: what was sent to its connections,
+// and their Resumes. It reports false when there was none, and then marks
+// the loop asleep, under l.mu, for Send and Resume to wake it.
+func (l *Loop) deliverMail() bool {
+	l.mu.Lock()
+	for i, b := range l.freed {
+		if len(l.bufs) < maxSendBufs {
+			l.bufs = append(l.bufs, b)
 		}
+		l.freed[i] = nil
+	}
+	l.freed = l.freed[:0]
+	mail := l.mail
+	if len(mail) == 0 {
+		l.sleeping.Store(true)
+		l.mu.Unlock()
+		return false
+	}
+	l.mail, l.posted = l.posted[:0], mail
+	for _, c := range mail {
+		c.mailed = false
+		if l.serves(c) {
+			c.posted, c.resumed = c.sendq, c.resume
+		}
+		c.sendq, c.resume = nil, false
+		c.sent.Store(false)
+	}
+	l.mu.Unlock()
+	for i, c := range mail {
+		mail[i] = nil
+		l.deliver(c)
 	}
 	return true
+}
+
+// deliver writes what was sent to c, and resumes its input if asked to.
+func (l *Loop) deliver(c *Conn) {
+	b, resume := c.posted, c.resumed
+	c.posted, c.resumed = nil, false
+	if len(b) > 0 {
+		ok := l.send(c, b)
+		l.free(b)
+		if !ok {
+			return
+		}
+	}
+	if !resume || !c.paused {
+		return
+	}
+	c.paused = false
+	switch {
+	case len(c.in) == 0:
+		l.arm(c)
+	case len(c.out) > 0:
+		c.more = true // the rest of the input once the replies are out
+		l.arm(c)
+	default:
+		l.input(c, c.in)
+	}
 }
 
 // write writes b to c's socket; what the socket does not take waits in
@@ -364,11 +643,7 @@ func (l *Loop) write(c *Conn, b []byte) bool {
 	}
 	c.out = append(c.out, b...)
 	c.outSince = l.now
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLOUT, Fd: int32(c.fd)}); err != nil {
-		l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
-		return false
-	}
-	return true
+	return l.arm(c)
 }
 
 // flush writes c's waiting replies, once its socket has room; when they
@@ -401,13 +676,10 @@ func (l *Loop) flush(c *Conn) {
 	}
 	c.last = l.now
 	if c.more {
-		if !l.input(c, c.in) || c.more || len(c.out) > 0 {
-			return // closed, or waiting for room again
-		}
+		l.input(c, c.in) // which arms c
+		return
 	}
-	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, c.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(c.fd)}); err != nil {
-		l.close(c, fmt.Errorf("evloop: epoll_ctl: %w", err))
-	}
+	l.arm(c)
 }
 
 // close closes c's socket and tells its handler why: err, or
@@ -464,20 +736,49 @@ func (l *Loop) timedOut(c *Conn) error {
 	return nil
 }
 
-// shutdown closes every connection with err and releases the loop.
+// shutdown closes every connection with err and releases the loop. What
+// a connection has to write (replies, what was sent) is written as far as
+// its socket takes it at once, unless Conn.Close closed it.
 func (l *Loop) shutdown(err error) {
 	l.mu.Lock()
 	l.closing = true
 	conns := l.conns
 	l.conns, l.n = nil, 0
+	for _, c := range conns {
+		if c != nil {
+			c.posted, c.sendq = c.sendq, nil
+		}
+	}
+	l.mail, l.bufs = nil, nil
 	l.mu.Unlock()
 	for _, c := range conns {
 		if c == nil {
 			continue
 		}
+		if !c.killed {
+			writeNow(c.fd, c.out, c.posted)
+		}
+		c.out, c.posted = nil, nil
 		unix.Close(c.fd)
 		c.h.Closed(err)
 	}
 	unix.Close(l.epfd)
 	unix.Close(l.wake)
+}
+
+// writeNow writes bufs to fd in order, as far as the socket takes them
+// without waiting.
+func writeNow(fd int, bufs ...[]byte) {
+	for _, b := range bufs {
+		for len(b) > 0 {
+			n, err := unix.Write(fd, b)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return
+			}
+			b = b[n:]
+		}
+	}
 }

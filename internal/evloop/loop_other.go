@@ -26,6 +26,15 @@ type Conn struct{}
 // Close does nothing.
 func (*Conn) Close() {}
 
+// Send returns false.
+func (*Conn) Send([]byte) bool { return false }
+
+// Pause does nothing.
+func (*Conn) Pause() {}
+
+// Resume does nothing.
+func (*Conn) Resume() {}
+
 // Add returns ErrNotSocket.
 func (*Loop) Add(net.Conn, Handler) error { return ErrNotSocket }
 
