@@ -52,6 +52,16 @@ type Hooks struct {
 	// rather than close it at once: its reads fail with ErrServerClosed
 	// from then on, and the protocol's ServeConn ends when it has answered.
 	Drain bool
+	// Finish drains a connection an event loop serves, where Drain is set:
+	// Shutdown calls it on a goroutine of its own once Draining reports
+	// true, for the protocol to take no more requests, answer what it has
+	// pending (evloop.Conn.Send) and return. Shutdown closes the event
+	// loops once every Finish has returned (or its context is done), and
+	// the loops write what was sent as far as the sockets take it at once
+	// before they close them: a client that does not read cannot hold a
+	// shutdown. Finish may run while the loop calls the connection's
+	// handler, and after its Closed.
+	Finish func()
 }
 
 // Conn is one client connection of a Server. A connection served by its own
@@ -89,7 +99,10 @@ type Conn struct {
 	reqDeadline  time.Time
 	readDeadline time.Time
 
-	drains   atomic.Bool // Hooks.Drain, for Shutdown's goroutine
+	drains atomic.Bool // Hooks.Drain, for Shutdown's goroutine
+	// finisher is Hooks.Finish of a loop's connection that drains, for
+	// Shutdown's goroutine.
+	finisher atomic.Pointer[func()]
 	draining atomic.Bool // Shutdown began and the protocol drains
 }
 
@@ -110,11 +123,15 @@ func (c *Conn) RemoteAddr() net.Addr { return c.peer }
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
 // SetHooks sets the protocol's hooks. A goroutine's protocol calls it
-// first thing in ServeConn; a loop's protocol in LoopConn, where only Busy
-// is used. With OwnWriter set, the connection has no W.
+// first thing in ServeConn; a loop's protocol in LoopConn, where only
+// Busy, Drain and Finish are used. With OwnWriter set, the connection has
+// no W.
 func (c *Conn) SetHooks(h Hooks) {
 	c.hooks = h
 	c.drains.Store(h.Drain)
+	if c.nc == nil && h.Drain && h.Finish != nil {
+		c.finisher.Store(&h.Finish)
+	}
 	if h.OwnWriter && c.W != nil {
 		c.W.Reset(nil)
 		writers.Put(c.W)
@@ -148,10 +165,24 @@ func (c *Conn) busy() bool { return c.hooks.Busy != nil && c.hooks.Busy() }
 
 // shutdown begins the connection's end in a shutdown, with the server's
 // mutex held: a draining one stops reading; any other goroutine's is
-// closed. A loop's is left to its loop, which Shutdown closes.
-func (c *Conn) shutdown() {
+// closed. A loop's that drains is finished (Hooks.Finish) on a goroutine
+// of the server's, counted in finishing too; any other loop's is left to
+// its loop, which Shutdown closes.
+func (c *Conn) shutdown(finishing *sync.WaitGroup) {
 	switch {
 	case c.nc == nil:
+		f := c.finisher.Load()
+		if f == nil {
+			return
+		}
+		c.draining.Store(true)
+		finishing.Add(1)
+		c.srv.wg.Add(1)
+		go func() {
+			defer c.srv.wg.Done()
+			defer finishing.Done()
+			(*f)()
+		}()
 	case c.drains.Load():
 		c.draining.Store(true)
 		c.nc.SetReadDeadline(aLongTimeAgo)

@@ -388,7 +388,9 @@ func (s *Server) forget(c *Conn) {
 // Shutdown stops the server: it closes the listener, closes the event
 // loops' connections, and ends every other connection: one whose protocol
 // drains (Hooks.Drain) stops reading and ends once it has answered what
-// it has pending; any other is closed at once. It returns when every
+// it has pending; any other is closed at once. A loop's connection that
+// drains is finished first (Hooks.Finish), and its loop then writes what
+// it sent as far as the socket takes it at once. It returns when every
 // goroutine of the server has ended. When ctx is done first, it closes
 // every connection left and returns ctx's error once their goroutines have
 // ended.
@@ -403,15 +405,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln != nil {
 		s.ln.Close()
 	}
+	var finishing sync.WaitGroup
 	for c := range s.conns {
-		c.shutdown()
+		c.shutdown(&finishing)
 	}
 	s.mu.Unlock()
-	for _, l := range s.loops {
-		l.Close()
+	closeLoops := func() {
+		for _, l := range s.loops {
+			l.Close()
+		}
 	}
+	finished := make(chan struct{})
+	go func() {
+		finishing.Wait()
+		closeLoops()
+		close(finished)
+	}()
 	done := make(chan struct{})
 	go func() {
+		<-finished
 		s.wg.Wait()
 		close(done)
 	}()
@@ -420,6 +432,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	closeLoops()
 	s.mu.Lock()
 	for c := range s.conns {
 		c.Close()

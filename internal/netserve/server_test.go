@@ -100,6 +100,32 @@ func (lineHandler) Input(in, out []byte) ([]byte, int, bool) {
 
 func (lineHandler) Closed(error) {}
 
+// drainingLines is loopLines whose loop connections drain: Finish sends
+// "BYE" through the loop, once the connection is Draining.
+type drainingLines struct {
+	loopLines
+	finished atomic.Int64
+}
+
+func (p *drainingLines) LoopConn(c *Conn) evloop.Handler {
+	h := &drainingLine{}
+	c.SetHooks(Hooks{Drain: true, Finish: func() {
+		if !c.Draining() {
+			panic("Finish before the connection drains")
+		}
+		p.finished.Add(1)
+		h.lc.Load().Send([]byte("BYE\n"))
+	}})
+	return h
+}
+
+type drainingLine struct {
+	lineHandler
+	lc atomic.Pointer[evloop.Conn]
+}
+
+func (h *drainingLine) Attach(lc *evloop.Conn) { h.lc.Store(lc) }
+
 // start serves p with cfg on a loopback port until the test ends.
 func start(t *testing.T, p Protocol, cfg Config, loops int) *Server {
 	t.Helper()
@@ -363,6 +389,19 @@ func TestShutdown(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.closed("BYE\n")
+	})
+	t.Run("drain on a loop", func(t *testing.T) {
+		p := &drainingLines{}
+		s := start(t, p, Config{}, 1)
+		c := dial(t, s, nil)
+		c.do("a\n", "A\n")
+		if err := shutdown(t, s, testTimeout); err != nil {
+			t.Fatal(err)
+		}
+		c.closed("BYE\n")
+		if n := p.finished.Load(); n != 1 {
+			t.Errorf("Finish called %d times, want 1", n)
+		}
 	})
 	t.Run("deadline", func(t *testing.T) {
 		s := start(t, &lines{stall: true}, Config{}, 0)
