@@ -42,6 +42,9 @@ type Handler interface {
 	// Closed is called once, when the connection has been closed: by the
 	// peer, by Input, on an error or a timeout (err then says which), by
 	// Loop.Close (err is ErrClosed) or by Conn.Close (ErrConnClosed).
+	// Nothing is read from it or written to it any more, but its socket
+	// is closed only once Closed returns: the peer learns of the end after
+	// the handler has done with it.
 	Closed(err error)
 }
 

@@ -682,15 +682,17 @@ func (l *Loop) flush(c *Conn) {
 	l.arm(c)
 }
 
-// close closes c's socket and tells its handler why: err, or
+// close closes c, telling its handler why, then its socket: err, or
 // ErrConnClosed when Conn.Close shut it down (the error the loop met is
 // then its consequence).
 func (l *Loop) close(c *Conn, err error) {
 	if l.forget(c.fd) {
 		err = ErrConnClosed
 	}
-	unix.Close(c.fd)
+	// The handler first: the peer sees the end once the connection's end
+	// is done (a lock service's session ended, its locks released).
 	c.h.Closed(err)
+	unix.Close(c.fd)
 }
 
 // sweep closes the connections past a timeout, but the idle ones that an
@@ -759,8 +761,8 @@ func (l *Loop) shutdown(err error) {
 			writeNow(c.fd, c.out, c.posted)
 		}
 		c.out, c.posted = nil, nil
-		unix.Close(c.fd)
 		c.h.Closed(err)
+		unix.Close(c.fd)
 	}
 	unix.Close(l.epfd)
 	unix.Close(l.wake)
