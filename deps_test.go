@@ -44,7 +44,7 @@ var allowedImports = map[string][]string{
 	// its connections.
 	"internal/memcache": {"", "internal/cache", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
 	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
-	"internal/dlock":    {"", "dlockpb", "internal/frame", "internal/metrics", "internal/netserve", "internal/timedwrite"},
+	"internal/dlock":    {"", "dlockpb", "internal/evloop", "internal/frame", "internal/metrics", "internal/netserve", "internal/timedwrite"},
 	// Every front end's server: listening, accepting, limits, tracking,
 	// the read path, shutdown.
 	"internal/netserve": {"", "internal/evloop", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},

@@ -16,8 +16,9 @@ type Config struct {
 	// gets one Response: version 2, request_id 0, status General,
 	// error_text "TooManyConnections: ..."; and is closed), the timeouts
 	// (IdleTimeout never closes a connection while one of its requests
-	// waits, nor sooner than IdleTimeout after its last answer), TLS,
-	// Logger and Metrics (connections, and requests by type).
+	// waits, nor sooner than IdleTimeout after its last answer), Loops
+	// (event loops serve the plain connections of an inline service),
+	// TLS, Logger and Metrics (connections, and requests by type).
 	netserve.Config
 	// MaxFrame is the largest request frame accepted, in bytes. A larger
 	// frame is answered with an error and the connection is closed.
@@ -57,9 +58,6 @@ func (c Config) Validate() error {
 	var errs []error
 	if err := c.Config.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("dlock: %w", err))
-	}
-	if c.Loops > 0 {
-		errs = append(errs, fmt.Errorf("dlock: invalid Loops %d: goroutines serve dlock connections", c.Loops))
 	}
 	if c.MaxFrame < minFrame {
 		errs = append(errs, fmt.Errorf("dlock: invalid MaxFrame %d: must be at least %d", c.MaxFrame, minFrame))

@@ -16,7 +16,8 @@ import (
 	"github.com/latchd/latch/internal/netserve"
 )
 
-// conn is one client connection. Its reader goroutine is serve.
+// conn is one client connection. Its reader is a goroutine of its own
+// (readLoop), or the event loop that serves it (Input, loop.go).
 type conn struct {
 	srv  *Server
 	nc   *netserve.Conn
@@ -24,6 +25,16 @@ type conn struct {
 	br   *bufio.Reader // nc.R
 	fr   *frame.Reader
 	out  *writer
+	// lc is the loop's connection of one an event loop serves, nil for
+	// one served by its goroutine.
+	lc loopConn
+
+	// On an event loop, imu is held while the loop serves input (Input)
+	// and while the connection's end begins (end): ended is set, under
+	// it, once the connection ends, draining or not, and Input then takes
+	// no more requests.
+	imu   sync.Mutex
+	ended bool
 
 	// busy counts the requests accepted and not answered yet: queued or
 	// handled version 2 requests and waiting version 3 Locks. A connection
@@ -79,6 +90,11 @@ type conn struct {
 	qrunning bool // serveV2 is running
 	qclosed  bool // no more requests: serveV2 ends once the queue is empty
 	parked   bool // serveV2 waits in a Lock that could not be granted at once
+	// stalled is set, on an event loop, when a version 2 request found
+	// the queue full while its server was not parked: the loop's input
+	// is paused (evloop.Conn.Pause) until the queue has room again or
+	// its server parks, and serveV2 then resumes it.
+	stalled bool
 
 	// The answers being built, reused from one answer to the next: the
 	// writer encodes each when it is sent. rresp is the reader's, qresp
@@ -106,15 +122,8 @@ type queued struct {
 // and dispatches requests until the connection ends, then ends the
 // connection's session and waits for its other goroutines.
 func (s *Server) ServeConn(nc *netserve.Conn) {
-	c := &conn{
-		srv:      s,
-		nc:       nc,
-		peer:     nc.RemoteAddr().String(),
-		out:      newWriter(nc.NetConn(), s.cfg.WriteTimeout),
-		pending:  make(map[uint64]*waitingLock),
-		inflight: make(chan struct{}, maxLater),
-	}
-	c.qcond.L = &c.mu
+	c := newConn(s, nc, nc.RemoteAddr().String())
+	c.out = newWriter(nc.NetConn(), s.cfg.WriteTimeout)
 	nc.SetHooks(netserve.Hooks{
 		Busy:      c.waits,
 		Flush:     func() error { c.out.flush(); return nil },
@@ -128,6 +137,21 @@ func (s *Server) ServeConn(nc *netserve.Conn) {
 	nc.SetState(c)
 	drain := c.readLoop()
 	c.finish(drain)
+}
+
+// newConn returns the connection nc from peer, without its writer.
+func newConn(s *Server, nc *netserve.Conn, peer string) *conn {
+	c := &conn{
+		srv:     s,
+		nc:      nc,
+		peer:    peer,
+		pending: make(map[uint64]*waitingLock),
+	}
+	if s.exec == latch.Replicated {
+		c.inflight = make(chan struct{}, maxLater)
+	}
+	c.qcond.L = &c.mu
+	return c
 }
 
 // readLoop reads requests until the input ends. It reports whether the
@@ -156,33 +180,45 @@ func (c *conn) readLoop() (drain bool) {
 				return true
 			}
 			if errors.Is(err, frame.ErrTooLarge) {
-				log.Info("dlock: frame too large, closing the connection", "peer", c.peer, "err", err)
-				c.answerNow(nil, at, fmt.Errorf("%w: %w; closing the connection", errFrameTooLarge, err))
+				c.frameTooLarge(err, at)
 			} else {
 				log.Debug("dlock: connection lost inside a frame", "peer", c.peer, "err", err)
 			}
 			return false
 		}
-		if c.resumed.Load() {
-			c.usedAfter.Store(true)
-		}
-		req, err := c.dec.decode(body)
-		if err != nil {
-			c.dispatchV2(queued{at: at, err: fmt.Errorf("%w: %w", errMalformed, err)}, nil)
-			continue
-		}
-		switch req.GetVersion() {
-		case 3:
-			c.handleV3(req, at)
-		default:
-			// Versions 0 and 2, and the answer Version to any other, in
-			// the order of the version 2 requests.
-			c.dispatchV2(queued{req: req, at: at}, body)
-		}
+		c.serveFrame(body, at)
 		if c.aborted.Load() {
 			return false
 		}
 	}
+}
+
+// serveFrame decodes and handles the request in body, a frame read at at.
+// It reports false, having done nothing, when the request is to be given
+// again later: a version 2 request that found the queue full, on an event
+// loop (enqueue).
+func (c *conn) serveFrame(body []byte, at time.Time) bool {
+	if c.resumed.Load() {
+		c.usedAfter.Store(true)
+	}
+	req, err := c.dec.decode(body)
+	if err != nil {
+		return c.dispatchV2(queued{at: at, err: fmt.Errorf("%w: %w", errMalformed, err)}, nil)
+	}
+	if req.GetVersion() == 3 {
+		c.handleV3(req, at)
+		return true
+	}
+	// Versions 0 and 2, and the answer Version to any other, in the order
+	// of the version 2 requests.
+	return c.dispatchV2(queued{req: req, at: at}, body)
+}
+
+// frameTooLarge answers a frame over the limit (err, a
+// *frame.TooLargeError), read at at, before the connection closes.
+func (c *conn) frameTooLarge(err error, at time.Time) {
+	c.srv.log.Info("dlock: frame too large, closing the connection", "peer", c.peer, "err", err)
+	c.answerNow(nil, at, fmt.Errorf("%w: %w; closing the connection", errFrameTooLarge, err))
 }
 
 // waitForFrame waits until the next frame starts (netserve.Conn.Next: the
@@ -286,7 +322,11 @@ func (c *conn) finish(drain bool) {
 	// The answers still queued go now, after the session's end released
 	// its locks: a client that does not read delays no one.
 	c.out.close()
-	c.nc.Close()
+	if c.lc == nil {
+		// An event loop's connection is closed by its loop: already, or,
+		// draining, once it has written what was sent (Server.Shutdown).
+		c.nc.Close()
+	}
 	c.srv.log.Debug("dlock: connection closed", "peer", c.peer, "drained", drain)
 }
 
@@ -371,7 +411,10 @@ func (c *conn) openSession() (latch.Session, time.Duration) {
 //
 // body is the frame q.req was decoded from: a request decoded into the
 // reader's record (c.dec) is decoded again into one of its own to be queued.
-func (c *conn) dispatchV2(q queued, body []byte) {
+//
+// It reports false when the request was neither answered nor queued, to be
+// given again later (enqueue, on an event loop).
+func (c *conn) dispatchV2(q queued, body []byte) bool {
 	c.mu.Lock()
 	idle := !c.qrunning && len(c.queue) == 0
 	c.mu.Unlock()
@@ -380,20 +423,24 @@ func (c *conn) dispatchV2(q queued, body []byte) {
 	if idle {
 		if wait := c.handleV2(q, true, &c.rresp); !wait {
 			c.reply(q.req, &c.rresp)
-			return
+			return true
 		}
 	}
 	if q.req == &c.dec.req {
 		q.req, _ = decodeRequest(body) // it decoded once
 	}
-	c.enqueue(q)
+	return c.enqueue(q)
 }
 
 // enqueue appends a request to the version 2 queue, starting its server if
 // needed. When the queue is full it waits for room, unless the queue's
 // server is parked in a waiting Lock: the client has piled more requests
 // behind a wait than allowed, which aborts the connection.
-func (c *conn) enqueue(q queued) {
+//
+// An event loop's reader never waits: it reports false instead, having
+// stalled the connection (conn.stalled), for the loop to pause its input
+// until the queue's server resumes it.
+func (c *conn) enqueue(q queued) bool {
 	c.mu.Lock()
 	for len(c.queue) >= c.srv.cfg.MaxPending {
 		if c.parked {
@@ -401,7 +448,12 @@ func (c *conn) enqueue(q queued) {
 			c.srv.log.Info("dlock: too many requests queued behind a waiting Lock, closing the connection", "peer", c.peer, "queued", c.srv.cfg.MaxPending)
 			c.answerNow(q.req, q.at, fmt.Errorf("%w: more than %d queued behind a waiting Lock; closing the connection", errTooManyPending, c.srv.cfg.MaxPending))
 			c.aborted.Store(true)
-			return
+			return true
+		}
+		if c.lc != nil {
+			c.stalled = true
+			c.mu.Unlock()
+			return false
 		}
 		// Let the answers out while the queue drains. Not under c.mu:
 		// flushing may write to the socket, and the queue's server and
@@ -422,6 +474,17 @@ func (c *conn) enqueue(q queued) {
 	}
 	c.qcond.Signal()
 	c.mu.Unlock()
+	return true
+}
+
+// unstall ends a stall of the connection's input (conn.stalled): the loop
+// gives the reader its input again. Called with c.mu held, when the queue
+// has room or its server parks.
+func (c *conn) unstall() {
+	if c.stalled {
+		c.stalled = false
+		c.lc.Resume() // takes the loop's mutex only, never c.mu
+	}
 }
 
 // serveV2 answers the version 2 queue in order, one request at a time. It
@@ -438,10 +501,14 @@ func (c *conn) serveV2() {
 			c.queue = c.queue[:0:0] // let the backing array go
 		}
 		c.qcond.Broadcast()
+		c.unstall()
 		c.mu.Unlock()
 		if !c.aborted.Load() {
 			c.handleV2(q, false, &c.qresp)
 			c.reply(q.req, &c.qresp)
+			if testHookAnsweredV2 != nil {
+				testHookAnsweredV2()
+			}
 		}
 		c.answered()
 		c.mu.Lock()
@@ -450,11 +517,18 @@ func (c *conn) serveV2() {
 	c.mu.Unlock()
 }
 
+// testHookAnsweredV2, when set, is called by serveV2 after each answer:
+// tests stop it there, busy and not parked.
+var testHookAnsweredV2 func()
+
 // setParked records whether serveV2 waits in a Lock.
 func (c *conn) setParked(p bool) {
 	c.mu.Lock()
 	c.parked = p
 	c.qcond.Broadcast()
+	if p {
+		c.unstall() // the reader is to learn that the queue waits
+	}
 	c.mu.Unlock()
 }
 

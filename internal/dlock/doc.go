@@ -4,13 +4,20 @@
 // latch's compatible version 3. docs/protocol.md is the specification;
 // proto/dlock.proto the schema.
 //
-// A Server owns a listener and its connections. Each connection is a client
-// and owns
+// A Server owns a listener and its connections (through internal/netserve).
+// Each connection is a client and owns
 //
-//   - one reader goroutine, which reads frames whole, decodes requests
-//     (into a record of its own, reused from one request to the next) and
+//   - one reader, which reads frames whole, decodes requests (into a
+//     record of its own, reused from one request to the next) and
 //     dispatches them, and which closes silent connections after the idle
-//     timeout (a connection with a request waiting is never idle); a
+//     timeout (a connection with a request waiting is never idle). On a
+//     service that answers at once (latch.Inline: a node in memory), the
+//     reader of a plain TCP connection is an event loop (internal/evloop,
+//     Config.Loops; loop.go), which never waits: what would wait is
+//     answered later through the loop (evloop.Conn.Send), and where the
+//     reader would wait for room in the version 2 queue, the loop pauses
+//     the connection's input instead. Otherwise (a Replicated service,
+//     TLS, Loops -1) the reader is a goroutine of the connection's own; a
 //     connection that has been silent a while waits for its next frame
 //     without its buffers (internal/idleread);
 //   - a session of the lock service (latch.Session, protocol "dlock", peer
@@ -32,7 +39,8 @@
 //   - one writer, and no goroutine of its own: handlers append encoded
 //     answers to a buffer, and the goroutine that finds no write in
 //     progress writes what has gathered with one call (answers coalesce
-//     whenever more than one is pending; no lock is held while writing).
+//     whenever more than one is pending; no lock is held while writing),
+//     or, on an event loop, hands it to the loop, which writes it.
 //     While the reader handles frames it has already read whole, it holds
 //     its answers back: the answers to requests that arrived together
 //     leave together, before the reader waits for more input.

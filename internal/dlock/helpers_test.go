@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,8 +27,23 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if v := os.Getenv("LATCH_DLOCK_LOOPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "LATCH_DLOCK_LOOPS=%q: %v\n", v, err)
+			os.Exit(2)
+		}
+		testLoops = n
+	}
 	goleak.VerifyTestMain(m)
 }
+
+// testLoops is the tests' Config.Loops: by default, event loops serve the
+// TCP connections of the tests' servers (in memory: latch.Inline), as they
+// do for latch serve; LATCH_DLOCK_LOOPS=-1 runs the suite on a goroutine
+// per connection. Over pipes and TLS, a goroutine serves each connection
+// whatever it says.
+var testLoops int
 
 // testTimeout bounds every wait of a test for an answer, so that a bug
 // fails the test instead of hanging it. It is not a speed assertion.
@@ -46,6 +63,7 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.IdleTimeout = 0
+	cfg.Loops = testLoops
 	return cfg
 }
 
@@ -510,4 +528,16 @@ func (e *env) waitConn(t testing.TB, c *client, what string, cond func(*conn) bo
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// looped reports whether an event loop serves the server's side of client
+// c.
+func (e *env) looped(t testing.TB, c *client) bool {
+	t.Helper()
+	var lc bool
+	e.waitConn(t, c, "the connection served", func(sc *conn) bool {
+		lc = sc.lc != nil
+		return true
+	})
+	return lc
 }

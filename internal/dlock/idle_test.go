@@ -96,3 +96,37 @@ func TestServerUnixTime(t *testing.T) {
 	c.send(f[3:])
 	within(c.recvPB(), rest, time.Now())
 }
+
+// TestIdleTimeoutTCP is TestIdleTimeout over TCP, in real time: served by
+// event loops by default (their sweep and KeepIdle), by goroutines with
+// LATCH_DLOCK_LOOPS=-1.
+func TestIdleTimeoutTCP(t *testing.T) {
+	const idle = 150 * time.Millisecond
+	e := newEnv(t, func(c *Config) { c.IdleTimeout = idle })
+	other := e.hold(t, "w")
+	silent, holding, waiting, waitingV3 := e.dial(t), e.dial(t), e.dial(t), e.dial(t)
+	lockOK(t, holding, 1, "k")
+	waiting.sendMsg(v2Lock(1, 0, 0, "w"))
+	waitingV3.sendPB(v3Lock(1, []string{"w"}))
+	e.waitFor(t, "w", "both to wait", waiters(2))
+
+	silent.expectEOF()
+	holding.expectEOF()
+	if info, ok := e.svc.Lock("k"); ok && len(info.Holders) > 0 {
+		t.Errorf("k after its holder idled out: %+v, want free", info)
+	}
+	time.Sleep(3 * idle)
+	if info, _ := e.svc.Lock("w"); len(info.Waiters) != 2 {
+		t.Fatalf("w: %+v, want both waiters still queued", info)
+	}
+	other.Close()
+	if r := waiting.recv(); r.status != sOk {
+		t.Errorf("waiting (v2): %s %q, want Ok", r.shape(), r.text)
+	}
+	// The v3 waiter's turn comes when the v2 waiter's connection, silent
+	// with nothing waiting, idles out.
+	waiting.expectEOF()
+	if r := waitingV3.recvPB(); r.GetStatus() != pb.ResponseStatus_Ok {
+		t.Errorf("waiting (v3): %v, want Ok", r)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"time"
 
@@ -40,7 +41,9 @@ type Server struct {
 	refusal []byte
 }
 
-// New returns a Server of svc with cfg, not serving yet.
+// New returns a Server of svc with cfg, not serving yet. Its plain
+// connections are served by event loops (Config.Loops, loop.go) when svc
+// answers at once (latch.Inline), by a goroutine each otherwise.
 func New(svc latch.Service, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -58,7 +61,11 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.refusal = refusal
-	ns, err := netserve.New(s, cfg.Config, 0)
+	loops := 0 // a request waits for its commit: a loop would make its other connections wait too
+	if s.exec == latch.Inline {
+		loops = netserve.DefaultLoops(cfg.Loops, runtime.GOMAXPROCS(0))
+	}
+	ns, err := netserve.New(s, cfg.Config, loops)
 	if err != nil {
 		return nil, err
 	}

@@ -107,6 +107,17 @@ func TestShutdownDeadline(t *testing.T) {
 			}
 		}
 	}()
+	if e.looped(t, c) {
+		// An event loop writes only what the socket takes: Shutdown
+		// drops the rest and returns without waiting for the client.
+		time.Sleep(200 * time.Millisecond) // the answers back up
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := e.srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown() error = %v, want none: a loop never waits for a client", err)
+		}
+		return
+	}
 	// The reader writes the answers itself: it is stuck once it has been
 	// writing for a while.
 	stuck := 0

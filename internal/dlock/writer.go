@@ -6,6 +6,7 @@ import (
 	"time"
 
 	pb "github.com/latchd/latch/dlockpb"
+	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/frame"
 	"github.com/latchd/latch/internal/timedwrite"
 )
@@ -35,6 +36,12 @@ const holdLimit = 32 << 10
 // has already read (hold), and lets it go before it waits for more input
 // (flush): the answers to a batch of requests that arrived together leave
 // together, in one write.
+//
+// On a connection an event loop serves, the writer "writes" by handing
+// what has gathered to the loop (evloop.Conn.Send), which never blocks:
+// the loop writes it under the write timeout, waiting for room as it
+// does for any reply. The loop's Input holds the writer while it serves
+// the frames of one read, and flushes it before it returns.
 type writer struct {
 	nc net.Conn
 	// out writes to nc: without blocking for post (unless it cannot, on a
@@ -42,6 +49,9 @@ type writer struct {
 	// under the write timeout for the rest. Only the goroutine that set
 	// writing uses it.
 	out *timedwrite.Writer
+	// lc, on a loop's connection, takes the writes instead of out; nc and
+	// out are nil then.
+	lc loopConn
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled when a write took buf, or when writing stopped
@@ -58,6 +68,17 @@ func newWriter(nc net.Conn, timeout time.Duration) *writer {
 	w.room.L = &w.mu
 	return w
 }
+
+// newLoopWriter returns the writer of a connection that lc's loop serves.
+func newLoopWriter(lc loopConn) *writer {
+	w := &writer{lc: lc}
+	w.room.L = &w.mu
+	return w
+}
+
+// canTry reports whether a write can be made without blocking: always on a
+// loop's connection, where the loop writes.
+func (w *writer) canTry() bool { return w.lc != nil || w.out.CanTry() }
 
 // send queues resp and writes it, unless a write is in progress (whose
 // goroutine writes it next) or the writer is held. It blocks while more
@@ -96,7 +117,7 @@ func (w *writer) post(resp *pb.Response) {
 	if !w.queue(resp) {
 		return
 	}
-	if w.out.CanTry() && w.drain(false) {
+	if w.canTry() && w.drain(false) {
 		w.writing = false
 		w.room.Broadcast()
 		return
@@ -156,9 +177,16 @@ func (w *writer) drain(block bool) bool {
 			n   int
 			err error
 		)
-		if block {
+		switch {
+		case w.lc != nil:
+			// The loop copies it, and writes it in the order sent.
+			n = len(out)
+			if !w.lc.Send(out) {
+				err = evloop.ErrConnClosed
+			}
+		case block:
 			n, err = w.out.Write(out)
-		} else {
+		default:
 			n, err = w.out.Try(out)
 		}
 		w.mu.Lock()
@@ -180,11 +208,14 @@ func (w *writer) drain(block bool) bool {
 }
 
 // fail records a failed write: answers are dropped from now on, and the
-// connection is closed, which ends its reader too. Called with mu held.
+// connection is closed, which ends its reader too (a loop's connection
+// is closed already). Called with mu held.
 func (w *writer) fail() {
 	w.failed = true
 	w.buf = nil
-	w.nc.Close()
+	if w.nc != nil {
+		w.nc.Close()
+	}
 }
 
 // encode appends resp's frame to buf. Called with mu held.
