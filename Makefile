@@ -79,11 +79,11 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
-# The memcached and Redis front ends' suites run on event loops (a node in
-# memory's way), then again on a goroutine per connection.
+# The memcached, Redis and dlock front ends' suites run on event loops (a
+# node in memory's way), then again on a goroutine per connection.
 unit:
 	$(GO) test -race ./...
-	LATCH_MEMCACHE_LOOPS=-1 LATCH_REDIS_LOOPS=-1 $(GO) test -race ./internal/memcache ./internal/resp
+	LATCH_MEMCACHE_LOOPS=-1 LATCH_REDIS_LOOPS=-1 LATCH_DLOCK_LOOPS=-1 $(GO) test -race ./internal/memcache ./internal/resp ./internal/dlock
 
 # The power-loss test (internal/replica/raftrep/powerloss_test.go):
 # in-process clusters on crashable file systems under kills, power loss,

@@ -220,6 +220,12 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.DLock.MaxConns },
 	},
 	{
+		flag:  "dlock-loops",
+		toml:  "dlock.loops",
+		usage: "serve plain dlock connections from `n` event loops (in memory, on Linux): 0: half the CPUs, at least one; -1: a goroutine per connection",
+		field: func(c *Config) any { return &c.DLock.Loops },
+	},
+	{
 		flag:  "dlock-tokens-file",
 		toml:  "dlock.tokens-file",
 		usage: "require dlock requests to carry one of the access tokens in this `file`: TOKEN [lock|read [PREFIX...]] per line",

@@ -347,14 +347,12 @@ func TestSettingsCoverConfig(t *testing.T) {
 	}
 	// Every front end has every setting of netserve.Config.
 	all := netserve.Config{Addr: "x", Allow: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, Loops: 1}
-	dlockAll := all
-	dlockAll.Loops = 0 // goroutines serve dlock connections
 	want := Config{
 		Log:      LogConfig{Level: "x", Format: "x"},
 		Lock:     LockConfig{node.Config{MaxKeys: 1, MaxWaitersPerKey: 1, MaxWaiters: 1, LockDelay: time.Second}},
 		Server:   ServerConfig{ShutdownTimeout: time.Second},
 		Memcache: MemcacheConfig{Config: memcache.Config{Config: all}, MemoryMB: 1, MaxItemSize: 1},
-		DLock:    DLockConfig{Config: dlock.Config{Config: dlockAll, MaxFrame: 1}, TokensFile: "x"},
+		DLock:    DLockConfig{Config: dlock.Config{Config: all, MaxFrame: 1}, TokensFile: "x"},
 		Admin:    AdminConfig{Config: admin.Config{Addr: "x", Token: "x", MaxConns: 1}, TokenFile: "x"},
 		Redis:    RedisConfig{Config: resp.Config{Config: all, MaxValue: 1}, TokensFile: "x"},
 		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},

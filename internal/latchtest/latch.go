@@ -35,10 +35,11 @@ type Server struct {
 //
 // A configuration that server.New refuses fails the test at once.
 //
-// The memcached and Redis front ends run on event loops, as a node in
-// memory serves them, unless the environment says otherwise as it does to
-// latch serve: LATCH_MEMCACHE_LOOPS=-1 and LATCH_REDIS_LOOPS=-1 run a
-// package's suites on a goroutine per connection.
+// The memcached, Redis and dlock front ends run on event loops, as a node
+// in memory serves them, unless the environment says otherwise as it does
+// to latch serve: LATCH_MEMCACHE_LOOPS=-1, LATCH_REDIS_LOOPS=-1 and
+// LATCH_DLOCK_LOOPS=-1 run a package's suites on a goroutine per
+// connection.
 func Start(t testing.TB, set ...func(*config.Config)) *Server {
 	t.Helper()
 	cfg := config.DefaultConfig()
@@ -46,7 +47,7 @@ func Start(t testing.TB, set ...func(*config.Config)) *Server {
 	cfg.DLock.Addr = "127.0.0.1:0"
 	cfg.Redis.Addr = "127.0.0.1:0"
 	cfg.Admin.Addr = "127.0.0.1:0"
-	for env, loops := range map[string]*int{"LATCH_MEMCACHE_LOOPS": &cfg.Memcache.Loops, "LATCH_REDIS_LOOPS": &cfg.Redis.Loops} {
+	for env, loops := range map[string]*int{"LATCH_MEMCACHE_LOOPS": &cfg.Memcache.Loops, "LATCH_REDIS_LOOPS": &cfg.Redis.Loops, "LATCH_DLOCK_LOOPS": &cfg.DLock.Loops} {
 		if v := os.Getenv(env); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
