@@ -76,6 +76,10 @@ type Loop struct {
 	// Resume wake the loop only then, once per wait (woken).
 	sleeping atomic.Bool
 	woken    atomic.Bool
+	// hasMail is set while mail is not empty, for Run to deliver it after
+	// the event that made it (a grant that a release on another
+	// connection posted) without a lock.
+	hasMail atomic.Bool
 
 	// Used by Run's goroutine only.
 	buf     []byte    // what the current read read
@@ -288,6 +292,7 @@ func (l *Loop) post(c *Conn) {
 	if !c.mailed {
 		c.mailed = true
 		l.mail = append(l.mail, c)
+		l.hasMail.Store(true)
 	}
 	if l.sleeping.Load() && l.woken.CompareAndSwap(false, true) {
 		wakeLoop(l.wake)
@@ -363,7 +368,7 @@ func (l *Loop) Run() {
 		// asleep, or for mailRounds rounds: then only look at the sockets.
 		timeout := 0
 		for range mailRounds {
-			if !l.deliverMail() {
+			if !l.deliverMail(true) {
 				timeout = wait
 				break
 			}
@@ -417,6 +422,12 @@ func (l *Loop) Run() {
 				}
 			default:
 				l.read(c)
+			}
+			// What the event sent to other connections (a grant, posted
+			// by the release of a lock) goes now: it waits for one
+			// event's work, not for the rest of the batch (up to 256).
+			if l.hasMail.Load() {
+				l.deliverMail(false)
 			}
 		}
 		if l.tick > 0 && !l.now.Before(nextSweep) {
@@ -516,6 +527,9 @@ func (l *Loop) takeSent(c *Conn) []byte {
 		l.mail[n-1] = nil
 		l.mail = l.mail[:n-1]
 		c.mailed = false
+		if n == 1 {
+			l.hasMail.Store(false)
+		}
 	}
 	return b
 }
@@ -560,9 +574,10 @@ func (l *Loop) arm(c *Conn) bool {
 }
 
 // deliverMail delivers the loop's mail: what was sent to its connections,
-// and their Resumes. It reports false when there was none, and then marks
-// the loop asleep, under l.mu, for Send and Resume to wake it.
-func (l *Loop) deliverMail() bool {
+// and their Resumes. It reports false when there was none, and then, if
+// sleep is set, marks the loop asleep, under l.mu, for Send and Resume to
+// wake it.
+func (l *Loop) deliverMail(sleep bool) bool {
 	l.mu.Lock()
 	for i, b := range l.freed {
 		if len(l.bufs) < maxSendBufs {
@@ -573,11 +588,14 @@ func (l *Loop) deliverMail() bool {
 	l.freed = l.freed[:0]
 	mail := l.mail
 	if len(mail) == 0 {
-		l.sleeping.Store(true)
+		if sleep {
+			l.sleeping.Store(true)
+		}
 		l.mu.Unlock()
 		return false
 	}
 	l.mail, l.posted = l.posted[:0], mail
+	l.hasMail.Store(false)
 	for _, c := range mail {
 		c.mailed = false
 		if l.serves(c) {
