@@ -57,8 +57,10 @@ func (s *Server) LoopConn(nc *netserve.Conn) evloop.Handler {
 func (c *conn) Attach(lc *evloop.Conn) { c.attach(lc) }
 
 func (c *conn) attach(lc loopConn) {
+	c.imu.Lock()
 	c.lc = lc
 	c.out = newLoopWriter(lc)
+	c.imu.Unlock()
 	c.nc.SetState(c) // whole: Server.Range's callers see it from now on
 }
 
@@ -131,12 +133,15 @@ func (c *conn) Closed(err error) {
 // goroutine, or from the server's shutdown (drain), on a goroutine of its
 // own, while the loop still serves the connection; the loop then writes
 // the answers sent, and closes it (netserve.Hooks.Finish).
+//
+// A shutdown may come before the loop attached the connection (Attach):
+// then nothing of it was served, and there is nothing to finish.
 func (c *conn) end(drain bool) {
 	c.imu.Lock()
-	ended := c.ended
+	ended, attached := c.ended, c.out != nil
 	c.ended = true
 	c.imu.Unlock()
-	if !ended {
+	if !ended && attached {
 		c.finish(drain)
 	}
 }
