@@ -95,7 +95,7 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
 	return nc, bufio.NewReader(nc)
 }
 
