@@ -28,8 +28,8 @@ type conn struct {
 	// Served by an event loop: the input and the replies of the current
 	// call, and the rest of a request being skipped (nil but while one
 	// is).
-	src      sliceReader
-	dst      appendWriter
+	src      netserve.Input
+	dst      netserve.Output
 	skipping *skipState
 
 	toks [][]byte // tokens of the current text line, into line or r's buffer

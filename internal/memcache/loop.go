@@ -14,8 +14,8 @@ import (
 
 // A connection served by an event loop (evloop.Handler) runs the same
 // parsers as one served by its goroutine, over the input the loop read: a
-// bufio.Reader over a slice (sliceReader), and replies appended to the
-// loop's output (appendWriter). It borrows both buffers from the pools for
+// bufio.Reader over a slice (netserve.Input), and replies appended to the
+// loop's output (netserve.Output). It borrows both buffers from the pools for
 // each call, so that an idle connection holds neither. Each call serves
 // the whole requests at the start of its input (nextRequest) and leaves
 // the incomplete one to the loop, which gives it again with more.
@@ -42,7 +42,7 @@ var (
 // that skips the rest of a request (skip, readLine); errSkipping ends
 // that request's parse, to be finished by later input (skipInput).
 var (
-	errIncomplete = errors.New("memcache: end of input")
+	errIncomplete = netserve.ErrIncomplete
 	errSkipping   = errors.New("memcache: skipping the rest of a request")
 )
 
@@ -146,12 +146,12 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	c.now = c.srv.svc.Now()
 	c.r = loopReaders.Get().(*bufio.Reader)
 	c.w = loopWriters.Get().(*bufio.Writer)
-	c.dst.b = out
+	c.dst.B = out
 	c.w.Reset(&c.dst)
 	used, open := c.serveInput(in)
 	c.src.Reset(nil)
 	c.w.Flush()
-	out, c.dst.b = c.dst.b, nil
+	out, c.dst.B = c.dst.B, nil
 	c.r.Reset(nil)
 	loopReaders.Put(c.r)
 	c.w.Reset(nil)
@@ -191,7 +191,7 @@ func (c *conn) serveInput(in []byte) (int, bool) {
 	base := used
 	lim := c.lim()
 	for used < len(in) {
-		if len(c.dst.b)+c.w.Buffered() >= evloop.ReplyLimit {
+		if len(c.dst.B)+c.w.Buffered() >= evloop.ReplyLimit {
 			break // the loop gives the rest again once the replies are out
 		}
 		n, st := nextRequest(in[used:], c.started, lim)
@@ -199,7 +199,7 @@ func (c *conn) serveInput(in []byte) (int, bool) {
 			break
 		}
 		err := c.request(in[used])
-		pos := base + c.src.pos - c.r.Buffered()
+		pos := base + c.src.Pos() - c.r.Buffered()
 		switch {
 		case errors.Is(err, errSkipping) || errors.Is(err, errIncomplete):
 			if st == reqOversized && errors.Is(err, errSkipping) {
@@ -241,29 +241,4 @@ func (c *conn) Closed(err error) {
 	}
 	c.skipping = nil
 	c.finish()
-}
-
-// sliceReader reads a slice, then answers errIncomplete.
-type sliceReader struct {
-	b   []byte
-	pos int
-}
-
-func (r *sliceReader) Reset(b []byte) { r.b, r.pos = b, 0 }
-
-func (r *sliceReader) Read(p []byte) (int, error) {
-	if r.pos == len(r.b) {
-		return 0, errIncomplete
-	}
-	n := copy(p, r.b[r.pos:])
-	r.pos += n
-	return n, nil
-}
-
-// appendWriter appends to a slice.
-type appendWriter struct{ b []byte }
-
-func (w *appendWriter) Write(p []byte) (int, error) {
-	w.b = append(w.b, p...)
-	return len(p), nil
 }

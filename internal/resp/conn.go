@@ -30,8 +30,8 @@ type conn struct {
 
 	// Served by an event loop (Input): the input given and the replies;
 	// partial is set when the input ended in an incomplete request.
-	in      *sliceReader
-	reply   *appendWriter
+	in      *netserve.Input
+	reply   *netserve.Output
 	partial bool
 
 	id      int64
@@ -84,7 +84,7 @@ func (s *Server) LoopConn(nc *netserve.Conn) evloop.Handler {
 // so that an idle connection holds none.
 func newLoopConn(s *Server, peer net.Addr) *conn {
 	c := &conn{srv: s, peer: peer, id: s.lastID.Add(1)}
-	c.in, c.reply = new(sliceReader), new(appendWriter)
+	c.in, c.reply = new(netserve.Input), new(netserve.Output)
 	c.init()
 	return c
 }
@@ -183,7 +183,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	c.in.Reset(in)
 	c.takeBuffers()
 	defer c.giveBuffers()
-	c.reply.b = out
+	c.reply.B = out
 	used := 0
 	open := true
 	for c.more() {
@@ -213,7 +213,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	}
 	c.bw.Flush()
 	c.in.Reset(nil)
-	out, c.reply.b = c.reply.b, nil
+	out, c.reply.B = c.reply.B, nil
 	return out, used, open
 }
 
@@ -229,35 +229,4 @@ func (c *conn) Closed(err error) {
 
 // errIncomplete is the end of an event loop's input in the middle of a
 // request.
-var errIncomplete = errors.New("incomplete request")
-
-// sliceReader reads a slice, then answers errIncomplete.
-type sliceReader struct {
-	b   []byte
-	pos int
-}
-
-func (r *sliceReader) Reset(b []byte) { r.b, r.pos = b, 0 }
-
-// Pos returns how many bytes were read.
-func (r *sliceReader) Pos() int { return r.pos }
-
-// Len returns how many bytes are left.
-func (r *sliceReader) Len() int { return len(r.b) - r.pos }
-
-func (r *sliceReader) Read(p []byte) (int, error) {
-	if r.pos == len(r.b) {
-		return 0, errIncomplete
-	}
-	n := copy(p, r.b[r.pos:])
-	r.pos += n
-	return n, nil
-}
-
-// appendWriter appends to a slice.
-type appendWriter struct{ b []byte }
-
-func (w *appendWriter) Write(p []byte) (int, error) {
-	w.b = append(w.b, p...)
-	return len(p), nil
-}
+var errIncomplete = netserve.ErrIncomplete
