@@ -49,6 +49,7 @@ var allowedImports = map[string][]string{
 	// the read path, shutdown.
 	"internal/netserve": {"", "internal/evloop", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
 	"internal/frame":    {},
+	"internal/jute":     {},
 	"dlockpb":           {},
 	"internal/admin":    {"", "internal/metrics"},
 	"internal/metrics":  {"", "internal/node"}, // implements node.Observer
