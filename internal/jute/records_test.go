@@ -77,6 +77,32 @@ func records() []record {
 		&WatcherEvent{Type: EventNodeDeleted, State: StateSyncConnected, Path: "/lock/x-0000000000"},
 		&AuthPacket{Type: 0, Scheme: "digest", Auth: []byte("user:pass")},
 		&ErrorResponse{Err: NotEmpty},
+		&MultiHeader{Type: OpCheck, Done: false, Err: -1},
+		&MultiHeader{Type: -1, Done: true, Err: -1},
+		&MultiRequest{Ops: []MultiOp{
+			{Type: OpCreate, Path: "/q/e-", Data: []byte("1"), ACL: openACL, Flags: 2},
+			{Type: OpCreate2, Path: "/q/f", Data: nil, ACL: openACL},
+			{Type: OpCreateContainer, Path: "/q", Data: []byte{}, ACL: openACL, Flags: 4},
+			{Type: OpCreateTTL, Path: "/q/t", ACL: openACL, Flags: 5, TTL: 1000},
+			{Type: OpDelete, Path: "/q/e-0000000000", Version: -1},
+			{Type: OpSetData, Path: "/q", Data: []byte("x"), Version: 3},
+			{Type: OpCheck, Path: "/q", Version: 4},
+			{Type: OpGetData, Path: "/q", Watch: true},
+			{Type: OpGetChildren, Path: "/q"},
+		}},
+		&MultiRequest{Ops: nil},
+		&MultiResponse{Results: []MultiResult{
+			{Type: OpCreate, Path: "/q/e-0000000000"},
+			{Type: OpCreate2, Path: "/q/f", Stat: stat1},
+			{Type: OpDelete},
+			{Type: OpSetData, Stat: stat1},
+			{Type: OpCheck},
+		}},
+		&MultiResponse{Results: []MultiResult{
+			{Type: OpError, Err: OK},
+			{Type: OpError, Err: NodeExists},
+			{Type: OpError, Err: RuntimeInconsistency},
+		}},
 	}
 }
 
@@ -149,6 +175,7 @@ func TestRecordSizes(t *testing.T) {
 		{&stat1, StatSize},
 		{&RequestHeader{}, RequestHeaderSize},
 		{&ReplyHeader{}, ReplyHeaderSize},
+		{&MultiHeader{}, MultiHeaderSize},
 	} {
 		if n := len(tc.r.Append(nil)); n != tc.size {
 			t.Errorf("%T: %d bytes, want %d", tc.r, n, tc.size)
