@@ -80,6 +80,8 @@ func TestEventStateStrings(t *testing.T) {
 		{StateExpired.String(), "Expired"},
 		{State(2).String(), "State(2)"},
 		{WatcherAny.String(), "Any"},
+		{WatcherChildren.String(), "Children"},
+		{WatcherData.String(), "Data"},
 		{WatcherType(0).String(), "WatcherType(0)"},
 	} {
 		if tc.got != tc.want {

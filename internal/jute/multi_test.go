@@ -186,3 +186,17 @@ func TestMultiResultType(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiAppendSkips: an op or result whose type has no place in a multi
+// is left out of the encoding.
+func TestMultiAppendSkips(t *testing.T) {
+	m := MultiRequest{Ops: []MultiOp{{Type: OpSync, Path: "/"}, {Type: OpDelete, Path: "/b", Version: -1}}}
+	want := multiCreateDelete[len(multiCreateDelete)-9-10-9:]
+	if b := m.Append(nil); !bytes.Equal(b, want) {
+		t.Errorf("%x\nwant %x", b, want)
+	}
+	r := MultiResponse{Results: []MultiResult{{Type: OpGetData}}}
+	if b := r.Append(nil); !bytes.Equal(b, hx("ff ff ff ff 01 ff ff ff ff")) {
+		t.Errorf("%x", b)
+	}
+}
