@@ -16,10 +16,11 @@
 // every later read returns a zero value, so a record's Decode method reads
 // its fields in a row and its caller looks at Decoder.Err once. A length
 // other than -1 that is negative or larger than the bytes left is an error
-// (ErrLength), as is input that ends inside a field (ErrShort); nothing the
-// input holds makes the Decoder panic or allocate more than the input's
-// size. The Append functions and each record's Append method write the
-// encoding at the end of a byte slice.
+// (ErrLength), as is input that ends inside a field (ErrShort). No input
+// makes the Decoder panic, and what it allocates is bounded by a small
+// multiple of the input's size: a count is checked against the bytes left
+// before anything is reserved for it. The Append functions and each
+// record's Append method write the encoding at the end of a byte slice.
 //
 // Buffers are borrowed: the []byte a Decoder returns for a buffer (a
 // znode's data, a password) is a sub-slice of its input, valid only as long
@@ -27,8 +28,8 @@
 // own slices (ACL lists, children, multi ops) where their capacity allows.
 //
 // Null and empty are kept apart where it costs nothing: a null buffer or
-// vector decodes as nil and a null one as nil encodes as -1; an empty one
-// decodes as a non-nil empty slice and encodes as 0. A null ustring decodes
+// vector decodes as nil, and nil encodes as null (-1); an empty one decodes
+// as a non-nil empty slice, which encodes as 0. A null ustring decodes
 // as "" (ZooKeeper's clients send none where latch reads strings) and the
 // Decoder notes that the input was not canonical (Decoder.Canonical), as it
 // does for a boolean byte other than 0 or 1.
