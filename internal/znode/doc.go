@@ -1,8 +1,9 @@
 // Package znode owns latch's ZooKeeper data tree: the znodes with their data,
-// ACLs (stored as given, world:anyone only) and stats, each parent's
-// child-creation counter that names sequential znodes, the ZooKeeper sessions
-// that own ephemeral znodes, container znodes and their reaping, the zxid,
-// and the watch triggers (events) each change produces.
+// ACLs (stored as given, duplicates dropped as ZooKeeper drops them;
+// world:anyone only) and stats, each parent's child-creation counter that
+// names sequential znodes, the ZooKeeper sessions that own ephemeral znodes,
+// container znodes and their reaping, the zxid, and the watch triggers
+// (events) each change produces.
 //
 // A Tree is a deterministic state machine: it starts no goroutines, reads no
 // clock (every write takes now, the proposer's wall-clock Unix milliseconds,

@@ -178,7 +178,8 @@ func (t *Tree) find(p string) (*node, Code) {
 }
 
 // Get returns a znode's data and stat. It needs PermRead. The data is the
-// tree's own: read-only, valid until the next write.
+// tree's own and read-only; the tree never changes it in place (setData
+// stores a new slice), so it stays valid after the caller's lock is let go.
 func (t *Tree) Get(p string) (data []byte, st Stat, code Code) {
 	n, code := t.find(p)
 	if code != OK {
