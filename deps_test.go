@@ -32,11 +32,12 @@ var allowedImports = map[string][]string{
 	"internal/wal":         {"internal/vfs"},
 	"internal/vfs":         {},
 	"internal/vfs/crashfs": {"internal/vfs"},
-	"internal/fsm":         {"", "internal/engine", "internal/cache"},
+	"internal/fsm":         {"", "internal/engine", "internal/cache", "internal/znode"},
+	"internal/znode":       {},
 	"internal/replica":     {"", "internal/fsm"},
 	// The only importer of hashicorp/raft.
 	"internal/replica/raftrep": {"", "internal/fsm", "internal/replica", "internal/vfs", "internal/wal"},
-	"internal/node":            {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap"},
+	"internal/node":            {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap", "internal/znode"},
 	// The memcached front end names items and item commands in the
 	// vocabulary of cache and fsm, but holds no cache: it reaches items
 	// only through its Service (internal/node).
@@ -48,14 +49,17 @@ var allowedImports = map[string][]string{
 	// Every front end's server: listening, accepting, limits, tracking,
 	// the read path, shutdown.
 	"internal/netserve": {"", "internal/evloop", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
-	"internal/frame":    {},
-	"internal/jute":     {},
-	"dlockpb":           {},
-	"internal/admin":    {"", "internal/metrics"},
-	"internal/metrics":  {"", "internal/node"}, // implements node.Observer
+	// The ZooKeeper front end: its listener (node.ZListener) hears of
+	// the data tree's changes as the node applies them.
+	"internal/zookeeper": {"", "internal/fsm", "internal/jute", "internal/metrics", "internal/netserve", "internal/node", "internal/znode"},
+	"internal/frame":     {},
+	"internal/jute":      {},
+	"dlockpb":            {},
+	"internal/admin":     {"", "internal/metrics"},
+	"internal/metrics":   {"", "internal/node"}, // implements node.Observer
 	// The configuration's sections are the components' own Configs,
 	// decoded from flags, environment and file in place.
-	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/netserve", "internal/node", "internal/resp"},
+	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/netserve", "internal/node", "internal/resp", "internal/zookeeper", "internal/znode"},
 	"internal/tlsconf":                  {},
 	"internal/tlsconf/tlstest":          {},
 	"internal/statuscmd":                {"", "internal/admin"},
@@ -77,7 +81,7 @@ var allowedImports = map[string][]string{
 
 // deterministic packages are state machines driven by their caller: no I/O,
 // no goroutines, no clock of their own.
-var deterministic = []string{"internal/engine", "internal/cache", "internal/fsm"}
+var deterministic = []string{"internal/engine", "internal/cache", "internal/fsm", "internal/znode"}
 
 var (
 	forbiddenInDeterministic = []string{"net", "os", "sync", "sync/atomic", "math/rand", "math/rand/v2", "crypto/rand"}

@@ -174,6 +174,14 @@ func opFields(op Op) (fields, bool) {
 		return fKeys | fLease | fValue | fOwned | fPrefix, true
 	case OpOwnedTx:
 		return fTx | fWatch, true
+	case OpZOpen:
+		return fTTL | fValue | fExptime, true
+	case OpZAttach:
+		return fSession | fValue, true
+	case OpZWrite:
+		return fSession | fGen | fValue | fFlags | fExptime, true
+	case OpZReap:
+		return fExptime, true
 	}
 	return 0, false
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/znode"
 )
 
 // t0 is a realistic At: an instant in 2025, in Unix nanoseconds.
@@ -115,6 +116,18 @@ func testCommands() map[Op]Command {
 		}
 		c.Watch = []Watch{{Key: "lock:orders", Token: 77, Expires: t0 + 5, Owner: "me"}, {Key: "free"}}
 	})
+	add(hdr(OpZOpen, 44), func(c *Command) {
+		c.TTL, c.Value, c.Exptime = 4*time.Second, []byte("0123456789abcdef"), 1795832362408
+	})
+	add(hdr(OpZAttach, 45), func(c *Command) { c.Session, c.Value = 19, []byte("0123456789abcdef") })
+	add(hdr(OpZWrite, 46), func(c *Command) {
+		c.Session, c.Gen, c.Flags, c.Exptime = 19, 1, ZMulti, 1795832362409
+		c.Value = AppendZOps(nil, []znode.Op{
+			{Kind: znode.OpCreate, Path: "/locks/l-", Data: []byte("me"), Mode: znode.EphemeralSequential, ACL: []znode.ACL{{Perms: znode.PermAll, Scheme: "world", ID: "anyone"}}},
+			{Kind: znode.OpCheck, Path: "/locks", Version: -1},
+		})
+	})
+	add(hdr(OpZReap, 47), func(c *Command) { c.Exptime = 1795832362410 })
 	return cmds
 }
 
@@ -196,6 +209,14 @@ func normalize(c *Command) bool {
 	case OpOwned:
 		n.Req.Keys, n.Req.Lease, n.Value = c.Req.Keys, c.Req.Lease, c.Value
 		n.Owned, n.OwnedFlags, n.Prefix = c.Owned, c.OwnedFlags, c.Prefix
+	case OpZOpen:
+		n.TTL, n.Value, n.Exptime = c.TTL, c.Value, c.Exptime
+	case OpZAttach:
+		n.Session, n.Value = c.Session, c.Value
+	case OpZWrite:
+		n.Session, n.Gen, n.Value, n.Flags, n.Exptime = c.Session, c.Gen, c.Value, c.Flags, c.Exptime
+	case OpZReap:
+		n.Exptime = c.Exptime
 	case OpOwnedTx:
 		for _, sub := range c.Tx {
 			if !normalize(&sub) {

@@ -8,6 +8,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/znode"
 )
 
 // Op says which state change a Command makes.
@@ -133,6 +134,28 @@ const (
 	// the result's Tx holds their results.
 	OpOwnedTx
 
+	// ZooKeeper's commands (znode.go): the data tree's, by ZooKeeper
+	// sessions. Exptime is the proposer's wall clock in Unix milliseconds
+	// (znodes' ctime and mtime: the replicated clock is not Unix time).
+
+	// OpZOpen opens a ZooKeeper session with timeout TTL and the password
+	// Value (PasswordLen bytes): a lock-table session with that TTL, which
+	// the tree knows. The result's Session names it; its Zxid is the
+	// tree's.
+	OpZOpen
+	// OpZAttach moves Session to a new connection if Value is its
+	// password, as OpResume does: the result's Count is its new
+	// generation, TTL its timeout. Otherwise ErrZSession.
+	OpZAttach
+	// OpZWrite applies the znode operations encoded in Value (AppendZOps)
+	// on behalf of Session (of generation Gen): one (Flags 0) or a multi
+	// (Flags ZMulti). The result's Z holds one result per operation,
+	// Zxid the tree's zxid after it.
+	OpZWrite
+	// OpZReap deletes the containers that are empty (znode.Tree's
+	// ReapContainers); Count says how many.
+	OpZReap
+
 	numOps
 )
 
@@ -171,6 +194,10 @@ var opNames = [numOps]string{
 	OpItemEvict:            "item-evict",
 	OpOwned:                "owned",
 	OpOwnedTx:              "owned-tx",
+	OpZOpen:                "z-open",
+	OpZAttach:              "z-attach",
+	OpZWrite:               "z-write",
+	OpZReap:                "z-reap",
 }
 
 func (o Op) String() string {
@@ -273,6 +300,10 @@ func (c *Command) SetItem(in *Command) {
 // to OpItemEvict).
 func (o Op) IsItem() bool { return o >= OpItemSet && o <= OpItemEvict }
 
+// IsZ reports whether o is one of the ZooKeeper commands (OpZOpen to
+// OpZReap).
+func (o Op) IsZ() bool { return o >= OpZOpen && o <= OpZReap }
+
 // AnyGen is the Gen of a command that acts whatever the generation of its
 // session: the commands of a version 1 batch, written before commands
 // carried one, apply as they did then.
@@ -286,7 +317,7 @@ const AnyGen = math.MaxUint64
 // commands' sessions cannot be resumed (see OpResume).
 func carriesGen(op Op) bool {
 	switch op {
-	case OpKeepAlive, OpAcquire, OpRelease, OpReleaseAll, OpRenew:
+	case OpKeepAlive, OpAcquire, OpRelease, OpReleaseAll, OpRenew, OpZWrite:
 		return true
 	}
 	return false
@@ -321,6 +352,12 @@ type Result struct {
 	Foreign int
 	Owner   string
 	Tx      []Result
+
+	// The ZooKeeper commands': the tree's zxid after the command, the
+	// results of OpZWrite's operations, OpZAttach's session timeout.
+	Zxid int64
+	Z    []znode.Result
+	TTL  time.Duration
 }
 
 // Batch is commands applied in order, as one entry of a log. Results is

@@ -10,6 +10,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/znode"
 )
 
 // SnapshotVersion is the format of AppendSnapshot: a version byte; the
@@ -20,9 +21,9 @@ import (
 // of sessions and each session id as the uvarint difference from the one
 // before, ascending); the generations of resumed sessions (a uvarint
 // count, then pairs of uvarints, session and generation, in session order);
-// then the lock table's and the item cache's own snapshots, each prefixed
-// with its length as a uvarint.
-const SnapshotVersion = 2
+// then the lock table's, the item cache's and the ZooKeeper data tree's own
+// snapshots, each prefixed with its length as a uvarint.
+const SnapshotVersion = 3
 
 // ErrSnapshot is wrapped by the errors of Restore.
 var ErrSnapshot = errors.New("fsm: bad snapshot")
@@ -32,7 +33,8 @@ var ErrSnapshot = errors.New("fsm: bad snapshot")
 func (s *State) AppendSnapshot(dst []byte) []byte {
 	dst = s.appendHead(dst)
 	dst = appendPart(dst, s.eng.AppendSnapshot)
-	return appendPart(dst, s.cache.AppendSnapshot)
+	dst = appendPart(dst, s.cache.AppendSnapshot)
+	return appendPart(dst, s.tree.AppendSnapshot)
 }
 
 // appendHead appends the part of the snapshot before the lock table's.
@@ -83,6 +85,7 @@ type Capture struct {
 	head  []byte // the part before the lock table
 	eng   *engine.Capture
 	cache []byte // the item cache's snapshot
+	tree  []byte // the data tree's
 }
 
 // Capture captures the state at this instant for a snapshot. Its cost
@@ -91,7 +94,7 @@ type Capture struct {
 // is open at a time (engine.Engine.Capture); the caller closes the one it
 // gets (Close) when done with it.
 func (s *State) Capture() *Capture {
-	return &Capture{head: s.appendHead(nil), eng: s.eng.Capture(), cache: s.cache.AppendSnapshot(nil)}
+	return &Capture{head: s.appendHead(nil), eng: s.eng.Capture(), cache: s.cache.AppendSnapshot(nil), tree: s.tree.AppendSnapshot(nil)}
 }
 
 // Step encodes up to n more entries of the lock table and reports whether
@@ -111,7 +114,8 @@ func (c *Capture) GivenUp() bool { return c.eng.GivenUp() }
 func (c *Capture) AppendTo(dst []byte) []byte {
 	dst = append(dst, c.head...)
 	dst = appendPart(dst, c.eng.AppendTo)
-	return appendPart(dst, func(b []byte) []byte { return append(b, c.cache...) })
+	dst = appendPart(dst, func(b []byte) []byte { return append(b, c.cache...) })
+	return appendPart(dst, func(b []byte) []byte { return append(b, c.tree...) })
 }
 
 // appendTo appends the owner table as SnapshotVersion lays it out.
@@ -278,6 +282,17 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 	}
 	if st.cache, err = cache.Restore(cfg.Cache, part); err != nil {
 		return nil, fmt.Errorf("fsm: restore: %w", err)
+	}
+	if part, b, err = bytesPart(b); err != nil {
+		return nil, err
+	}
+	if st.tree, err = znode.Restore(cfg.ZNode, part); err != nil {
+		return nil, fmt.Errorf("fsm: restore: %w", err)
+	}
+	for _, zs := range st.tree.Sessions() {
+		if _, ok := st.eng.Session(latch.SessionID(zs.ID)); !ok {
+			return nil, fmt.Errorf("fsm: restore: ZooKeeper session %d not in the lock table: %w", zs.ID, ErrSnapshot)
+		}
 	}
 	if len(b) != 0 {
 		return nil, fmt.Errorf("fsm: restore: %d trailing bytes: %w", len(b), ErrSnapshot)

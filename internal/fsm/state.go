@@ -7,6 +7,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/znode"
 )
 
 // ErrDuplicate is the result of a command that was not applied because its
@@ -31,6 +32,7 @@ var ErrUnknownOp = errors.New("fsm: unknown command")
 type Config struct {
 	Engine engine.Config
 	Cache  cache.Config
+	ZNode  znode.Config
 }
 
 // State is the whole replicated state of a latch server: the lock table
@@ -40,6 +42,9 @@ type Config struct {
 type State struct {
 	eng   *engine.Engine
 	cache *cache.Cache
+	tree  *znode.Tree
+	// zEnded holds the ZooKeeper sessions ended since the last TakeZ.
+	zEnded []latch.SessionID
 
 	// seqs holds the last Seq applied per Origin, but for the origin of
 	// the last numbered command, which is kept in lastOrigin and lastSeq
@@ -72,7 +77,7 @@ func New(cfg Config) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: %w", err)
 	}
-	return &State{eng: engine.New(cfg.Engine), cache: c, seqs: make(map[uint64]uint64), owners: newOwners(), gens: make(map[latch.SessionID]uint64), cfg: cfg}, nil
+	return &State{eng: engine.New(cfg.Engine), cache: c, tree: znode.New(cfg.ZNode), seqs: make(map[uint64]uint64), owners: newOwners(), gens: make(map[latch.SessionID]uint64), cfg: cfg}, nil
 }
 
 // Drops returns the holds that the last command applied ended, when the
@@ -158,7 +163,7 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 		s.expired(c.At, s.evs)
 		return s.evs
 	}
-	if c.Op >= OpItemSet {
+	if c.Op.IsItem() {
 		return s.applyItem(c, r)
 	}
 	var evs []engine.Event
@@ -168,9 +173,13 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 		s.expired(now, evs)
 		return evs
 	}
+	if c.Op.IsZ() {
+		return s.applyZ(c, r, now)
+	}
 	switch c.Op {
 	case OpSeed:
 		s.eng.SeedToken(c.Token)
+		s.tree.SeedZxid(zxidSeed(c.Token))
 		evs = s.eng.Tick(now)
 	case OpOpenSession:
 		r.Session, evs = s.eng.OpenSession(now, engine.SessionOptions{TTL: c.TTL, LockDelay: c.LockDelay})
@@ -254,6 +263,7 @@ func (s *State) ended(now int64, id latch.SessionID) {
 	s.cache.UnlockAll(now, id)
 	s.owners.remove(id)
 	delete(s.gens, id)
+	s.endZ(now, id)
 }
 
 // expired drops the item locks of the sessions whose TTL lapsed in evs:

@@ -71,6 +71,7 @@ func (n *Node) apply(b *fsm.Batch) {
 			}
 		}
 		n.dispatch(evs)
+		n.zApplied(c, r)
 		at = max(at, c.At)
 	}
 	n.rearm(at)

@@ -18,6 +18,7 @@ import (
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/peakmap"
 	"github.com/latchd/latch/internal/replica"
+	"github.com/latchd/latch/internal/znode"
 )
 
 // Config configures a Node. Start from DefaultConfig; the zero value is
@@ -43,6 +44,9 @@ type Config struct {
 	// Cache configures the memcached item cache; the zero value means
 	// cache.DefaultConfig().
 	Cache cache.Config `toml:"-"`
+	// ZNode limits the ZooKeeper data tree; the zero value means
+	// znode's defaults.
+	ZNode znode.Config `toml:"-"`
 	// Logger receives admin actions (info) and expiries (debug). nil: discard.
 	Logger *slog.Logger `toml:"-"`
 	// Observer, when set, is told about sessions, grants, releases,
@@ -194,6 +198,14 @@ type Node struct {
 	// ready holds the ends of AcquireFunc requests that dispatch decided,
 	// for unlock to report once mu is released. Guarded by mu.
 	ready []ended
+
+	// The ZooKeeper front end's (zookeeper.go): its listener, scratch for
+	// the tree's events and ended sessions, and the encoding of znode
+	// operations being proposed. Guarded by mu.
+	zl     ZListener
+	zevs   []znode.Event
+	zended []latch.SessionID
+	zbuf   []byte
 }
 
 // ended is what unlock reports once mu is released: the end r of an
@@ -253,6 +265,7 @@ func New(cfg Config) (*Node, error) {
 			RecordDrops:      cfg.Observer != nil,
 		},
 		Cache: cfg.Cache,
+		ZNode: cfg.ZNode,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

@@ -1,0 +1,492 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/jute"
+	"github.com/latchd/latch/internal/znode"
+)
+
+// serve handles one request (a frame after the handshake) and queues its
+// reply. It returns false when the connection is to close.
+func (c *conn) serve(body []byte) bool {
+	start := time.Now()
+	c.s.stats.received.Add(1)
+	c.d.Reset(body)
+	var h jute.RequestHeader
+	h.Decode(&c.d)
+	if c.d.Err() != nil {
+		c.s.log.Debug("zookeeper: short request header", "session", c.sess)
+		return false
+	}
+	c.s.touch(c.sess, c.gen)
+	m := c.s.command(h.Type)
+	if m != nil {
+		m.Request()
+	}
+	rep, open := c.handle(h)
+	if rep.err != jute.OK && m != nil {
+		m.Error()
+	}
+	if rep.skip {
+		return open
+	}
+	f := c.frame()
+	f = (&jute.ReplyHeader{Xid: h.Xid, Zxid: rep.zxid, Err: rep.err}).Append(f)
+	if rep.err == jute.OK && rep.body != nil {
+		f = rep.body(f)
+	}
+	c.queueFrame(f)
+	c.s.stats.observe(time.Since(start))
+	return open
+}
+
+// reply is what a request is answered: an error code, or a record that
+// body appends; zxid is the tree's zxid to report. skip: no reply.
+type reply struct {
+	err  jute.Code
+	zxid int64
+	body func([]byte) []byte
+	skip bool
+}
+
+// handle carries out request h (its record in c.d) and returns its reply
+// and whether the connection stays open.
+func (c *conn) handle(h jute.RequestHeader) (reply, bool) {
+	switch h.Type {
+	case jute.OpPing:
+		return reply{zxid: c.s.zxid()}, true
+	case jute.OpCloseSession:
+		// Unbound first, so that the session's end, which closes the
+		// connection of a session that expires, leaves this one to
+		// answer.
+		c.s.unbind(c)
+		zxid, err := c.s.svc.ZClose(c.sess, c.gen)
+		if err != nil {
+			return c.fail(err), false
+		}
+		return reply{zxid: zxid}, false
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer:
+		var req jute.CreateRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		mode := znode.Mode(req.Flags)
+		if h.Type == jute.OpCreateContainer {
+			if mode != znode.Container {
+				return reply{err: jute.BadArguments, zxid: c.s.zxid()}, true
+			}
+		} else if mode == znode.Container && h.Type == jute.OpCreate {
+			// The Java client sends createContainer; a create with
+			// flags 4 is a container as well.
+		}
+		if !validMode(mode) {
+			return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, true
+		}
+		op := znode.Op{Kind: znode.OpCreate, Path: req.Path, Data: req.Data, ACL: aclsOf(req.ACL), Mode: mode}
+		rs, zxid, err := c.write([]znode.Op{op}, false)
+		if err != nil {
+			return c.fail(err), !errors.Is(err, fsm.ErrSuperseded)
+		}
+		r := rs[0]
+		if r.Code != znode.OK {
+			return reply{err: jute.Code(r.Code), zxid: zxid}, true
+		}
+		if h.Type == jute.OpCreate {
+			resp := jute.CreateResponse{Path: r.Path}
+			return reply{zxid: zxid, body: resp.Append}, true
+		}
+		resp := jute.Create2Response{Path: r.Path, Stat: statOf(r.Stat)}
+		return reply{zxid: zxid, body: resp.Append}, true
+	case jute.OpCreateTTL:
+		var req jute.CreateTTLRequest
+		req.Decode(&c.d)
+		// Stock ZooKeeper answers so unless extended types are enabled.
+		return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, c.decoded()
+	case jute.OpDelete:
+		var req jute.DeleteRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.writeOne(znode.Op{Kind: znode.OpDelete, Path: req.Path, Version: req.Version}, nil)
+	case jute.OpSetData:
+		var req jute.SetDataRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.writeOne(znode.Op{Kind: znode.OpSetData, Path: req.Path, Data: req.Data, Version: req.Version}, func(r znode.Result) func([]byte) []byte {
+			resp := jute.SetDataResponse{Stat: statOf(r.Stat)}
+			return resp.Append
+		})
+	case jute.OpSetACL:
+		var req jute.SetACLRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.writeOne(znode.Op{Kind: znode.OpSetACL, Path: req.Path, ACL: aclsOf(req.ACL), Version: req.Version}, func(r znode.Result) func([]byte) []byte {
+			resp := jute.SetACLResponse{Stat: statOf(r.Stat)}
+			return resp.Append
+		})
+	case jute.OpCheck:
+		var req jute.CheckVersionRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.writeOne(znode.Op{Kind: znode.OpCheck, Path: req.Path, Version: req.Version}, nil)
+	case jute.OpMulti:
+		return c.multi()
+	case jute.OpExists:
+		var req jute.ExistsRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.read(func(t *znode.Tree) reply {
+			if !znode.ValidPath(req.Path, false) {
+				return reply{err: jute.BadArguments}
+			}
+			st, ok := t.Exists(req.Path)
+			if req.Watch && !c.s.w.add(c, dataWatch, req.Path) {
+				return reply{err: errWatchLimit}
+			}
+			if !ok {
+				return reply{err: jute.NoNode}
+			}
+			resp := jute.ExistsResponse{Stat: statOf(st)}
+			return reply{body: resp.Append}
+		}), true
+	case jute.OpGetData:
+		var req jute.GetDataRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.read(func(t *znode.Tree) reply {
+			data, st, code := t.Get(req.Path)
+			if code != znode.OK {
+				return reply{err: jute.Code(code)}
+			}
+			if req.Watch && !c.s.w.add(c, dataWatch, req.Path) {
+				return reply{err: errWatchLimit}
+			}
+			resp := jute.GetDataResponse{Data: slices.Clone(data), Stat: statOf(st)}
+			if data != nil && resp.Data == nil {
+				resp.Data = []byte{}
+			}
+			return reply{body: resp.Append}
+		}), true
+	case jute.OpGetACL:
+		var req jute.GetACLRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.read(func(t *znode.Tree) reply {
+			acl, st, code := t.GetACL(req.Path)
+			if code != znode.OK {
+				return reply{err: jute.Code(code)}
+			}
+			resp := jute.GetACLResponse{ACL: jacls(acl), Stat: statOf(st)}
+			return reply{body: resp.Append}
+		}), true
+	case jute.OpGetChildren, jute.OpGetChildren2:
+		var req jute.GetChildrenRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		two := h.Type == jute.OpGetChildren2
+		return c.read(func(t *znode.Tree) reply {
+			names, st, code := t.Children(req.Path)
+			if code != znode.OK {
+				return reply{err: jute.Code(code)}
+			}
+			if req.Watch && !c.s.w.add(c, childWatch, req.Path) {
+				return reply{err: errWatchLimit}
+			}
+			if two {
+				resp := jute.GetChildren2Response{Children: names, Stat: statOf(st)}
+				return reply{body: resp.Append}
+			}
+			resp := jute.GetChildrenResponse{Children: names}
+			return reply{body: resp.Append}
+		}), true
+	case jute.OpSync:
+		var req jute.SyncRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		zxid, err := c.s.svc.ZSync(ctx)
+		cancel()
+		if err != nil {
+			return c.fail(err), true
+		}
+		resp := jute.SyncResponse{Path: req.Path}
+		return reply{zxid: zxid, body: resp.Append}, true
+	case jute.OpSetWatches:
+		var req jute.SetWatches
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.setWatches(&req), true
+	case jute.OpCheckWatches, jute.OpRemoveWatches:
+		var req jute.CheckWatchesRequest
+		req.Decode(&c.d)
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		return c.checkWatches(req.Path, req.Type, h.Type == jute.OpRemoveWatches), true
+	case jute.OpAuth:
+		// latch has no authentication schemes: a client that asked for
+		// one must not run unprotected, unaware (ZooKeeper fails it too).
+		return reply{err: jute.AuthFailed, zxid: c.s.zxid()}, false
+	case jute.OpReconfig:
+		return reply{err: jute.ReconfigDisabled, zxid: c.s.zxid()}, true
+	case jute.OpMultiRead, jute.OpSetWatches2, jute.OpAddWatch, jute.OpSASL,
+		jute.OpGetEphemerals, jute.OpGetAllChildrenNumber, jute.OpWhoAmI:
+		return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, true
+	}
+	// An unknown op: ZooKeeper answers Unimplemented and closes.
+	return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, false
+}
+
+// errWatchLimit answers a read that would set a watch past
+// Config.MaxWatches: ZooKeeper has no code of its own for it.
+const errWatchLimit = jute.QuotaExceeded
+
+// decoded reports whether the request's record decoded.
+func (c *conn) decoded() bool {
+	if err := c.d.Err(); err != nil {
+		c.s.log.Debug("zookeeper: bad request", "session", c.sess, "err", err)
+		return false
+	}
+	return true
+}
+
+// validMode reports whether latch creates znodes of mode (TTL modes:
+// answered as stock ZooKeeper does, Unimplemented).
+func validMode(m znode.Mode) bool { return m >= znode.Persistent && m <= znode.Container }
+
+// read calls f with the tree under the node's lock, and returns its reply
+// with the tree's zxid.
+func (c *conn) read(f func(t *znode.Tree) reply) reply {
+	var r reply
+	if err := c.s.svc.ZRead(func(t *znode.Tree) {
+		r = f(t)
+		r.zxid = t.Zxid()
+	}); err != nil {
+		return c.fail(err)
+	}
+	return r
+}
+
+// write proposes ops on behalf of the connection's session.
+func (c *conn) write(ops []znode.Op, multi bool) ([]znode.Result, int64, error) {
+	return c.s.svc.ZWrite(c.sess, c.gen, ops, multi)
+}
+
+// writeOne proposes op alone and answers its result: body, when not nil,
+// makes the record of a success.
+func (c *conn) writeOne(op znode.Op, body func(znode.Result) func([]byte) []byte) (reply, bool) {
+	rs, zxid, err := c.write([]znode.Op{op}, false)
+	if err != nil {
+		return c.fail(err), !errors.Is(err, fsm.ErrSuperseded)
+	}
+	r := rs[0]
+	if r.Code != znode.OK {
+		return reply{err: jute.Code(r.Code), zxid: zxid}, true
+	}
+	rep := reply{zxid: zxid}
+	if body != nil {
+		rep.body = body(r)
+	}
+	return rep, true
+}
+
+// fail is the reply to a request the node could not carry out.
+func (c *conn) fail(err error) reply {
+	zxid := c.s.zxid()
+	switch {
+	case errors.Is(err, fsm.ErrSuperseded):
+		return reply{err: jute.SessionMoved, zxid: zxid}
+	case errors.Is(err, fsm.ErrZSession), errors.Is(err, latch.ErrNoSession):
+		return reply{err: jute.SessionExpired, zxid: zxid}
+	case errors.Is(err, context.DeadlineExceeded):
+		return reply{err: jute.OperationTimeout, zxid: zxid}
+	}
+	// Unavailable, shutting down: the client is to try another node; a
+	// ZooKeeper client takes a connection loss as that.
+	c.s.log.Debug("zookeeper: request failed", "session", c.sess, "err", err)
+	c.closeFor(err.Error())
+	return reply{skip: true}
+}
+
+// multi carries out a multi: its writes in one command, all or nothing.
+func (c *conn) multi() (reply, bool) {
+	var req jute.MultiRequest
+	req.Decode(&c.d)
+	if !c.decoded() {
+		return reply{err: jute.MarshallingError}, false
+	}
+	ops := make([]znode.Op, 0, len(req.Ops))
+	for i := range req.Ops {
+		o := &req.Ops[i]
+		op := znode.Op{Path: o.Path, Data: o.Data, Version: o.Version}
+		switch o.Type {
+		case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer:
+			op.Kind, op.ACL, op.Mode = znode.OpCreate, aclsOf(o.ACL), znode.Mode(o.Flags)
+			if !validMode(op.Mode) || o.Type == jute.OpCreateContainer && op.Mode != znode.Container {
+				return c.multiRefused(req.Ops, i, jute.BadArguments), true
+			}
+		case jute.OpDelete:
+			op.Kind = znode.OpDelete
+		case jute.OpSetData:
+			op.Kind = znode.OpSetData
+		case jute.OpCheck:
+			op.Kind = znode.OpCheck
+		default:
+			// Reads and createTTL do not mix with writes here.
+			return c.multiRefused(req.Ops, i, jute.Unimplemented), true
+		}
+		ops = append(ops, op)
+	}
+	rs, zxid, err := c.write(ops, true)
+	if err != nil {
+		return c.fail(err), !errors.Is(err, fsm.ErrSuperseded)
+	}
+	failed := slices.ContainsFunc(rs, func(r znode.Result) bool { return r.Code != znode.OK })
+	resp := jute.MultiResponse{Results: make([]jute.MultiResult, len(rs))}
+	for i, r := range rs {
+		mr := &resp.Results[i]
+		if failed {
+			// ZooKeeper answers a failed multi with an error result per
+			// op: OK before the one that failed, its error, and
+			// RuntimeInconsistency after it.
+			mr.Type, mr.Err = jute.OpError, jute.Code(r.Code)
+			continue
+		}
+		mr.Type, _ = jute.MultiResultType(req.Ops[i].Type)
+		mr.Path, mr.Stat = r.Path, statOf(r.Stat)
+	}
+	return reply{zxid: zxid, body: resp.Append}, true
+}
+
+// multiRefused answers a multi refused before it is proposed, at op bad
+// with code: as a multi that failed there.
+func (c *conn) multiRefused(ops []jute.MultiOp, bad int, code jute.Code) reply {
+	resp := jute.MultiResponse{Results: make([]jute.MultiResult, len(ops))}
+	for i := range resp.Results {
+		resp.Results[i] = jute.MultiResult{Type: jute.OpError, Err: jute.RuntimeInconsistency}
+		if i < bad {
+			resp.Results[i].Err = jute.OK
+		}
+	}
+	resp.Results[bad].Err = code
+	return reply{zxid: c.s.zxid(), body: resp.Append}
+}
+
+// setWatches re-arms the watches a client had before it reconnected,
+// against what changed since relativeZxid: a watch whose change happened
+// since fires at once, as ZooKeeper's DataTree.setWatches decides.
+func (c *conn) setWatches(req *jute.SetWatches) reply {
+	return c.read(func(t *znode.Tree) reply {
+		rel := req.RelativeZxid
+		for _, p := range req.DataWatches {
+			st, ok := t.Exists(p)
+			switch {
+			case !ok:
+				c.event(znode.NodeDeleted, p)
+			case st.Mzxid > rel:
+				c.event(znode.NodeDataChanged, p)
+			default:
+				c.s.w.add(c, dataWatch, p)
+			}
+		}
+		for _, p := range req.ExistWatches {
+			if _, ok := t.Exists(p); ok {
+				c.event(znode.NodeCreated, p)
+			} else {
+				c.s.w.add(c, dataWatch, p)
+			}
+		}
+		for _, p := range req.ChildWatches {
+			st, ok := t.Exists(p)
+			switch {
+			case !ok:
+				c.event(znode.NodeDeleted, p)
+			case st.Pzxid > rel:
+				c.event(znode.NodeChildrenChanged, p)
+			default:
+				c.s.w.add(c, childWatch, p)
+			}
+		}
+		return reply{}
+	})
+}
+
+// checkWatches answers checkWatches and removeWatches: whether the
+// connection holds a watch of type typ on path (NoWatcher if not), and,
+// for remove, drops it.
+func (c *conn) checkWatches(path string, typ jute.WatcherType, remove bool) reply {
+	var kinds []int
+	switch typ {
+	case jute.WatcherChildren:
+		kinds = []int{childWatch}
+	case jute.WatcherData:
+		kinds = []int{dataWatch}
+	case jute.WatcherAny:
+		kinds = []int{dataWatch, childWatch}
+	default:
+		return reply{err: jute.BadArguments, zxid: c.s.zxid()}
+	}
+	found := false
+	for _, k := range kinds {
+		if remove {
+			found = c.s.w.remove(c, k, path) || found
+		} else {
+			found = c.s.w.has(c, k, path) || found
+		}
+	}
+	if !found {
+		return reply{err: jute.NoWatcher, zxid: c.s.zxid()}
+	}
+	return reply{zxid: c.s.zxid()}
+}
+
+// zxid returns the tree's zxid on this node.
+func (s *Server) zxid() int64 {
+	var z int64
+	s.svc.ZRead(func(t *znode.Tree) { z = t.Zxid() })
+	return z
+}
+
+func statOf(st znode.Stat) jute.Stat { return jute.Stat(st) }
+
+func aclsOf(in []jute.ACL) []znode.ACL {
+	out := make([]znode.ACL, len(in))
+	for i, a := range in {
+		out[i] = znode.ACL{Perms: a.Perms, Scheme: a.Scheme, ID: a.ID}
+	}
+	return out
+}
+
+func jacls(in []znode.ACL) []jute.ACL {
+	out := make([]jute.ACL, len(in))
+	for i, a := range in {
+		out[i] = jute.ACL{Perms: a.Perms, Scheme: a.Scheme, ID: a.ID}
+	}
+	return out
+}
