@@ -271,8 +271,9 @@ start_latch() {
 	latch/single) off=100 n=1 ;;
 	latch-base/single) off=140 n=1 ;;
 	esac
-	# The Redis front end is off where the binary has one.
+	# The Redis and ZooKeeper front ends are off where the binary has them.
 	"$bin" serve -h 2>&1 | grep -q -- -redis-addr && redis=(--redis-addr=)
+	"$bin" serve -h 2>&1 | grep -q -- -zookeeper-addr && redis+=(--zookeeper-addr=)
 	local dl=() ad=() ids=() ps=()
 	for i in $(seq "$n"); do
 		initial+="${initial:+,}n$i=127.0.0.1:$((BASE_PORT + off + i))"

@@ -232,9 +232,11 @@ wait_port() {
 }
 
 start_latch() { # NAME BINARY MEMCACHE_PORT DLOCK_PORT ADMIN_PORT [FLAGS...]
-	# The Redis front end is off: both builds would want its default port.
+	# The Redis and ZooKeeper front ends are off: both builds would want
+	# their default ports.
 	local redis=()
 	"$2" serve -h 2>&1 | grep -q -- -redis-addr && redis=(--redis-addr=)
+	"$2" serve -h 2>&1 | grep -q -- -zookeeper-addr && redis+=(--zookeeper-addr=)
 	"$2" serve --memcache-addr "127.0.0.1:$3" --dlock-addr "127.0.0.1:$4" \
 		--admin-addr "127.0.0.1:$5" --log-level warn "${redis[@]}" \
 		--memcache-max-conns 20000 --dlock-max-conns 20000 "${@:6}" >>"$WORK/$1.log" 2>&1 &

@@ -70,7 +70,7 @@ redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --daemoni
 	--protected-mode no --dir "$tmp" --logfile "$tmp/redis.log" &
 pids+=($!)
 rpid=$!
-"$tmp/latch" serve --redis-addr="127.0.0.1:$LPORT" --memcache-addr= --dlock-addr= --admin-addr= \
+"$tmp/latch" serve --redis-addr="127.0.0.1:$LPORT" --memcache-addr= --dlock-addr= --zookeeper-addr= --admin-addr= \
 	--log-level=warn 2>"$tmp/latch.log" &
 pids+=($!)
 lpid=$!

@@ -90,7 +90,7 @@ func newProc(t *testing.T, name string, extra ...string) *node {
 	}
 	ports := freePorts(t, 3)
 	p := &node{t: t, bin: bin, name: name, dlock: ports[0], mc: ports[1], adminURL: "http://" + ports[2]}
-	p.args = append([]string{"serve", "--dlock-addr", ports[0], "--memcache-addr", ports[1], "--admin-addr", ports[2], "--redis-addr="}, extra...)
+	p.args = append([]string{"serve", "--dlock-addr", ports[0], "--memcache-addr", ports[1], "--admin-addr", ports[2], "--redis-addr=", "--zookeeper-addr="}, extra...)
 	t.Cleanup(func() { p.kill() })
 	return p
 }

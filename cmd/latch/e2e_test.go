@@ -66,7 +66,7 @@ func TestBinary(t *testing.T) {
 // testServe runs "latch serve", waits until it logs that it is serving,
 // sends it sig and checks that it shuts down cleanly.
 func testServe(t *testing.T, bin string, sig syscall.Signal) {
-	cmd := exec.Command(bin, "serve", "--shutdown-timeout=20s", "--memcache-addr=127.0.0.1:0", "--dlock-addr=127.0.0.1:0", "--redis-addr=", "--admin-addr=127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "--shutdown-timeout=20s", "--memcache-addr=127.0.0.1:0", "--dlock-addr=127.0.0.1:0", "--redis-addr=", "--zookeeper-addr=", "--admin-addr=127.0.0.1:0")
 	cmd.Env = append(cleanEnv(), "LATCH_LOG_FORMAT=json", "LATCH_LOG_LEVEL=debug")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -222,7 +222,7 @@ type serveProc struct {
 // found in its log, and stops it when the test ends.
 func startServe(t *testing.T, bin string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--dlock-addr=127.0.0.1:0", "--memcache-addr=", "--redis-addr=", "--admin-addr=", "--log-format=json")
+	cmd := exec.Command(bin, "serve", "--dlock-addr=127.0.0.1:0", "--memcache-addr=", "--redis-addr=", "--zookeeper-addr=", "--admin-addr=", "--log-format=json")
 	cmd.Env = cleanEnv()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

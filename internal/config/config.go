@@ -17,20 +17,23 @@ import (
 	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/resp"
+	"github.com/latchd/latch/internal/znode"
+	"github.com/latchd/latch/internal/zookeeper"
 )
 
 // Config is the configuration of one latch server. The zero value is not
 // valid: start from DefaultConfig.
 type Config struct {
-	Log      LogConfig      `toml:"log"`
-	Lock     LockConfig     `toml:"lock"`
-	Server   ServerConfig   `toml:"server"`
-	Memcache MemcacheConfig `toml:"memcache"`
-	Redis    RedisConfig    `toml:"redis"`
-	DLock    DLockConfig    `toml:"dlock"`
-	Admin    AdminConfig    `toml:"admin"`
-	TLS      TLSConfig      `toml:"tls"`
-	Cluster  ClusterConfig  `toml:"cluster"`
+	Log       LogConfig       `toml:"log"`
+	Lock      LockConfig      `toml:"lock"`
+	Server    ServerConfig    `toml:"server"`
+	Memcache  MemcacheConfig  `toml:"memcache"`
+	Redis     RedisConfig     `toml:"redis"`
+	DLock     DLockConfig     `toml:"dlock"`
+	ZooKeeper ZooKeeperConfig `toml:"zookeeper"`
+	Admin     AdminConfig     `toml:"admin"`
+	TLS       TLSConfig       `toml:"tls"`
+	Cluster   ClusterConfig   `toml:"cluster"`
 }
 
 // ClusterConfig makes the lock service durable and replicated. With none
@@ -265,6 +268,27 @@ type RedisConfig struct {
 	TokensFile string `toml:"tokens-file"`
 }
 
+// ZooKeeperConfig configures the ZooKeeper front end (the lock recipes of
+// kazoo, Curator, go-zookeeper and zkCli on latch's data tree). Its
+// settings are zookeeper.Config's (netserve.Config's Addr, Allow,
+// MaxConns and timeouts, TickTime, the session timeout bounds,
+// MaxWatches, MaxQueued), plus the limits of the data tree.
+type ZooKeeperConfig struct {
+	zookeeper.Config
+	// MaxZnodes, MaxChildren and MaxEphemerals limit the znodes in all,
+	// the children of one znode and the ephemerals of one session; 0
+	// means no limit. MaxData limits one znode's data, in bytes.
+	MaxZnodes     int `toml:"max-znodes"`
+	MaxChildren   int `toml:"max-children"`
+	MaxEphemerals int `toml:"max-ephemerals"`
+	MaxData       int `toml:"max-data"`
+}
+
+// ZNode returns the data tree's limits.
+func (c ZooKeeperConfig) ZNode() znode.Config {
+	return znode.Config{MaxNodes: c.MaxZnodes, MaxChildren: c.MaxChildren, MaxEphemerals: c.MaxEphemerals, MaxData: c.MaxData}
+}
+
 // LogConfig configures the server's log, written to standard error.
 type LogConfig struct {
 	// Level is the lowest level logged: "debug", "info", "warn" or "error".
@@ -309,8 +333,15 @@ func DefaultConfig() Config {
 			MemoryMB:    int(items.MemoryLimit >> 20),
 			MaxItemSize: items.MaxItemSize,
 		},
-		Redis:   RedisConfig{Config: resp.DefaultConfig()},
-		DLock:   DLockConfig{Config: dlock.DefaultConfig()},
+		Redis: RedisConfig{Config: resp.DefaultConfig()},
+		DLock: DLockConfig{Config: dlock.DefaultConfig()},
+		ZooKeeper: ZooKeeperConfig{
+			Config:        zookeeper.DefaultConfig(),
+			MaxZnodes:     1_000_000,
+			MaxChildren:   100_000,
+			MaxEphemerals: 10_000,
+			MaxData:       znode.DefaultMaxData,
+		},
 		Admin:   AdminConfig{Config: admin.DefaultConfig()},
 		Cluster: ClusterConfig{InitialClusterState: "new", NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond, SnapshotEntries: 16384, SnapshotInterval: 2 * time.Minute},
 	}
@@ -365,6 +396,24 @@ func (c Config) Validate() error {
 	}
 	if c.Memcache.MaxItemSize <= 0 || int64(c.Memcache.MaxItemSize) > int64(c.Memcache.MemoryMB)<<20 {
 		errs = append(errs, fmt.Errorf("config: invalid memcache-max-item-size %d: must be positive and fit in memcache-memory-mb", c.Memcache.MaxItemSize))
+	}
+	if err := c.ZooKeeper.Config.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{
+		{"zookeeper-max-znodes", c.ZooKeeper.MaxZnodes},
+		{"zookeeper-max-children", c.ZooKeeper.MaxChildren},
+		{"zookeeper-max-ephemerals", c.ZooKeeper.MaxEphemerals},
+	} {
+		if v.n < 0 {
+			errs = append(errs, fmt.Errorf("config: invalid %s %d: must not be negative (0 means no limit)", v.name, v.n))
+		}
+	}
+	if c.ZooKeeper.MaxData <= 0 || c.ZooKeeper.MaxData > 1<<20 {
+		errs = append(errs, fmt.Errorf("config: invalid zookeeper-max-data %d: must be from 1 to %d bytes", c.ZooKeeper.MaxData, 1<<20))
 	}
 	if c.Redis.MaxValue <= 0 {
 		errs = append(errs, fmt.Errorf("config: invalid redis-max-value %d: must be positive", c.Redis.MaxValue))

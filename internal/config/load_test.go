@@ -18,6 +18,7 @@ import (
 	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/resp"
+	"github.com/latchd/latch/internal/zookeeper"
 )
 
 // env returns a getenv function over m.
@@ -355,8 +356,13 @@ func TestSettingsCoverConfig(t *testing.T) {
 		DLock:    DLockConfig{Config: dlock.Config{Config: all, MaxFrame: 1}, TokensFile: "x"},
 		Admin:    AdminConfig{Config: admin.Config{Addr: "x", Token: "x", MaxConns: 1}, TokenFile: "x"},
 		Redis:    RedisConfig{Config: resp.Config{Config: all, MaxValue: 1}, TokensFile: "x"},
-		TLS:      TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
-		Cluster:  ClusterConfig{DataDir: "x", NodeID: "x", RaftAddr: "x", RaftAdvertise: "x", InitialCluster: "x", InitialClusterState: "x", PeerTLSCert: "x", PeerTLSKey: "x", PeerTLSCA: "x", NodeTTL: time.Second, ElectionTimeout: time.Second, SnapshotEntries: 1, SnapshotInterval: time.Second},
+		// The ZooKeeper front end runs no event loops.
+		ZooKeeper: ZooKeeperConfig{
+			Config:    zookeeper.Config{Config: netserve.Config{Addr: "x", Allow: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}, TickTime: time.Second, MinSessionTimeout: time.Second, MaxSessionTimeout: time.Second, MaxWatches: 1, MaxQueued: 1},
+			MaxZnodes: 1, MaxChildren: 1, MaxEphemerals: 1, MaxData: 1,
+		},
+		TLS:     TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
+		Cluster: ClusterConfig{DataDir: "x", NodeID: "x", RaftAddr: "x", RaftAdvertise: "x", InitialCluster: "x", InitialClusterState: "x", PeerTLSCert: "x", PeerTLSKey: "x", PeerTLSCA: "x", NodeTTL: time.Second, ElectionTimeout: time.Second, SnapshotEntries: 1, SnapshotInterval: time.Second},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("a Config field has no setting (-want +got):\n%s", diff)

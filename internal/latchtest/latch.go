@@ -46,6 +46,7 @@ func Start(t testing.TB, set ...func(*config.Config)) *Server {
 	cfg.Memcache.Addr = "127.0.0.1:0"
 	cfg.DLock.Addr = "127.0.0.1:0"
 	cfg.Redis.Addr = "127.0.0.1:0"
+	cfg.ZooKeeper.Addr = "127.0.0.1:0"
 	cfg.Admin.Addr = "127.0.0.1:0"
 	for env, loops := range map[string]*int{"LATCH_MEMCACHE_LOOPS": &cfg.Memcache.Loops, "LATCH_REDIS_LOOPS": &cfg.Redis.Loops, "LATCH_DLOCK_LOOPS": &cfg.DLock.Loops} {
 		if v := os.Getenv(env); v != "" {

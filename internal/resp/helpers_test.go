@@ -38,6 +38,7 @@ func startLatch(t testing.TB) addrs {
 	cfg.Redis.Addr = "127.0.0.1:0"
 	cfg.Memcache.Addr = "127.0.0.1:0"
 	cfg.DLock.Addr = "127.0.0.1:0"
+	cfg.ZooKeeper.Addr = ""
 	cfg.Admin.Addr = ""
 	s, err := server.New(cfg, nil)
 	if err != nil {

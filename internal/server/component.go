@@ -9,6 +9,7 @@ import (
 	"github.com/latchd/latch/internal/memcache"
 	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/resp"
+	"github.com/latchd/latch/internal/zookeeper"
 )
 
 // A component is a front end the server runs beside the lock service: the
@@ -92,6 +93,19 @@ func (s *Server) frontEnds() ([]component, error) {
 		}
 		s.redis = rs
 		comps = append(comps, rs)
+	}
+	if s.cfg.ZooKeeper.Addr != "" {
+		zc := s.cfg.ZooKeeper.Config
+		zc.Version = s.cfg.Server.Version
+		zc.Logger = s.logger
+		zc.Metrics = s.metrics.Protocol("zookeeper")
+		zc.TLS = tlsCfg
+		zs, err := zookeeper.New(s.node, zc)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.zookeeper = zs
+		comps = append(comps, zs)
 	}
 	if s.cfg.Admin.Addr != "" {
 		ad, err := s.adminServer(tlsCfg)

@@ -97,6 +97,7 @@ func TestDLockDisabled(t *testing.T) {
 	cfg := testConfig()
 	cfg.DLock.Addr = ""
 	cfg.Redis.Addr = ""
+	cfg.ZooKeeper.Addr = ""
 	if s := newServer(t, cfg); s.DLockAddr() != nil {
 		t.Errorf("DLockAddr() = %v with dlock-addr empty, want nil", s.DLockAddr())
 	}

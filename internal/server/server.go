@@ -19,6 +19,7 @@ import (
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/replica/raftrep"
 	"github.com/latchd/latch/internal/resp"
+	"github.com/latchd/latch/internal/zookeeper"
 )
 
 // Server is one running latch node: the lock service and its front ends.
@@ -30,10 +31,11 @@ type Server struct {
 	// in-memory single node.
 	rep *raftrep.Replicator
 
-	memcache *memcache.Server // nil when disabled
-	dlock    *dlock.Server    // nil when disabled
-	redis    *resp.Server     // nil when disabled
-	admin    *admin.Server    // nil when disabled
+	memcache  *memcache.Server  // nil when disabled
+	dlock     *dlock.Server     // nil when disabled
+	redis     *resp.Server      // nil when disabled
+	zookeeper *zookeeper.Server // nil when disabled
+	admin     *admin.Server     // nil when disabled
 
 	// metrics observes the node; front ends take their handles from it.
 	metrics *metrics.Metrics
@@ -65,6 +67,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 		MemoryLimit: int64(cfg.Memcache.MemoryMB) << 20,
 		MaxItemSize: cfg.Memcache.MaxItemSize,
 	}
+	nc.ZNode = cfg.ZooKeeper.ZNode()
 	nc.Logger = logger
 	nc.Observer = m.Observer()
 	s := &Server{cfg: cfg, logger: logger, metrics: m}
@@ -136,6 +139,15 @@ func (s *Server) RedisAddr() net.Addr {
 		return nil
 	}
 	return s.redis.Addr()
+}
+
+// ZooKeeperAddr returns the address the ZooKeeper front end listens on,
+// or nil when it is disabled.
+func (s *Server) ZooKeeperAddr() net.Addr {
+	if s.zookeeper == nil {
+		return nil
+	}
+	return s.zookeeper.Addr()
 }
 
 // DLockAddr returns the address the dlock front end listens on, or nil

@@ -27,6 +27,7 @@ func testConfig() config.Config {
 	cfg.Memcache.Addr = "127.0.0.1:0"
 	cfg.DLock.Addr = "127.0.0.1:0"
 	cfg.Redis.Addr = "127.0.0.1:0"
+	cfg.ZooKeeper.Addr = "127.0.0.1:0"
 	cfg.Admin.Addr = "127.0.0.1:0"
 	return cfg
 }

@@ -82,9 +82,6 @@ func (c *conn) handle(h jute.RequestHeader) (reply, bool) {
 			if mode != znode.Container {
 				return reply{err: jute.BadArguments, zxid: c.s.zxid()}, true
 			}
-		} else if mode == znode.Container && h.Type == jute.OpCreate {
-			// The Java client sends createContainer; a create with
-			// flags 4 is a container as well.
 		}
 		if !validMode(mode) {
 			return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, true
@@ -233,7 +230,7 @@ func (c *conn) handle(h jute.RequestHeader) (reply, bool) {
 		if err != nil {
 			return c.fail(err), true
 		}
-		resp := jute.SyncResponse{Path: req.Path}
+		resp := jute.SyncResponse(req)
 		return reply{zxid: zxid, body: resp.Append}, true
 	case jute.OpSetWatches:
 		var req jute.SetWatches

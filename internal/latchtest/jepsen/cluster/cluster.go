@@ -116,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		n.args = []string{"serve",
 			"--node-id", n.ID, "--raft-addr", n.Raft, "--initial-cluster", strings.Join(members, ","),
 			"--data-dir", n.dataDir,
-			"--dlock-addr", n.DLock, "--memcache-addr", n.Memcache, "--admin-addr", n.Admin, "--redis-addr", n.Redis,
+			"--dlock-addr", n.DLock, "--memcache-addr", n.Memcache, "--admin-addr", n.Admin, "--redis-addr", n.Redis, "--zookeeper-addr", "",
 			"--election-timeout", cfg.ElectionTimeout.String(), "--node-ttl", cfg.NodeTTL.String(),
 			// Snapshots every thousand entries or so, so that the faults
 			// meet them: written, restored at a restart, lost in a power cut.
