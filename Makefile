@@ -9,8 +9,14 @@ FUZZTIME ?= 10s
 # Python client, seen by /usr/bin/python3; redis-server is the Redis front
 # end's reference, redis-tools (redis-cli, redis-benchmark) and python3-redis
 # its clients; nftables (nft) cuts the Jepsen test's nodes apart, inside a
-# network namespace the test creates). "make deps" installs the missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables
+# network namespace the test creates; zookeeper is the ZooKeeper front end's
+# reference (standalone, and its zkCli), python3-kazoo its Python client,
+# whose own test suite runs with python3-pytest and python3-mock,
+# libcurator-recipes-java its Java client (Curator's recipes, pulling the
+# framework, the client and the ZooKeeper jars), default-jdk-headless the
+# javac that compiles the Curator harness). "make deps" installs the
+# missing ones.
+DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
@@ -28,11 +34,12 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 test: deps fmt vet cross staticcheck unit powerloss fuzz jepsen
 
-# npm clients of the memcached and Redis front ends' tests, pinned by the
-# lock files in NPM_DIR and REDIS_NPM_DIR; installed with the machine's node
-# and npm.
+# npm clients of the memcached, Redis and ZooKeeper front ends' tests,
+# pinned by the lock files in NPM_DIR, REDIS_NPM_DIR and ZK_NPM_DIR;
+# installed with the machine's node and npm.
 NPM_DIR := internal/memcache/testdata/npm
 REDIS_NPM_DIR := internal/resp/testdata/npm
+ZK_NPM_DIR := internal/zookeeper/testdata/npm
 
 # Install the packages of DEB_PKGS that are not installed yet (nothing when
 # DEB_PKGS is empty or every package is there), then the npm clients.
@@ -51,6 +58,7 @@ ifneq ($(strip $(DEB_PKGS)),)
 endif
 	@test -d $(NPM_DIR)/node_modules/memcached || npm ci --prefix $(NPM_DIR) --no-audit --no-fund
 	@test -d $(REDIS_NPM_DIR)/node_modules/redlock5 || npm ci --prefix $(REDIS_NPM_DIR) --no-audit --no-fund
+	@test -d $(ZK_NPM_DIR)/node_modules/node-zookeeper-client || npm ci --prefix $(ZK_NPM_DIR) --no-audit --no-fund
 
 # Fail on a file gofmt would change and on a go.mod or go.sum that
 # "go mod tidy" would change.

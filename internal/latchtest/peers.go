@@ -94,6 +94,21 @@ const launchAttempts = 5
 // port. The peer is killed when the test ends.
 func launch(t testing.TB, name string, newCmd func(attempt int) (string, *exec.Cmd)) string {
 	t.Helper()
+	return launchProbe(t, name, 10*time.Second, func(addr string, pid int) error {
+		got, err := peerPID(addr)
+		if err == nil && got != pid {
+			err = fmt.Errorf("pid %d answers, not %d", got, pid)
+		}
+		return err
+	}, newCmd)
+}
+
+// launchProbe is launch with the test that the peer serves, for a peer
+// that speaks no memcached protocol: serves returns nil once the process
+// with that pid serves at addr, and launchProbe waits up to wait for it
+// after each start.
+func launchProbe(t testing.TB, name string, wait time.Duration, serves func(addr string, pid int) error, newCmd func(attempt int) (string, *exec.Cmd)) string {
+	t.Helper()
 	var outs []string
 	for attempt := 1; attempt <= launchAttempts; attempt++ {
 		addr, cmd := newCmd(attempt)
@@ -112,10 +127,10 @@ func launch(t testing.TB, name string, newCmd func(attempt int) (string, *exec.C
 			_ = cmd.Process.Kill()
 			<-exited
 		})
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(wait)
 		for {
-			pid, err := peerPID(addr)
-			if err == nil && pid == cmd.Process.Pid {
+			err := serves(addr, cmd.Process.Pid)
+			if err == nil {
 				return addr
 			}
 			select {
@@ -124,7 +139,7 @@ func launch(t testing.TB, name string, newCmd func(attempt int) (string, *exec.C
 				outs = append(outs, fmt.Sprintf("attempt %d on %s: %v\n%s", attempt, addr, waitErr, out.String()))
 			default:
 				if time.Now().After(deadline) {
-					t.Fatalf("latchtest: %s does not serve on %s (last: pid %d, %v)\n%s", name, addr, pid, err, out.String())
+					t.Fatalf("latchtest: %s does not serve on %s within %v (last: %v)\n%s", name, addr, wait, err, out.String())
 				}
 				time.Sleep(20 * time.Millisecond)
 				continue

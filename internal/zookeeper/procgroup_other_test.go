@@ -1,0 +1,9 @@
+//go:build !unix
+
+package zookeeper
+
+import "os/exec"
+
+// ownGroup does nothing where there are no process groups: cancellation
+// kills cmd's process alone.
+func ownGroup(*exec.Cmd) {}
