@@ -87,7 +87,7 @@ func (r *ref) stat(p string) Stat {
 	return Stat{
 		Czxid: n.czxid, Mzxid: n.mzxid, Ctime: n.ctime, Mtime: n.mtime,
 		Version: n.version, Cversion: 2*n.creations - kids, Aversion: n.aversion,
-		EphemeralOwner: n.owner, DataLength: int32(len(n.data)), NumChildren: kids, Pzxid: n.pzxid,
+		EphemeralOwner: clientOwner(n.owner), DataLength: int32(len(n.data)), NumChildren: kids, Pzxid: n.pzxid,
 	}
 }
 
@@ -624,4 +624,12 @@ func TestModel(t *testing.T) {
 		}
 		compare(t, -1, back, r)
 	}
+}
+
+// clientOwner is the owner a client sees: none for a container.
+func clientOwner(owner int64) int64 {
+	if owner == ContainerOwner {
+		return 0
+	}
+	return owner
 }

@@ -28,6 +28,10 @@ func (n *node) isEphemeral() bool { return n.owner != 0 && n.owner != ContainerO
 
 func (n *node) stat() Stat {
 	nc := int32(len(n.children))
+	owner := n.owner
+	if owner == ContainerOwner {
+		owner = 0 // ZooKeeper shows its clients no owner for a container
+	}
 	return Stat{
 		Czxid: n.czxid, Mzxid: n.mzxid, Ctime: n.ctime, Mtime: n.mtime,
 		Version: n.version,
@@ -35,7 +39,7 @@ func (n *node) stat() Stat {
 		// from the creations and the children still present.
 		Cversion:       n.cseq*2 - nc,
 		Aversion:       n.aversion,
-		EphemeralOwner: n.owner,
+		EphemeralOwner: owner,
 		DataLength:     int32(len(n.data)),
 		NumChildren:    nc,
 		Pzxid:          n.pzxid,

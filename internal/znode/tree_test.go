@@ -256,8 +256,8 @@ func TestCreateStat(t *testing.T) {
 		t.Errorf("parent %+v", pst)
 	}
 	r = tr.Write(sess, 1, create("/c", Container))
-	if r.Stat.EphemeralOwner != math.MinInt64 {
-		t.Errorf("container owner %d", r.Stat.EphemeralOwner)
+	if r.Stat.EphemeralOwner != 0 {
+		t.Errorf("container owner %d, want 0 (ZooKeeper shows none)", r.Stat.EphemeralOwner)
 	}
 	if n, e := tr.Count(); n != 7 || e != 1 {
 		t.Errorf("Count %d %d", n, e)

@@ -1,4 +1,4 @@
-package zookeeper
+package zookeeper_test
 
 import (
 	"context"
@@ -19,7 +19,35 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/latchd/latch/internal/latchtest"
+	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/zookeeper"
 )
+
+// startLatch starts a node in memory with a ZooKeeper front end on a free
+// loopback port, both stopped when the test ends, and returns its address.
+func startLatch(t *testing.T) string {
+	t.Helper()
+	n, err := node.New(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := zookeeper.DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	s, err := zookeeper.New(n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		n.Shutdown(ctx)
+	})
+	return s.Addr().String()
+}
 
 // The real clients the harnesses drive, as Debian installs them (make deps),
 // and the npm client in testdata/npm.
@@ -58,6 +86,33 @@ func TestClientsAgainstZooKeeper(t *testing.T) {
 			start := time.Now()
 			h.run(t, addr)
 			t.Logf("%s against %s: %v", h.name, addr, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// TestClients runs the real clients' harnesses against latch's ZooKeeper
+// front end, on a node in memory: kazoo's own tests, Curator's recipes,
+// go-zookeeper's Lock, node-zookeeper-client with the docs' recipe, and
+// zkCli.
+func TestClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the real clients take a minute")
+	}
+	addr := startLatch(t)
+	for _, h := range []struct {
+		name string
+		run  func(*testing.T, string)
+	}{
+		{"kazoo", runKazooSuite},
+		{"curator", runCurator},
+		{"go-zookeeper", runGoZKLock},
+		{"node-zookeeper-client", runNodeZKClient},
+		{"zkCli", runZkCli},
+	} {
+		t.Run(h.name, func(t *testing.T) {
+			start := time.Now()
+			h.run(t, addr)
+			t.Logf("%s against latch: %v", h.name, time.Since(start).Round(time.Millisecond))
 		})
 	}
 }

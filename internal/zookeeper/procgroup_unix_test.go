@@ -1,6 +1,6 @@
 //go:build unix
 
-package zookeeper
+package zookeeper_test
 
 import (
 	"os/exec"
