@@ -3,9 +3,9 @@
 // loading a Config from command-line flags, LATCH_* environment variables
 // and an optional TOML file.
 //
-// The sections Lock, Memcache, DLock and Admin hold the components' own
-// configurations (node.Config, memcache.Config, dlock.Config,
-// admin.Config), so that a default lives once, in its component's
+// The sections Lock, Memcache, DLock, ZooKeeper and Admin hold the
+// components' own configurations (node.Config, memcache.Config,
+// dlock.Config, zookeeper.Config, admin.Config), so that a default lives once, in its component's
 // DefaultConfig, and the server builds each component from its section
 // without copying settings. Log, Server, Redis, TLS and Cluster are this
 // package's own. Cluster says what the node is: with none of it set, an
@@ -40,6 +40,9 @@
 //
 //	[redis]
 //	addr = "127.0.0.1:6379"   # RESP2/RESP3 for the Redis lock clients; "" = off
+//
+//	[zookeeper]
+//	addr = "127.0.0.1:2181"   # ZooKeeper's protocol for its lock recipes; "" = off
 //
 //	[dlock]
 //	addr = "127.0.0.1:11212"  # dlock protocol v2/v3; "" = off

@@ -237,3 +237,21 @@ func (n *Node) ZRead(read func(t *znode.Tree)) error {
 	read(n.st.Tree())
 	return nil
 }
+
+// ZMode names this node's part as ZooKeeper's four-letter words do:
+// "standalone" for a single node (in memory or durable), "leader" or
+// "follower" for a cluster member.
+func (n *Node) ZMode() string {
+	if n.cfg.NodeID == "" {
+		return "standalone"
+	}
+	n.mu.Lock()
+	defer n.unlock()
+	if n.rep == nil {
+		return "follower"
+	}
+	if _, self, _ := n.rep.Leader(); self {
+		return "leader"
+	}
+	return "follower"
+}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/jute"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/netserve"
@@ -41,12 +40,7 @@ func (s *Server) fourLetter(word string) string {
 }
 
 // mode is ZooKeeper's name for how this server runs.
-func (s *Server) mode() string {
-	if s.svc.Execution() == latch.Inline {
-		return "standalone"
-	}
-	return "replicated"
-}
+func (s *Server) mode() string { return s.svc.ZMode() }
 
 // treeCounts returns the znodes, ephemerals and zxid of the tree.
 func (s *Server) treeCounts() (znodes, ephemerals int, zxid int64) {

@@ -31,9 +31,9 @@ type Service interface {
 	ZReap() (int, error)
 	ZRead(read func(t *znode.Tree)) error
 	SetZListener(l node.ZListener)
-	// Execution tells a single node in memory (latch.Inline, reported
-	// as ZooKeeper's standalone mode) from a replicated one.
-	Execution() latch.Execution
+	// ZMode names the node's part for the four-letter words:
+	// standalone, leader or follower.
+	ZMode() string
 }
 
 // Server serves a Service over ZooKeeper's protocol: the handshake,
