@@ -13,6 +13,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/znode"
 )
 
 // FuzzDecodeBatch decodes its input as a batch. Decoding must never panic,
@@ -220,6 +221,31 @@ func FuzzCommandRoundTrip(f *testing.F) {
 		}
 		if enc2 := AppendCommand(nil, &want); !bytes.Equal(enc2, enc) {
 			t.Fatalf("the normalized command encodes otherwise:\n%x\n%x", enc, enc2)
+		}
+	})
+}
+
+// FuzzDecodeZOps: any input decodes to znode operations or to an error
+// wrapping ErrZOps, never a panic; what decodes encodes back to the same
+// bytes (the encoding is canonical).
+func FuzzDecodeZOps(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(AppendZOps(nil, nil))
+	f.Add(AppendZOps(nil, []znode.Op{
+		{Kind: znode.OpCreate, Path: "/locks/l-", Data: []byte("me"), Mode: znode.EphemeralSequential, ACL: []znode.ACL{{Perms: znode.PermAll, Scheme: "world", ID: "anyone"}}},
+		{Kind: znode.OpDelete, Path: "/a", Version: -1},
+		{Kind: znode.OpSetData, Path: "/b", Data: []byte{}, Version: 3},
+	}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ops, err := DecodeZOps(b, nil)
+		if err != nil {
+			if !errors.Is(err, ErrZOps) {
+				t.Fatalf("error %v does not wrap ErrZOps", err)
+			}
+			return
+		}
+		if again := AppendZOps(nil, ops); !bytes.Equal(again, b) {
+			t.Fatalf("% x decodes to %+v, which encodes to % x", b, ops, again)
 		}
 	})
 }

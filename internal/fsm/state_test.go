@@ -12,6 +12,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/znode"
 )
 
 func testConfig() Config {
@@ -66,6 +67,28 @@ func (h *history) keys() []string {
 	return ks
 }
 
+// histPassword is the ZooKeeper sessions' password in histories.
+var histPassword = []byte("0123456789abcdef")
+
+// histPaths are the znodes of histories.
+var histPaths = []string{"/a", "/a/b", "/a/c-", "/d", "/d/e-"}
+
+// zop returns a random znode operation.
+func (h *history) zop() znode.Op {
+	op := znode.Op{Path: histPaths[h.rng.IntN(len(histPaths))], Version: int32(h.rng.IntN(3)) - 1}
+	switch h.rng.IntN(4) {
+	case 0, 1:
+		op.Kind, op.Mode = znode.OpCreate, znode.Mode(h.rng.IntN(5))
+		op.ACL = []znode.ACL{{Perms: znode.PermAll, Scheme: "world", ID: "anyone"}}
+		op.Data = []byte("x")
+	case 2:
+		op.Kind = znode.OpDelete
+	default:
+		op.Kind, op.Data = znode.OpSetData, []byte("yy")
+	}
+	return op
+}
+
 func (h *history) dur(max time.Duration) time.Duration {
 	return time.Duration(h.rng.Int64N(int64(max)))
 }
@@ -96,7 +119,36 @@ func (h *history) next() Command {
 		o.Prefix = uint32(h.rng.IntN(3))
 		return o
 	}
-	switch h.rng.IntN(29) {
+	switch h.rng.IntN(31) {
+	case 29: // a ZooKeeper session
+		c.Op, c.TTL, c.Value, c.Exptime = OpZOpen, time.Second+h.dur(4*time.Second), histPassword, h.now/1e6
+		if h.rng.IntN(10) == 0 {
+			c.Value = histPassword[:3] // refused
+		}
+		h.sessions++
+	case 30: // the ZooKeeper tree's other commands
+		switch h.rng.IntN(8) {
+		case 0:
+			c.Op, c.Session, c.Value = OpZAttach, h.session(), histPassword
+			if h.rng.IntN(4) == 0 {
+				c.Value = bytes.Repeat([]byte{'x'}, PasswordLen)
+			}
+		case 1:
+			c.Op, c.Exptime = OpZReap, h.now/1e6
+		default:
+			c.Op, c.Session, c.Gen, c.Exptime = OpZWrite, h.session(), uint64(h.rng.IntN(2)), h.now/1e6
+			var ops []znode.Op
+			for range 1 + h.rng.IntN(3) {
+				ops = append(ops, h.zop())
+			}
+			if len(ops) > 1 || h.rng.IntN(4) == 0 {
+				c.Flags = ZMulti
+			}
+			c.Value = AppendZOps(nil, ops)
+			if h.rng.IntN(30) == 0 {
+				c.Value = c.Value[:len(c.Value)/2] // malformed
+			}
+		}
 	case 24, 25, 26:
 		o := owned()
 		o.At, o.Origin, o.Seq = c.At, c.Origin, c.Seq
