@@ -220,10 +220,12 @@ type ended struct {
 // report calls the function that waits for e. Called without mu.
 func (n *Node) report(e ended) {
 	if cl := e.p; cl != nil {
-		done, grant, r := cl.done, cl.grant, cl.r
-		cl.done, cl.grant, cl.r = nil, nil, fsm.Result{}
+		done, grant, result, r := cl.done, cl.grant, cl.result, cl.r
+		cl.done, cl.grant, cl.result, cl.r = nil, nil, nil, fsm.Result{}
 		n.callPool.Put(cl)
 		switch {
+		case result != nil:
+			result(r)
 		case grant == nil:
 			done(r.Err)
 		case r.Err != nil:

@@ -29,13 +29,14 @@ import (
 // requests of one connection in flight while they commit.
 
 // proposal is a caller waiting for the result of its command: on ch, or,
-// when done or grant is set (proposeFunc), by a call of it once mu is
-// released (report).
+// when done, grant or result is set (proposeFunc, proposeResult), by a
+// call of it once mu is released (report).
 type proposal struct {
-	r     fsm.Result
-	ch    chan struct{} // capacity 1: receives once, when r is set
-	done  func(error)
-	grant func(latch.Grant, error)
+	r      fsm.Result
+	ch     chan struct{} // capacity 1: receives once, when r is set
+	done   func(error)
+	grant  func(latch.Grant, error)
+	result func(fsm.Result)
 }
 
 func (n *Node) getProposal() *proposal {
@@ -131,11 +132,26 @@ func (n *Node) await(ctx context.Context, seq uint64) fsm.Result {
 // latch.ErrUnavailable when the node lets go of its clients. The function
 // must not block. Called with mu held.
 func (n *Node) proposeFunc(done func(error), grant func(latch.Grant, error)) {
+	cl := n.getProposal()
+	cl.done, cl.grant = done, grant
+	n.proposeAsync(cl)
+}
+
+// proposeResult is proposeFunc for a caller that takes the whole result
+// of the batch's last command. Called with mu held.
+func (n *Node) proposeResult(result func(fsm.Result)) {
+	cl := n.getProposal()
+	cl.result = result
+	n.proposeAsync(cl)
+}
+
+// proposeAsync has the batch applied and reports its last command's
+// result to cl's function once mu is released (see proposeFunc). Called
+// with mu held.
+func (n *Node) proposeAsync(cl *proposal) {
 	b := &n.batch
 	last := b.Cmds[len(b.Cmds)-1].Seq
 	b.Results = b.Results[:0]
-	cl := n.getProposal()
-	cl.done, cl.grant = done, grant
 	if err := n.rep.Propose(b); err != nil {
 		n.unpark(b.Cmds[0].Seq, err)
 		cl.r = fsm.Result{Err: err}
@@ -177,7 +193,7 @@ func (n *Node) answer(seq uint64, r *fsm.Result) {
 // unlock, which calls its function once mu is released. Called with mu
 // held.
 func (n *Node) notify(cl *proposal) {
-	if cl.done != nil || cl.grant != nil {
+	if cl.done != nil || cl.grant != nil || cl.result != nil {
 		n.ready = append(n.ready, ended{p: cl})
 		return
 	}

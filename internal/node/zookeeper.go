@@ -164,6 +164,29 @@ func (n *Node) ZWrite(id latch.SessionID, gen uint64, ops []znode.Op, multi bool
 	return r.Z, r.Zxid, nil
 }
 
+// ZWriteFunc is ZWrite for a caller that does not wait: done gets the
+// outcome once the operations are applied on this node (with a node in
+// memory, before ZWriteFunc returns), from a goroutine that must not
+// block, so that a connection keeps several writes in flight while they
+// commit. The node applies the writes of one caller in the order they were
+// proposed.
+func (n *Node) ZWriteFunc(id latch.SessionID, gen uint64, ops []znode.Op, multi bool, done func([]znode.Result, int64, error)) {
+	n.mu.Lock()
+	if n.shutdown {
+		n.unlock()
+		done(nil, 0, fmt.Errorf("znode write: %w", n.shutdownErr()))
+		return
+	}
+	n.zbuf = fsm.AppendZOps(n.zbuf[:0], ops)
+	c := n.command(fsm.OpZWrite)
+	c.Session, c.Gen, c.Value, c.Exptime = id, gen, n.zbuf, wallMillis()
+	if multi {
+		c.Flags = fsm.ZMulti
+	}
+	n.proposeResult(func(r fsm.Result) { done(r.Z, r.Zxid, r.Err) })
+	n.unlock()
+}
+
 // ZTouch restarts the timeouts of the sessions ids (each of the
 // generation gens holds at its index), in one batch: the liveness of
 // sessions that had traffic since the last touch, without a command per

@@ -48,6 +48,16 @@ type conn struct {
 	why string
 
 	wdone chan struct{} // closed when the writer returns
+	// hangUp is set when the connection is to close once the writer has
+	// sent what is queued (a session that moved). Guarded by omu.
+	hangUp bool
+
+	// The replies of the writes in flight, in request order (reserve):
+	// a reply goes out once it and every one before it is ready. pcond
+	// (on pmu) wakes the reader waiting for them to settle or for room.
+	pmu   sync.Mutex
+	pcond *sync.Cond
+	slots []*slot
 
 	// Scratch of the reader's.
 	body []byte
@@ -57,6 +67,7 @@ type conn struct {
 
 func newConn(s *Server, nc *netserve.Conn) *conn {
 	c := &conn{s: s, nc: nc, wake: make(chan struct{}, 1), wdone: make(chan struct{})}
+	c.pcond = sync.NewCond(&c.pmu)
 	for k := range c.own {
 		c.own[k] = make(map[string]struct{})
 	}
@@ -265,7 +276,7 @@ func (c *conn) writer() {
 	for range c.wake {
 		c.omu.Lock()
 		buf, c.out = c.out, buf[:0]
-		closed := c.closed
+		closed, hangUp := c.closed, c.hangUp
 		c.omu.Unlock()
 		if len(buf) > 0 {
 			if wt := c.s.cfg.WriteTimeout; wt > 0 {
@@ -280,10 +291,84 @@ func (c *conn) writer() {
 			}
 			c.s.stats.sent.Add(1)
 		}
+		if hangUp {
+			nc.Close()
+		}
 		if closed {
 			return
 		}
 	}
+}
+
+// slot is the place of a pipelined write's reply among its connection's
+// replies.
+type slot struct {
+	frame  []byte // the reply; nil for none (the connection closes)
+	ready  bool
+	hangUp bool // close the connection once the reply is sent
+}
+
+// maxInFlight bounds the writes of one connection in flight: the reader
+// waits for room past it.
+const maxInFlight = 1024
+
+// reserve takes the next place among the connection's replies for a
+// write about to be proposed. Only the reader calls it.
+func (c *conn) reserve() *slot {
+	sl := &slot{}
+	c.pmu.Lock()
+	for len(c.slots) >= maxInFlight {
+		c.pcond.Wait()
+	}
+	c.slots = append(c.slots, sl)
+	c.pmu.Unlock()
+	return sl
+}
+
+// complete sets the reply of sl and sends the replies that are ready in
+// order. It is called from the goroutine that reports the write's outcome
+// and does not block.
+func (c *conn) complete(sl *slot, frame []byte, hangUp bool) {
+	c.pmu.Lock()
+	sl.frame, sl.ready, sl.hangUp = frame, true, hangUp
+	n := 0
+	for _, s := range c.slots {
+		if !s.ready {
+			break
+		}
+		if s.frame != nil {
+			c.queue(s.frame)
+		}
+		if s.hangUp {
+			c.hangUpAfterFlush()
+		}
+		n++
+	}
+	if n > 0 {
+		clear(c.slots[:n])
+		c.slots = c.slots[n:]
+		c.pcond.Broadcast()
+	}
+	c.pmu.Unlock()
+}
+
+// settle waits until every write in flight has been answered: a request
+// that is not a pipelined write reads what they wrote, and its reply
+// follows theirs.
+func (c *conn) settle() {
+	c.pmu.Lock()
+	for len(c.slots) > 0 {
+		c.pcond.Wait()
+	}
+	c.pmu.Unlock()
+}
+
+// hangUpAfterFlush closes the connection once what is queued is written.
+func (c *conn) hangUpAfterFlush() {
+	c.omu.Lock()
+	c.hangUp = true
+	c.omu.Unlock()
+	c.signal()
 }
 
 // event queues a watch event for path. Called under the node's lock.

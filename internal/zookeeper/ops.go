@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -29,35 +30,61 @@ func (c *conn) serve(body []byte) bool {
 	if m != nil {
 		m.Request()
 	}
-	rep, open := c.handle(h)
+	if !pipelined(h.Type) {
+		// Answered in order after the writes in flight, and reading
+		// what they wrote.
+		c.settle()
+	}
+	rep, open := c.handle(h, start)
+	if rep.async {
+		return open
+	}
 	if rep.err != jute.OK && m != nil {
 		m.Error()
 	}
 	if rep.skip {
 		return open
 	}
-	f := c.frame()
-	f = (&jute.ReplyHeader{Xid: h.Xid, Zxid: rep.zxid, Err: rep.err}).Append(f)
-	if rep.err == jute.OK && rep.body != nil {
-		f = rep.body(f)
-	}
-	c.queueFrame(f)
+	c.queueFrame(rep.append(c.frame(), h.Xid))
 	c.s.stats.observe(time.Since(start))
 	return open
 }
 
+// pipelined reports whether requests of op are writes that go to the node
+// without waiting for the writes before them: their replies still go out
+// in request order (see conn.reserve).
+func pipelined(op jute.Op) bool {
+	switch op {
+	case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer, jute.OpDelete,
+		jute.OpSetData, jute.OpSetACL, jute.OpCheck, jute.OpMulti:
+		return true
+	}
+	return false
+}
+
+// append appends the reply to xid to f.
+func (r reply) append(f []byte, xid int32) []byte {
+	f = (&jute.ReplyHeader{Xid: xid, Zxid: r.zxid, Err: r.err}).Append(f)
+	if r.err == jute.OK && r.body != nil {
+		f = r.body(f)
+	}
+	return f
+}
+
 // reply is what a request is answered: an error code, or a record that
-// body appends; zxid is the tree's zxid to report. skip: no reply.
+// body appends; zxid is the tree's zxid to report. skip: no reply. async:
+// the reply goes out later, in its place (writeAsync).
 type reply struct {
-	err  jute.Code
-	zxid int64
-	body func([]byte) []byte
-	skip bool
+	err   jute.Code
+	zxid  int64
+	body  func([]byte) []byte
+	skip  bool
+	async bool
 }
 
 // handle carries out request h (its record in c.d) and returns its reply
 // and whether the connection stays open.
-func (c *conn) handle(h jute.RequestHeader) (reply, bool) {
+func (c *conn) handle(h jute.RequestHeader, start time.Time) (reply, bool) {
 	switch h.Type {
 	case jute.OpPing:
 		return reply{zxid: c.s.zxid()}, true
@@ -87,20 +114,15 @@ func (c *conn) handle(h jute.RequestHeader) (reply, bool) {
 			return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, true
 		}
 		op := znode.Op{Kind: znode.OpCreate, Path: req.Path, Data: req.Data, ACL: aclsOf(req.ACL), Mode: mode}
-		rs, zxid, err := c.write([]znode.Op{op}, false)
-		if err != nil {
-			return c.fail(err), !errors.Is(err, fsm.ErrSuperseded)
-		}
-		r := rs[0]
-		if r.Code != znode.OK {
-			return reply{err: jute.Code(r.Code), zxid: zxid}, true
-		}
-		if h.Type == jute.OpCreate {
+		two := h.Type != jute.OpCreate
+		return c.writeOne(h, start, op, func(r znode.Result) func([]byte) []byte {
+			if two {
+				resp := jute.Create2Response{Path: r.Path, Stat: statOf(r.Stat)}
+				return resp.Append
+			}
 			resp := jute.CreateResponse{Path: r.Path}
-			return reply{zxid: zxid, body: resp.Append}, true
-		}
-		resp := jute.Create2Response{Path: r.Path, Stat: statOf(r.Stat)}
-		return reply{zxid: zxid, body: resp.Append}, true
+			return resp.Append
+		})
 	case jute.OpCreateTTL:
 		var req jute.CreateTTLRequest
 		req.Decode(&c.d)
@@ -112,14 +134,14 @@ func (c *conn) handle(h jute.RequestHeader) (reply, bool) {
 		if !c.decoded() {
 			return reply{err: jute.MarshallingError}, false
 		}
-		return c.writeOne(znode.Op{Kind: znode.OpDelete, Path: req.Path, Version: req.Version}, nil)
+		return c.writeOne(h, start, znode.Op{Kind: znode.OpDelete, Path: req.Path, Version: req.Version}, nil)
 	case jute.OpSetData:
 		var req jute.SetDataRequest
 		req.Decode(&c.d)
 		if !c.decoded() {
 			return reply{err: jute.MarshallingError}, false
 		}
-		return c.writeOne(znode.Op{Kind: znode.OpSetData, Path: req.Path, Data: req.Data, Version: req.Version}, func(r znode.Result) func([]byte) []byte {
+		return c.writeOne(h, start, znode.Op{Kind: znode.OpSetData, Path: req.Path, Data: req.Data, Version: req.Version}, func(r znode.Result) func([]byte) []byte {
 			resp := jute.SetDataResponse{Stat: statOf(r.Stat)}
 			return resp.Append
 		})
@@ -129,7 +151,7 @@ func (c *conn) handle(h jute.RequestHeader) (reply, bool) {
 		if !c.decoded() {
 			return reply{err: jute.MarshallingError}, false
 		}
-		return c.writeOne(znode.Op{Kind: znode.OpSetACL, Path: req.Path, ACL: aclsOf(req.ACL), Version: req.Version}, func(r znode.Result) func([]byte) []byte {
+		return c.writeOne(h, start, znode.Op{Kind: znode.OpSetACL, Path: req.Path, ACL: aclsOf(req.ACL), Version: req.Version}, func(r znode.Result) func([]byte) []byte {
 			resp := jute.SetACLResponse{Stat: statOf(r.Stat)}
 			return resp.Append
 		})
@@ -139,9 +161,9 @@ func (c *conn) handle(h jute.RequestHeader) (reply, bool) {
 		if !c.decoded() {
 			return reply{err: jute.MarshallingError}, false
 		}
-		return c.writeOne(znode.Op{Kind: znode.OpCheck, Path: req.Path, Version: req.Version}, nil)
+		return c.writeOne(h, start, znode.Op{Kind: znode.OpCheck, Path: req.Path, Version: req.Version}, nil)
 	case jute.OpMulti:
-		return c.multi()
+		return c.multi(h, start)
 	case jute.OpExists:
 		var req jute.ExistsRequest
 		req.Decode(&c.d)
@@ -290,27 +312,49 @@ func (c *conn) read(f func(t *znode.Tree) reply) reply {
 	return r
 }
 
-// write proposes ops on behalf of the connection's session.
-func (c *conn) write(ops []znode.Op, multi bool) ([]znode.Result, int64, error) {
-	return c.s.svc.ZWrite(c.sess, c.gen, ops, multi)
+// writeAsync proposes ops on behalf of the connection's session, and
+// answers request h with what build makes of their results once they are
+// applied, in its place among the connection's replies: the reader goes
+// on with the next request meanwhile.
+func (c *conn) writeAsync(h jute.RequestHeader, start time.Time, ops []znode.Op, multi bool, build func([]znode.Result, int64) reply) (reply, bool) {
+	sl := c.reserve()
+	m := c.s.command(h.Type)
+	c.s.svc.ZWriteFunc(c.sess, c.gen, ops, multi, func(rs []znode.Result, zxid int64, err error) {
+		var rep reply
+		superseded := errors.Is(err, fsm.ErrSuperseded)
+		if err != nil {
+			rep = c.fail(err)
+		} else {
+			rep = build(rs, zxid)
+		}
+		if rep.err != jute.OK && m != nil {
+			m.Error()
+		}
+		var f []byte
+		if !rep.skip {
+			f = rep.append(make([]byte, 4, 64), h.Xid)
+			binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+		}
+		c.complete(sl, f, superseded)
+		c.s.stats.observe(time.Since(start))
+	})
+	return reply{async: true}, true
 }
 
 // writeOne proposes op alone and answers its result: body, when not nil,
 // makes the record of a success.
-func (c *conn) writeOne(op znode.Op, body func(znode.Result) func([]byte) []byte) (reply, bool) {
-	rs, zxid, err := c.write([]znode.Op{op}, false)
-	if err != nil {
-		return c.fail(err), !errors.Is(err, fsm.ErrSuperseded)
-	}
-	r := rs[0]
-	if r.Code != znode.OK {
-		return reply{err: jute.Code(r.Code), zxid: zxid}, true
-	}
-	rep := reply{zxid: zxid}
-	if body != nil {
-		rep.body = body(r)
-	}
-	return rep, true
+func (c *conn) writeOne(h jute.RequestHeader, start time.Time, op znode.Op, body func(znode.Result) func([]byte) []byte) (reply, bool) {
+	return c.writeAsync(h, start, []znode.Op{op}, false, func(rs []znode.Result, zxid int64) reply {
+		r := rs[0]
+		if r.Code != znode.OK {
+			return reply{err: jute.Code(r.Code), zxid: zxid}
+		}
+		rep := reply{zxid: zxid}
+		if body != nil {
+			rep.body = body(r)
+		}
+		return rep
+	})
 }
 
 // fail is the reply to a request the node could not carry out.
@@ -332,7 +376,7 @@ func (c *conn) fail(err error) reply {
 }
 
 // multi carries out a multi: its writes in one command, all or nothing.
-func (c *conn) multi() (reply, bool) {
+func (c *conn) multi(h jute.RequestHeader, start time.Time) (reply, bool) {
 	var req jute.MultiRequest
 	req.Decode(&c.d)
 	if !c.decoded() {
@@ -360,25 +404,27 @@ func (c *conn) multi() (reply, bool) {
 		}
 		ops = append(ops, op)
 	}
-	rs, zxid, err := c.write(ops, true)
-	if err != nil {
-		return c.fail(err), !errors.Is(err, fsm.ErrSuperseded)
+	types := make([]jute.Op, len(req.Ops)) // req borrows the frame, which the next request reuses
+	for i := range req.Ops {
+		types[i] = req.Ops[i].Type
 	}
-	failed := slices.ContainsFunc(rs, func(r znode.Result) bool { return r.Code != znode.OK })
-	resp := jute.MultiResponse{Results: make([]jute.MultiResult, len(rs))}
-	for i, r := range rs {
-		mr := &resp.Results[i]
-		if failed {
-			// ZooKeeper answers a failed multi with an error result per
-			// op: OK before the one that failed, its error, and
-			// RuntimeInconsistency after it.
-			mr.Type, mr.Err = jute.OpError, jute.Code(r.Code)
-			continue
+	return c.writeAsync(h, start, ops, true, func(rs []znode.Result, zxid int64) reply {
+		failed := slices.ContainsFunc(rs, func(r znode.Result) bool { return r.Code != znode.OK })
+		resp := jute.MultiResponse{Results: make([]jute.MultiResult, len(rs))}
+		for i, r := range rs {
+			mr := &resp.Results[i]
+			if failed {
+				// ZooKeeper answers a failed multi with an error result
+				// per op: OK before the one that failed, its error, and
+				// RuntimeInconsistency after it.
+				mr.Type, mr.Err = jute.OpError, jute.Code(r.Code)
+				continue
+			}
+			mr.Type, _ = jute.MultiResultType(types[i])
+			mr.Path, mr.Stat = r.Path, statOf(r.Stat)
 		}
-		mr.Type, _ = jute.MultiResultType(req.Ops[i].Type)
-		mr.Path, mr.Stat = r.Path, statOf(r.Stat)
-	}
-	return reply{zxid: zxid, body: resp.Append}, true
+		return reply{zxid: zxid, body: resp.Append}
+	})
 }
 
 // multiRefused answers a multi refused before it is proposed, at op bad

@@ -25,7 +25,7 @@ type Service interface {
 	ZOpen(timeout time.Duration, passwd [fsm.PasswordLen]byte) (latch.SessionID, int64, error)
 	ZAttach(id latch.SessionID, passwd [fsm.PasswordLen]byte) (gen uint64, timeout time.Duration, zxid int64, err error)
 	ZClose(id latch.SessionID, gen uint64) (int64, error)
-	ZWrite(id latch.SessionID, gen uint64, ops []znode.Op, multi bool) ([]znode.Result, int64, error)
+	ZWriteFunc(id latch.SessionID, gen uint64, ops []znode.Op, multi bool, done func([]znode.Result, int64, error))
 	ZTouch(ids []latch.SessionID, gens []uint64) error
 	ZSync(ctx context.Context) (int64, error)
 	ZReap() (int, error)
