@@ -420,3 +420,24 @@ func TestWatchLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestPingsKeepSessionAlive: a session whose client pings lives on past
+// its timeout many times over, through the touches, without a command per
+// ping.
+func TestPingsKeepSessionAlive(t *testing.T) {
+	s, n := startServer(t, func(c *Config) { c.TickTime = 500 * time.Millisecond })
+	a := dialRaw(t, s.Addr().String())
+	a.connect(jute.ConnectRequest{TimeOut: 1000})
+	a.call(jute.OpCreate, create("/alive", nil, 1))
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		if h, _ := a.call(jute.OpPing, nil); h.Err != jute.OK {
+			t.Fatalf("ping: %v", h.Err)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	var ok bool
+	n.ZRead(func(tr *znode.Tree) { _, ok = tr.Exists("/alive") })
+	if !ok {
+		t.Error("the ephemeral of a session that pinged is gone")
+	}
+}
