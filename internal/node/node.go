@@ -583,20 +583,25 @@ func (n *Node) deliver(w *waiter, r result) {
 	w.ch <- r
 }
 
-// Stats returns counts of the lock table.
+// Stats returns counts of the lock table and of the data tree.
 func (n *Node) Stats() Stats {
 	var st Stats
 	n.WithStats(func(s Stats) { st = s })
 	return st
 }
 
-// WithStats calls f with the lock table's counts, with the node's mutex
-// held: what the Observer keeps (which it writes under that mutex) can be
-// read inside f consistently with the counts. f must be quick and must not
+// WithStats calls f with the lock table's and the data tree's counts,
+// with the node's mutex held: what the Observer keeps (which it writes
+// under that mutex) can be read inside f consistently with the counts. f must be quick and must not
 // call the Node. It reads only: what is due but not yet ticked still counts.
 func (n *Node) WithStats(f func(Stats)) {
 	n.mu.Lock()
 	defer n.unlock()
 	es := n.st.Engine().Stats()
-	f(Stats{Keys: es.Keys, Holds: es.Holds, Waiters: es.Waiters, Sessions: es.Sessions, Token: es.Token})
+	t := n.st.Tree()
+	znodes, ephemerals := t.Count()
+	f(Stats{
+		Keys: es.Keys, Holds: es.Holds, Waiters: es.Waiters, Sessions: es.Sessions, Token: es.Token,
+		ZSessions: t.NumSessions(), Znodes: znodes, Ephemerals: ephemerals, Zxid: t.Zxid(),
+	})
 }

@@ -794,8 +794,8 @@ func TestObserver(t *testing.T) {
 		if diff := cmp.Diff(want, o.get()); diff != "" {
 			t.Errorf("observed calls (-want +got):\n%s", diff)
 		}
-		if st := n.Stats(); st != (Stats{Token: 105}) {
-			t.Errorf("Stats() = %+v, want an empty table with token 105", st)
+		if st := n.Stats(); st != (Stats{Token: 105, Znodes: 4}) {
+			t.Errorf("Stats() = %+v, want an empty table with token 105 and the tree's 4 built-in znodes", st)
 		}
 	})
 }

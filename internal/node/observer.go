@@ -107,11 +107,19 @@ func (NopObserver) HandedOff(time.Duration)         {}
 
 var _ Observer = NopObserver{}
 
-// Stats are counts of a Node's lock table.
+// Stats are counts of a Node's lock table and of its ZooKeeper data tree.
 type Stats struct {
 	Keys     int         // keys held, waited for, or under lock-delay
 	Holds    int         // (key, holder) pairs: a shared key held twice counts 2
 	Waiters  int         // queued requests
-	Sessions int         // live sessions
+	Sessions int         // live sessions, the ZooKeeper ones included
 	Token    latch.Token // the last fencing token granted
+
+	// The data tree's: ZooKeeper sessions (each is one of Sessions too),
+	// znodes (the root and the built-in /zookeeper ones included),
+	// ephemeral znodes, and the zxid of its last change.
+	ZSessions  int
+	Znodes     int
+	Ephemerals int
+	Zxid       int64
 }

@@ -62,6 +62,9 @@ func sortedPaths(set map[*node]struct{}) []string {
 	return paths
 }
 
+// NumSessions returns how many sessions the tree knows.
+func (t *Tree) NumSessions() int { return len(t.sessions) }
+
 // Sessions lists the known sessions by id, each with its ephemerals' paths.
 func (t *Tree) Sessions() []SessionInfo {
 	out := make([]SessionInfo, 0, len(t.sessions))

@@ -454,6 +454,9 @@ func TestSessions(t *testing.T) {
 	if got := tr.Sessions(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Sessions %+v", got)
 	}
+	if n := tr.NumSessions(); n != 2 {
+		t.Errorf("NumSessions %d", n)
+	}
 	if got := tr.Ephemerals(5); !slices.Equal(got, want[1].Ephemerals) {
 		t.Errorf("Ephemerals %v", got)
 	}
@@ -480,6 +483,9 @@ func TestSessions(t *testing.T) {
 	}
 	if n, e := tr.Count(); n != 6 || e != 1 {
 		t.Errorf("Count %d %d", n, e)
+	}
+	if n := tr.NumSessions(); n != 1 {
+		t.Errorf("NumSessions after an end %d", n)
 	}
 	if r := tr.Write(5, 1, create("/x", Ephemeral)); r.Code != SessionExpired {
 		t.Errorf("ended session creates: %v", r.Code)
