@@ -227,4 +227,8 @@ type SessionInfo struct {
 	Expires time.Time // zero without a TTL
 	Held    int       // keys held
 	Waiting int       // requests waiting
+	// Ephemerals are the paths of a ZooKeeper session's ephemeral znodes,
+	// in path order, which end with it: empty but not nil for a
+	// ZooKeeper session that has none, nil for every other session.
+	Ephemerals []string
 }

@@ -242,6 +242,11 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 	return evs
 }
 
+// Gen returns the generation of session id: how many times it was
+// resumed (OpResume) or attached (OpZAttach); 0 for a session never
+// resumed, or unknown. A command that carries an older one is superseded.
+func (s *State) Gen(id latch.SessionID) uint64 { return s.gens[id] }
+
 // superseded returns the error of c if it carries a generation (carriesGen)
 // older than its session's, nil otherwise: the command comes from the
 // session's connection before the session was resumed elsewhere, late, and

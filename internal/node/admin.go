@@ -82,11 +82,14 @@ func (n *Node) keyInfo(st *engine.KeyState) latch.KeyInfo {
 	return ki
 }
 
-// Sessions lists the live sessions in ID order.
+// Sessions lists the live sessions in ID order. A ZooKeeper session (one
+// the data tree knows, on any node) has protocol ZooKeeperProtocol and its
+// ephemeral znodes.
 func (n *Node) Sessions() []latch.SessionInfo {
 	n.mu.Lock()
 	defer n.unlock()
 	sts := n.st.Engine().Sessions()
+	tree := n.st.Tree()
 	out := make([]latch.SessionInfo, 0, len(sts))
 	for _, st := range sts {
 		si := latch.SessionInfo{
@@ -103,6 +106,13 @@ func (n *Node) Sessions() []latch.SessionInfo {
 		}
 		if s := n.sessions[st.ID]; s != nil {
 			si.Protocol, si.Peer = s.opts.Protocol, s.opts.Peer
+		}
+		if _, _, ok := tree.Session(int64(st.ID)); ok {
+			si.Protocol = ZooKeeperProtocol
+			si.Ephemerals = tree.Ephemerals(int64(st.ID))
+			if si.Ephemerals == nil {
+				si.Ephemerals = []string{}
+			}
 		}
 		out = append(out, si)
 	}
@@ -135,12 +145,19 @@ func (n *Node) ForceRelease(key string) (int, error) {
 // EndSession ends a session as if it had died: its waiting requests fail
 // with latch.ErrSessionEnded, its non-leased locks (memcached item locks
 // included) are released with its lock-delay and its Done channel is
-// closed. It is logged at info level.
+// closed. It ends a ZooKeeper session too, wherever its connection is:
+// its ephemeral znodes are deleted and the ZListener of every node hears
+// of its end (ZSessionEnded), so that its connection is closed. It fails
+// with latch.ErrNoSession for a session that is neither this node's nor
+// a ZooKeeper one. It is logged at info level.
 func (n *Node) EndSession(id latch.SessionID) error {
 	n.mu.Lock()
 	defer n.unlock()
 	s := n.sessions[id]
 	if s == nil {
+		if _, _, ok := n.st.Tree().Session(int64(id)); ok {
+			return n.endZSession(id)
+		}
 		return fmt.Errorf("end session %d: %w", id, latch.ErrNoSession)
 	}
 	c := n.command(fsm.OpEndSession)
@@ -152,5 +169,21 @@ func (n *Node) EndSession(id latch.SessionID) error {
 	}
 	n.endSession(s, latch.ErrSessionEnded)
 	n.log.Info("node: admin end-session", "session", id, "protocol", s.opts.Protocol, "peer", s.opts.Peer)
+	return nil
+}
+
+// endZSession ends ZooKeeper session id, of the generation the state
+// holds now (a connection that attached it since makes the end
+// superseded: the operator may try again). Called with mu held.
+func (n *Node) endZSession(id latch.SessionID) error {
+	if n.shutdown {
+		return fmt.Errorf("end ZooKeeper session %d: %w", id, n.shutdownErr())
+	}
+	c := n.command(fsm.OpEndSession)
+	c.Session, c.Token = id, latch.Token(n.st.Gen(id))
+	if err := n.propose().Err; err != nil {
+		return fmt.Errorf("end ZooKeeper session %d: %w", id, err)
+	}
+	n.log.Info("node: admin end-session", "session", id, "protocol", ZooKeeperProtocol)
 	return nil
 }

@@ -21,6 +21,10 @@ import (
 // watch registered by a read is registered before or after a change,
 // never across it.
 
+// ZooKeeperProtocol is the protocol the admin views give ZooKeeper
+// sessions, which the tree knows on every node.
+const ZooKeeperProtocol = "zookeeper"
+
 // ZListener hears of the data tree's changes on this node as they are
 // applied, in order, under the node's lock: it must not block or call the
 // node. The ZooKeeper front end delivers watches from it.
