@@ -538,6 +538,9 @@ func resumedState(t *testing.T, ttl time.Duration) (*State, latch.SessionID, fun
 	if r := do(Command{Op: OpResume, Session: id}); r.Err != nil || r.Count != 1 {
 		t.Fatalf("resume: %+v", r)
 	}
+	if g := s.Gen(id); g != 1 {
+		t.Fatalf("Gen(%d) = %d after one resume, want 1", id, g)
+	}
 	return s, id, do
 }
 
