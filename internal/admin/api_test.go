@@ -415,7 +415,7 @@ func TestStats(t *testing.T) {
 	for _, p := range st.Protocols {
 		protos = append(protos, p.Protocol)
 	}
-	if !slices.Equal(protos, []string{"dlock", "memcache", "redis"}) {
+	if !slices.Equal(protos, []string{"dlock", "memcache", "redis", "zookeeper"}) {
 		t.Errorf("protocols = %q", protos)
 	}
 	var h admin.History
