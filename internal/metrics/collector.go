@@ -31,6 +31,19 @@ var (
 	descWaiters = prometheus.NewDesc("latch_waiters",
 		"Lock requests waiting in a queue.", nil, nil)
 
+	descZSessions = prometheus.NewDesc("latch_zookeeper_sessions",
+		"ZooKeeper sessions the data tree knows, whichever node their connection is on.", nil, nil)
+	descZnodes = prometheus.NewDesc("latch_zookeeper_znodes",
+		"Znodes in the data tree, the root and the built-in /zookeeper ones included.", nil, nil)
+	descEphemerals = prometheus.NewDesc("latch_zookeeper_ephemerals",
+		"Ephemeral znodes in the data tree.", nil, nil)
+	descZxidEpoch = prometheus.NewDesc("latch_zookeeper_zxid_epoch",
+		"The high 32 bits of the data tree's zxid (its epoch).", nil, nil)
+	descZxidCounter = prometheus.NewDesc("latch_zookeeper_zxid_counter",
+		"The low 32 bits of the data tree's zxid (its counter): one more per change.", nil, nil)
+	descZWatches = prometheus.NewDesc("latch_zookeeper_watches",
+		"Watches set on this node's ZooKeeper front end.", nil, nil)
+
 	descWait = prometheus.NewDesc("latch_wait_seconds",
 		"Time from a lock request to its grant (0 for a request granted at once).", nil, nil)
 	descHold = prometheus.NewDesc("latch_hold_seconds",
@@ -58,6 +71,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descGrants, descReleases, descTimeouts, descCancels, descSessionsOpened,
 		descSessionExpiries, descSessions, descHeld, descKeys, descWaiters,
+		descZSessions, descZnodes, descEphemerals, descZxidEpoch, descZxidCounter, descZWatches,
 		descWait, descHold, descHandOff, descConns, descConnsTotal, descConnsRefused, descRequests, descErrors,
 	} {
 		ch <- d
@@ -99,6 +113,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		histogram(descWait, ts.wait)
 		histogram(descHold, ts.hold)
+		gauge(descZSessions, int64(ts.stats.ZSessions))
+		gauge(descZnodes, int64(ts.stats.Znodes))
+		gauge(descEphemerals, int64(ts.stats.Ephemerals))
+		gauge(descZxidEpoch, ts.stats.Zxid>>32)
+		gauge(descZxidCounter, ts.stats.Zxid&0xffffffff)
+	}
+	if n, ok := m.zooKeeperWatches(); ok {
+		gauge(descZWatches, int64(n))
 	}
 	histogram(descHandOff, m.obs.handoff.snapshot())
 

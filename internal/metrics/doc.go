@@ -10,11 +10,15 @@
 //     plain histogram buckets: a few increments per operation, no map
 //     lookup, no allocation. The registry reads them at scrape time, inside
 //     node.Node.WithStats, under the same mutex, together with the gauges
-//     of the lock table (held locks, waiters, keys). Watch connects the
-//     two.
+//     of the lock table (held locks, waiters, keys) and of the ZooKeeper
+//     data tree (its sessions, znodes, ephemerals and zxid). Watch
+//     connects the two.
 //   - the front ends, through Protocol and Command handles that they look
 //     up once (at start) and then move with one atomic add per event:
-//     connections opened and closed, requests and errors per command.
+//     connections opened and closed, requests and errors per command
+//     (the ZooKeeper front end's per op, "unknown" for the others); and
+//     the ZooKeeper front end's watch count, which WatchZooKeeper reads
+//     at scrape time.
 //   - the Go runtime and the process, through client_golang's collectors.
 //
 // Snapshot returns the same numbers as plain values, for the admin API's
@@ -48,6 +52,13 @@
 //	latch_waiters                             queued requests
 //	latch_sessions{protocol}                  live sessions
 //	latch_connections_open{protocol}          open connections
+//	latch_zookeeper_sessions                  ZooKeeper sessions the data tree knows
+//	latch_zookeeper_znodes                    znodes (the root and /zookeeper's included)
+//	latch_zookeeper_ephemerals                ephemeral znodes
+//	latch_zookeeper_zxid_epoch                the zxid's high 32 bits
+//	latch_zookeeper_zxid_counter              the zxid's low 32 bits: one more per change
+//	latch_zookeeper_watches                   watches set on the ZooKeeper front end
+//	                                          (once WatchZooKeeper is called)
 //
 // Histograms (seconds):
 //

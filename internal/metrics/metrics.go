@@ -25,6 +25,9 @@ type Metrics struct {
 	obs *Observer
 
 	src atomic.Pointer[Source] // set by Watch
+	// zwatches counts the ZooKeeper front end's watches; set by
+	// WatchZooKeeper.
+	zwatches atomic.Pointer[func() int]
 
 	mu     sync.Mutex
 	fronts map[string]*Protocol // by name; guarded by mu
@@ -60,6 +63,21 @@ func (m *Metrics) Observer() *Observer { return m.obs }
 // Watch makes the registry read the lock-table metrics from src, the node
 // built with Observer(). Until it is called they are not reported.
 func (m *Metrics) Watch(src Source) { m.src.Store(&src) }
+
+// WatchZooKeeper makes the registry report the watches of the ZooKeeper
+// front end, which watches counts when called (at scrape time, without
+// the node's mutex). Until it is called they are not reported.
+func (m *Metrics) WatchZooKeeper(watches func() int) { m.zwatches.Store(&watches) }
+
+// zooKeeperWatches returns the ZooKeeper front end's watches; ok is false
+// before WatchZooKeeper.
+func (m *Metrics) zooKeeperWatches() (n int, ok bool) {
+	f := m.zwatches.Load()
+	if f == nil {
+		return 0, false
+	}
+	return (*f)(), true
+}
 
 // Registry returns the Prometheus registry, for registering more
 // collectors or gathering in tests.
@@ -219,8 +237,20 @@ type Snapshot struct {
 	// Per protocol, sorted by name: every protocol that opened a session
 	// or has a front end, and "none" when a lease outlived its session.
 	Protocols []ProtocolStats
+	// ZooKeeper are the data tree's counts (zero before Watch) and the
+	// ZooKeeper front end's watches (zero before WatchZooKeeper).
+	ZooKeeper ZooKeeperStats
 	// Wait, Hold and HandOff are the histograms.
 	Wait, Hold, HandOff Histogram
+}
+
+// ZooKeeperStats are the gauges of the ZooKeeper data tree and front end.
+type ZooKeeperStats struct {
+	Sessions   int // sessions the tree knows, on any node
+	Znodes     int // the root and the built-in /zookeeper ones included
+	Ephemerals int // ephemeral znodes
+	Watches    int // watches set on this node's front end
+	Zxid       int64
 }
 
 // ProtocolStats are the counters of one protocol.
@@ -288,6 +318,8 @@ func (m *Metrics) Snapshot() Snapshot {
 	if ts, ok := m.table(); ok {
 		s.Keys, s.Held, s.Waiters, s.Sessions = ts.stats.Keys, ts.stats.Holds, ts.stats.Waiters, ts.stats.Sessions
 		s.Wait, s.Hold = ts.wait, ts.hold
+		z := &s.ZooKeeper
+		z.Sessions, z.Znodes, z.Ephemerals, z.Zxid = ts.stats.ZSessions, ts.stats.Znodes, ts.stats.Ephemerals, ts.stats.Zxid
 		for i, name := range ts.names {
 			c := &ts.protos[i]
 			if name == protoNone && *c == (protoCounts{}) {
@@ -304,6 +336,7 @@ func (m *Metrics) Snapshot() Snapshot {
 			p.ForcedReleases = c.released[node.ReleasedForced]
 		}
 	}
+	s.ZooKeeper.Watches, _ = m.zooKeeperWatches()
 	for _, fp := range m.protocols() {
 		p := get(fp.name)
 		p.Connections = fp.conns.Load()

@@ -14,6 +14,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/node"
+	"github.com/latchd/latch/internal/znode"
 )
 
 func TestBucket(t *testing.T) {
@@ -454,5 +455,63 @@ func TestLockPathAllocationFree(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("Acquire+Release with metrics allocates %v times, want 0", allocs)
+	}
+}
+
+// TestZooKeeperGauges checks the data tree's gauges, read from the node,
+// and the watch count, read from the hook WatchZooKeeper sets.
+func TestZooKeeperGauges(t *testing.T) {
+	m, n := newNode(t)
+	if _, ok := lookup(t, m, "latch_zookeeper_watches"); ok {
+		t.Error("latch_zookeeper_watches reported before WatchZooKeeper")
+	}
+	watches := 3
+	m.WatchZooKeeper(func() int { return watches })
+
+	acl := []znode.ACL{{Perms: znode.PermAll, Scheme: znode.SchemeWorld, ID: znode.IDAnyone}}
+	id, _, err := n.ZOpen(10*time.Second, [fsm.PasswordLen]byte{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []znode.Op{
+		{Kind: znode.OpCreate, Path: "/app", ACL: acl},
+		{Kind: znode.OpCreate, Path: "/app/lock", ACL: acl, Mode: znode.Ephemeral},
+	} {
+		if rs, _, err := n.ZWrite(id, 0, []znode.Op{op}, false); err != nil || rs[0].Code != znode.OK {
+			t.Fatalf("create %s: %v %+v", op.Path, err, rs)
+		}
+	}
+	zxid := n.Stats().Zxid
+	for _, w := range []struct {
+		name string
+		want float64
+	}{
+		{"latch_zookeeper_sessions", 1},
+		{"latch_zookeeper_znodes", 6},
+		{"latch_zookeeper_ephemerals", 1},
+		{"latch_zookeeper_watches", 3},
+		{"latch_zookeeper_zxid_epoch", float64(zxid >> 32)},
+		{"latch_zookeeper_zxid_counter", float64(zxid & 0xffffffff)},
+	} {
+		if got := value(t, m, w.name); got != w.want {
+			t.Errorf("%s = %v, want %v", w.name, got, w.want)
+		}
+	}
+	want := ZooKeeperStats{Sessions: 1, Znodes: 6, Ephemerals: 1, Watches: 3, Zxid: zxid}
+	if got := m.Snapshot().ZooKeeper; got != want {
+		t.Errorf("Snapshot().ZooKeeper = %+v, want %+v", got, want)
+	}
+
+	// The session's end takes its ephemeral; a write moves the counter.
+	if err := n.EndSession(id); err != nil {
+		t.Fatal(err)
+	}
+	watches = 0
+	want = ZooKeeperStats{Znodes: 5, Zxid: zxid + 1}
+	if got := m.Snapshot().ZooKeeper; got != want {
+		t.Errorf("after the end, Snapshot().ZooKeeper = %+v, want %+v", got, want)
+	}
+	if got := value(t, m, "latch_zookeeper_zxid_counter"); got != float64((zxid+1)&0xffffffff) {
+		t.Errorf("latch_zookeeper_zxid_counter = %v after one more change, want %v", got, (zxid+1)&0xffffffff)
 	}
 }

@@ -105,6 +105,7 @@ func (s *Server) frontEnds() ([]component, error) {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		s.zookeeper = zs
+		s.metrics.WatchZooKeeper(zs.Watches)
 		comps = append(comps, zs)
 	}
 	if s.cfg.Admin.Addr != "" {

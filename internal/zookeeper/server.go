@@ -145,6 +145,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// Watches returns how many watches the server's connections hold, a
+// watch set by two connections counting twice (mntr's zk_watch_count).
+func (s *Server) Watches() int { return s.w.count() }
+
 // Stats returns the server's connection counters.
 func (s *Server) Stats() netserve.Stats { return s.ns.Stats() }
 

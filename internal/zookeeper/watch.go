@@ -28,6 +28,8 @@ type watches struct {
 	s  *Server
 	mu sync.Mutex
 	by [numWatchKinds]map[string]map[*conn]struct{}
+	// n counts the watches in by, for count.
+	n int
 	// fired is scratch: the connections an event reaches.
 	fired map[*conn]struct{}
 }
@@ -59,6 +61,7 @@ func (w *watches) add(c *conn, kind int, path string) bool {
 	}
 	set[c] = struct{}{}
 	c.nwatches++
+	w.n++
 	c.own[kind][path] = struct{}{}
 	return true
 }
@@ -84,6 +87,7 @@ func (w *watches) removeLocked(c *conn, kind int, path string) bool {
 	}
 	delete(c.own[kind], path)
 	c.nwatches--
+	w.n--
 	set := w.by[kind][path]
 	delete(set, c)
 	if len(set) == 0 {
@@ -109,13 +113,7 @@ func (w *watches) drop(c *conn) {
 func (w *watches) count() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := 0
-	for k := range w.by {
-		for _, set := range w.by[k] {
-			n += len(set)
-		}
-	}
-	return n
+	return w.n
 }
 
 // ZChanged fires the watches that the tree's changes evs trigger, as
@@ -149,6 +147,7 @@ func (w *watches) fire(kind int, ev znode.Event) {
 		return
 	}
 	delete(w.by[kind], ev.Path)
+	w.n -= len(set)
 	for c := range set {
 		delete(c.own[kind], ev.Path)
 		c.nwatches--
