@@ -20,6 +20,10 @@ type Stats struct {
 	Waiters  int `json:"waiters"`  // queued requests
 	Sessions int `json:"sessions"` // live sessions
 
+	// ZooKeeper are the data tree's and the ZooKeeper front end's
+	// gauges.
+	ZooKeeper ZooKeeper `json:"zookeeper"`
+
 	Totals    Counters   `json:"totals"`
 	Protocols []Counters `json:"protocols"`
 
@@ -46,6 +50,17 @@ type Counters struct {
 	ConnectionsRefused uint64 `json:"connections_refused"`
 	Requests           uint64 `json:"requests"`
 	Errors             uint64 `json:"errors"`
+}
+
+// ZooKeeper are the gauges of the ZooKeeper data tree, which every node
+// of a cluster holds, and of this node's ZooKeeper front end.
+type ZooKeeper struct {
+	Sessions   int `json:"sessions"`   // sessions the tree knows, wherever their connection is
+	Znodes     int `json:"znodes"`     // the root and the built-in /zookeeper ones included
+	Ephemerals int `json:"ephemerals"` // ephemeral znodes
+	Watches    int `json:"watches"`    // watches set on this node's front end
+	// Zxid is the tree's last zxid, a string as fencing tokens are.
+	Zxid int64 `json:"zxid,string"`
 }
 
 // Latency summarises a histogram.
@@ -103,6 +118,13 @@ func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {
 		Wait:          toLatency(snap.Wait),
 		Hold:          toLatency(snap.Hold),
 		HandOff:       toLatency(snap.HandOff),
+		ZooKeeper: ZooKeeper{
+			Sessions:   snap.ZooKeeper.Sessions,
+			Znodes:     snap.ZooKeeper.Znodes,
+			Ephemerals: snap.ZooKeeper.Ephemerals,
+			Watches:    snap.ZooKeeper.Watches,
+			Zxid:       snap.ZooKeeper.Zxid,
+		},
 	}
 	for i, p := range snap.Protocols {
 		st.Protocols[i] = toCounters(p)

@@ -106,6 +106,10 @@ type Session struct {
 	ExpiresAt  Time    `json:"expires_at,omitzero"`
 	Held       int     `json:"held"`
 	Waiting    int     `json:"waiting"`
+	// Ephemerals are the paths of a ZooKeeper session's ephemeral
+	// znodes, in path order ([] when it has none); absent for any other
+	// session.
+	Ephemerals []string `json:"ephemerals,omitzero"`
 }
 
 // Released is the answer of POST /v1/locks/{key}/release.
@@ -176,5 +180,6 @@ func toSession(si latch.SessionInfo) Session {
 		ExpiresAt:  Time{si.Expires},
 		Held:       si.Held,
 		Waiting:    si.Waiting,
+		Ephemerals: si.Ephemerals,
 	}
 }
