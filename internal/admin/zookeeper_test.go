@@ -172,19 +172,29 @@ func TestZooKeeperSessions(t *testing.T) {
 		}
 	}
 
+	// Creating /missing fires the watch, which goes.
+	zk.create("/missing", 0)
+	e.getJSON("/v1/stats", http.StatusOK, &st)
+	if z := st.ZooKeeper; z.Watches != 0 || z.Znodes != 7 {
+		t.Errorf("/v1/stats zookeeper after the watch fired = %+v, want no watch, 7 znodes", z)
+	}
+	if code := zk.call(jute.OpExists, (&jute.ExistsRequest{Path: "/app", Watch: true}).Append(nil)); code != jute.OK {
+		t.Fatalf("exists /app: %v", code)
+	}
+
 	path := "/v1/sessions/" + strconv.FormatInt(zk.sess, 10) + "/end"
 	if status, body := e.do(http.MethodPost, path, "tok", nil); status != http.StatusOK {
 		t.Fatalf("POST %s = %d %s", path, status, body)
 	}
 	for zk.read() != nil { // the connection closes
 	}
-	e.eventually("the connection's watch to go", func() bool {
+	e.eventually("the closed connection's watch to go", func() bool {
 		var st admin.Stats
 		e.getJSON("/v1/stats", http.StatusOK, &st)
 		return st.ZooKeeper.Watches == 0
 	})
 	e.getJSON("/v1/stats", http.StatusOK, &st)
-	if z := st.ZooKeeper; z.Sessions != 0 || z.Znodes != 5 || z.Ephemerals != 0 {
+	if z := st.ZooKeeper; z.Sessions != 0 || z.Znodes != 6 || z.Ephemerals != 0 {
 		t.Errorf("/v1/stats zookeeper after the end = %+v, want no session and /app/lock gone", z)
 	}
 	if status, _ := e.do(http.MethodPost, path, "tok", nil); status != http.StatusNotFound {
