@@ -211,3 +211,62 @@ func TestStatusPageCluster(t *testing.T) {
 		t.Errorf("cluster line = %q, want %q", line, want)
 	}
 }
+
+// TestStatusPageZooKeeper: the page shows the data tree's counts in a
+// tile, and a ZooKeeper session's ephemeral znodes in its row.
+func TestStatusPageZooKeeper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	e := start(t, "")
+	zk := dialZK(t, e.srv.ZooKeeperAddr().String(), 10000)
+	zk.create("/svc", 0)
+	for _, p := range []string{"/svc/a", "/svc/b", "/svc/c", "/svc/d"} {
+		zk.create(p, 1) // ephemeral
+	}
+	dl := e.open("dlock", "10.1.2.3:40122", 0)
+	ctx := browser(t)
+	row := `tr[data-session="` + strconv.FormatInt(zk.sess, 10) + `"]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.base+"/"), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
+		t.Fatal(err)
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("reading %s: %v", sel, err)
+		}
+		return s
+	}
+	if got := text("#t-znodes"); got != "9" {
+		t.Errorf("znodes tile = %q, want 9", got)
+	}
+	if got := text("#t-zk"); got != "4 ephemeral" {
+		t.Errorf("znodes tile's line = %q", got)
+	}
+	title, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("t-zk").title`))
+	if err != nil || !strings.HasPrefix(title, "ZooKeeper: 1 session · 0 watches · zxid 0x") {
+		t.Errorf("znodes tile's title = %q, %v", title, err)
+	}
+	if got := text(row + ` td[data-label="Protocol"]`); got != "zookeeper" {
+		t.Errorf("protocol = %q, want zookeeper", got)
+	}
+	got := text(row + ` td[data-label="Ephemerals"]`)
+	for _, want := range []string{"/svc/a", "/svc/c", "+1 more"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ephemerals = %q, want it to show %q", got, want)
+		}
+	}
+	if got := text(`tr[data-session="` + itoa(dl.ID()) + `"] td[data-label="Ephemerals"]`); got != "–" {
+		t.Errorf("a dlock session's ephemerals = %q, want –", got)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	p := filepath.Join(t.ArtifactDir(), "status-zookeeper.png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", p)
+}

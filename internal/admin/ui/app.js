@@ -174,6 +174,13 @@
     const rel = t.releases + t.session_end_releases + t.lease_expiries + t.forced_releases;
     setText("t-releases", fmtCount(rel));
     setText("t-forced", fmtCount(t.lease_expiries) + " expired · " + fmtCount(t.forced_releases) + " forced");
+    const z = s.zookeeper;
+    if (z) {
+      setText("t-znodes", fmtCount(z.znodes));
+      setText("t-zk", fmtCount(z.ephemerals) + " ephemeral");
+      $("t-zk").title = "ZooKeeper: " + z.sessions + (z.sessions === 1 ? " session · " : " sessions · ") +
+        z.watches + (z.watches === 1 ? " watch" : " watches") + " · zxid 0x" + BigInt(z.zxid).toString(16);
+    }
   }
 
   const SVGNS = "http://www.w3.org/2000/svg";
@@ -341,20 +348,35 @@
     held: (s) => s.held,
     waiting: (s) => s.waiting,
     ttl: (s) => s.ttl_seconds || 0,
+    ephemerals: (s) => (s.ephemerals ? s.ephemerals.length : -1),
   };
+
+  // ephemeralsCell lists a ZooKeeper session's ephemeral znodes: the
+  // first few, and how many more (all of them in the title).
+  function ephemeralsCell(s) {
+    const label = { "data-label": "Ephemerals" };
+    if (!s.ephemerals) return td(label, el("span", { class: "muted", text: "–" }));
+    if (!s.ephemerals.length) return td(label, el("span", { class: "muted", text: "none" }));
+    const SHOW = 3;
+    const box = el("div", { class: "ephemerals", title: s.ephemerals.join("\n") });
+    for (const p of s.ephemerals.slice(0, SHOW)) box.append(el("div", { class: "mono", text: p }));
+    if (s.ephemerals.length > SHOW) box.append(el("div", { class: "muted", text: "+" + (s.ephemerals.length - SHOW) + " more" }));
+    return td(label, box);
+  }
 
   function renderSessions() {
     const list = sorted(state.sessions, sessionKeys, state.sort.sessions, (s) => s.id);
     const frag = document.createDocumentFragment();
     for (const s of list) {
-      frag.append(el("tr", null,
+      frag.append(el("tr", { "data-session": s.id },
         td({ class: "primary", "data-label": "Session" }, el("span", { class: "key", text: "session " + s.id })),
         td({ "data-label": "Protocol" }, s.protocol || el("span", { class: "muted", text: "–" })),
         td({ class: "mono", "data-label": "Peer" }, s.peer || el("span", { class: "muted", text: "–" })),
         td({ class: "num", "data-label": "Open for" }, fmtDuration(secondsBetween(s.opened_at, state.sessionsTime))),
         td({ class: "num", "data-label": "Holds" }, s.held),
         td({ class: "num", "data-label": "Waits" }, s.waiting),
-        td({ class: "num", "data-label": "TTL" }, s.ttl_seconds ? fmtDuration(s.ttl_seconds) : "–")));
+        td({ class: "num", "data-label": "TTL" }, s.ttl_seconds ? fmtDuration(s.ttl_seconds) : "–"),
+        ephemeralsCell(s)));
     }
     $("sessions-body").replaceChildren(frag);
     setText("sessions-count", String(state.sessions.length));
