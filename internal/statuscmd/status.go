@@ -117,9 +117,10 @@ func writeJSON(w io.Writer, st Status) error {
 	return nil
 }
 
-// Write prints st as two aligned tables: one row per holder and per waiter
-// of every key, then one row per session. Durations are relative to the
-// time the server took each list.
+// Write prints st as aligned tables: one row per holder and per waiter of
+// every key, then one row per session, then, if ZooKeeper sessions have
+// ephemeral znodes, one row per ephemeral znode. Durations are relative
+// to the time the server took each list.
 func Write(w io.Writer, st Status, addr string) error {
 	now := st.Locks.Time.Time
 	holders, waiters := 0, 0
@@ -180,12 +181,29 @@ func Write(w io.Writer, st Status, addr string) error {
 	}
 
 	snow := st.Sessions.Time.Time
-	fmt.Fprintf(w, "\nSESSIONS: %d\n", len(st.Sessions.Sessions))
+	// ZooKeeper sessions (those with an ephemerals list) add a column
+	// and a table of their ephemeral znodes.
+	zsessions, ephemerals := 0, 0
+	for _, s := range st.Sessions.Sessions {
+		if s.Ephemerals != nil {
+			zsessions++
+			ephemerals += len(s.Ephemerals)
+		}
+	}
+	fmt.Fprintf(w, "\nSESSIONS: %d", len(st.Sessions.Sessions))
+	if zsessions > 0 {
+		fmt.Fprintf(w, ", %d ZooKeeper with %s", zsessions, plural(ephemerals, "ephemeral znode"))
+	}
+	fmt.Fprintln(w)
 	if len(st.Sessions.Sessions) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPROTOCOL\tPEER\tOPEN FOR\tHOLDS\tWAITS\tTTL")
+	heading := "ID\tPROTOCOL\tPEER\tOPEN FOR\tHOLDS\tWAITS\tTTL"
+	if zsessions > 0 {
+		heading += "\tEPHEMERALS"
+	}
+	fmt.Fprintln(tw, heading)
 	for _, s := range st.Sessions.Sessions {
 		ttl := "-"
 		if s.TTLSeconds > 0 {
@@ -194,8 +212,30 @@ func Write(w io.Writer, st Status, addr string) error {
 				ttl += ", expires in " + fmtDuration(s.ExpiresAt.Sub(snow))
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, dash(s.Protocol), dash(s.Peer),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s", s.ID, dash(s.Protocol), dash(s.Peer),
 			fmtDuration(snow.Sub(s.OpenedAt.Time)), s.Held, s.Waiting, ttl)
+		switch {
+		case zsessions == 0:
+		case s.Ephemerals == nil:
+			fmt.Fprint(tw, "\t-")
+		default:
+			fmt.Fprintf(tw, "\t%d", len(s.Ephemerals))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("latch status: %w", err)
+	}
+	if ephemerals == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nEPHEMERAL ZNODES: %d\n", ephemerals)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tSESSION")
+	for _, s := range st.Sessions.Sessions {
+		for _, p := range s.Ephemerals {
+			fmt.Fprintf(tw, "%s\t%d\n", p, s.ID)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("latch status: %w", err)

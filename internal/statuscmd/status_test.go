@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/admin"
 	"github.com/latchd/latch/internal/latchtest"
 )
 
@@ -183,5 +184,69 @@ func TestFmtDuration(t *testing.T) {
 		if got := fmtDuration(tt.d); got != tt.want {
 			t.Errorf("fmtDuration(%v) = %q, want %q", tt.d, got, tt.want)
 		}
+	}
+}
+
+// TestWriteZooKeeper checks the sessions part of the table: a ZooKeeper
+// session (one with an ephemerals list) adds an EPHEMERALS column and a
+// table of its ephemeral znodes; without one the output is as before.
+func TestWriteZooKeeper(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	dl := admin.Session{ID: 1, Protocol: "dlock", Peer: "10.0.0.1:1", OpenedAt: admin.Time{Time: at.Add(-time.Minute)}}
+	zk := admin.Session{ID: 2, Protocol: "zookeeper", OpenedAt: admin.Time{Time: at.Add(-time.Second)}, TTLSeconds: 10,
+		Ephemerals: []string{"/app/lock-1", "/app/lock-2"}}
+	bare := admin.Session{ID: 3, Protocol: "zookeeper", OpenedAt: admin.Time{Time: at}, TTLSeconds: 6, Ephemerals: []string{}}
+	for _, tt := range []struct {
+		name     string
+		sessions []admin.Session
+		want     []string
+		not      []string
+	}{
+		{
+			name:     "no ZooKeeper session",
+			sessions: []admin.Session{dl},
+			want:     []string{"SESSIONS: 1\n", "ID  PROTOCOL  PEER        OPEN FOR  HOLDS  WAITS  TTL\n"},
+			not:      []string{"EPHEMERAL", "ZooKeeper"},
+		},
+		{
+			name:     "ZooKeeper sessions",
+			sessions: []admin.Session{dl, zk, bare},
+			want: []string{
+				"SESSIONS: 3, 2 ZooKeeper with 2 ephemeral znodes\n",
+				"ID  PROTOCOL   PEER        OPEN FOR  HOLDS  WAITS  TTL  EPHEMERALS\n",
+				"1   dlock      10.0.0.1:1  1m0s      0      0      -    -\n",
+				"2   zookeeper  -           1s        0      0      10s  2\n",
+				"3   zookeeper  -           0s        0      0      6s   0\n",
+				"EPHEMERAL ZNODES: 2\nPATH         SESSION\n/app/lock-1  2\n/app/lock-2  2\n",
+			},
+		},
+		{
+			name:     "no ephemeral",
+			sessions: []admin.Session{bare},
+			want:     []string{"SESSIONS: 1, 1 ZooKeeper with 0 ephemeral znodes\n", "TTL  EPHEMERALS\n"},
+			not:      []string{"EPHEMERAL ZNODES"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Status{
+				Locks:    admin.LockList{Time: admin.Time{Time: at}},
+				Sessions: admin.SessionList{Sessions: tt.sessions, Time: admin.Time{Time: at}},
+			}
+			var out bytes.Buffer
+			if err := Write(&out, st, "test"); err != nil {
+				t.Fatal(err)
+			}
+			text := out.String()
+			for _, w := range tt.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("output lacks %q:\n%s", w, text)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(text, n) {
+					t.Errorf("output has %q:\n%s", n, text)
+				}
+			}
+		})
 	}
 }
