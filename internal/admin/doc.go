@@ -9,8 +9,8 @@
 //	GET  /v1/locks?prefix=&limit=&after= keys held, waited for or delayed, in key order, paginated
 //	GET  /v1/locks/{key...}              one key
 //	POST /v1/locks/{key...}/release      force-release a key          (admin token)
-//	GET  /v1/sessions                    live sessions
-//	POST /v1/sessions/{id}/end           end a session                (admin token)
+//	GET  /v1/sessions                    live sessions, a ZooKeeper session's ephemeral znodes
+//	POST /v1/sessions/{id}/end           end a session, ZooKeeper's too (admin token)
 //	GET  /v1/stats                       counters, gauges and latency summaries as JSON
 //	GET  /v1/stats/history?since=        one sample a second for the last minutes, for charts
 //	GET  /healthz, /readyz               liveness and readiness
