@@ -171,7 +171,8 @@ type Admin interface {
 	// how many holders it removed.
 	ForceRelease(key string) (int, error)
 	// EndSession ends a session as if it had died: its waiting requests
-	// fail and its non-leased locks are released (with its lock-delay).
+	// fail and its non-leased locks are released (with its lock-delay);
+	// a ZooKeeper session's ephemeral znodes end with it.
 	EndSession(id SessionID) error
 }
 
