@@ -53,8 +53,9 @@
 #   failover: the failovers)
 #   OUT=<dir> (keep the raw results, one JSON a line, the logs and
 #   report.md)
-#   PROFILE=1 (a 10 s CPU profile of latch's leader during an extra
-#   16 x 16 run, into OUT or the temp dir, and its top functions printed)
+#   PROFILE=1 (10 s CPU profiles of latch's nodes during an extra run at
+#   PROFILE_LEVEL=16x16, into OUT or the temp dir as latch-nI.pprof, and
+#   the leader's top functions printed)
 #   UPDATE_DOCS=1|force DOCS_FILE=<file> (see above)
 #
 # Needs: zookeeper (apt-get install zookeeper: the jars, and java), Go,
@@ -85,6 +86,7 @@ fi
 BASE_PORT=${BASE_PORT:-23500}
 OUT=${OUT:-}
 PROFILE=${PROFILE:-}
+PROFILE_LEVEL=${PROFILE_LEVEL:-16x16}
 ZK_CP=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -108,6 +110,11 @@ for l in $LEVELS; do
 		;;
 	esac
 done
+
+if [[ ! $PROFILE_LEVEL =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]]; then
+	echo "bench-zookeeper: PROFILE_LEVEL: $PROFILE_LEVEL is not NxM" >&2
+	exit 2
+fi
 
 for tool in go curl jq java; do
 	if ! command -v "$tool" >/dev/null; then
@@ -346,13 +353,17 @@ for r in $(seq "$ROUNDS"); do
 done
 
 if [ -n "$PROFILE" ]; then
-	la=${LT_ADMIN[$(latch_leader) - 1]}
-	log "latch: 16 x 16 with a 10 s CPU profile of the leader ($la)"
-	curl -sf -o "$TMP/latch-leader.pprof" "http://$la/debug/pprof/profile?seconds=10" &
-	prof=$!
-	DURATION=12s cycle latch 16 16 | record latch profiled16x16 1
-	wait "$prof" || true
-	go tool pprof -top -nodecount=40 "$TMP/latch" "$TMP/latch-leader.pprof" 2>/dev/null | head -50 >&2 || true
+	pl=$(latch_leader)
+	log "latch: $PROFILE_LEVEL with a 10 s CPU profile of every node (the leader is n$pl)"
+	profs=()
+	for i in 1 2 3; do
+		curl -sf -o "$TMP/latch-n$i.pprof" "http://${LT_ADMIN[i - 1]}/debug/pprof/profile?seconds=10" &
+		profs+=($!)
+	done
+	DURATION=12s cycle latch "${PROFILE_LEVEL%x*}" "${PROFILE_LEVEL#*x}" |
+		tee >(say | sed "s/^/$(date +%T) profiled: /" >&2) | record latch "profiled$PROFILE_LEVEL" 1
+	wait "${profs[@]}" || true
+	go tool pprof -top -nodecount=40 "$TMP/latch" "$TMP/latch-n$pl.pprof" 2>/dev/null | head -50 >&2 || true
 fi
 
 if [ -n "$FAILOVER" ]; then
