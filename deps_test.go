@@ -75,6 +75,7 @@ var allowedImports = map[string][]string{
 	"internal/latchtest/lazyfs":         {},
 	"cmd/latch":                         {"*"},
 	"scripts/floor":                     {"internal/evloop"},
+	"scripts/zkbench":                   {"internal/bench"},
 
 	"internal/engine/enginemodel": {"", "internal/engine"},
 }
