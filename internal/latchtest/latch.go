@@ -18,10 +18,10 @@ import (
 type Server struct {
 	*server.Server
 
-	// Memcache, DLock, Redis and Admin are the host:port addresses of the
-	// memcached, dlock and Redis front ends and of the admin HTTP server;
-	// "" for one the test turned off.
-	Memcache, DLock, Redis, Admin string
+	// Memcache, DLock, Redis, ZooKeeper and Admin are the host:port
+	// addresses of the memcached, dlock, Redis and ZooKeeper front ends
+	// and of the admin HTTP server; "" for one the test turned off.
+	Memcache, DLock, Redis, ZooKeeper, Admin string
 	// Logs holds the server's log, as JSON lines, from the debug level up.
 	Logs *SyncBuffer
 }
@@ -82,6 +82,9 @@ func Start(t testing.TB, set ...func(*config.Config)) *Server {
 	}
 	if a := s.RedisAddr(); a != nil {
 		ts.Redis = a.String()
+	}
+	if a := s.ZooKeeperAddr(); a != nil {
+		ts.ZooKeeper = a.String()
 	}
 	if a := s.AdminAddr(); a != nil {
 		ts.Admin = a.String()

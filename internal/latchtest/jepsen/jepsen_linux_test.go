@@ -235,7 +235,7 @@ func inNamespace(t *testing.T) {
 	defer fw.Close()
 	var targets []Target
 	for _, n := range c.Nodes {
-		targets = append(targets, Target{ID: n.ID, DLock: n.DLock, Memcache: n.Memcache, Redis: n.Redis, Admin: n.Admin})
+		targets = append(targets, Target{ID: n.ID, DLock: n.DLock, Memcache: n.Memcache, Redis: n.Redis, ZooKeeper: n.ZooKeeper, Admin: n.Admin})
 	}
 	logf("cluster of %d up; workloads for %v, seed %d, control %v", nodes, d, seed, control)
 	res, err := run(config{

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	latchconfig "github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/latchtest"
 )
 
@@ -26,10 +27,12 @@ func TestMain(m *testing.M) {
 // without faults.
 func inProcess(t *testing.T, d time.Duration, fencing bool) result {
 	t.Helper()
-	s := latchtest.Start(t)
+	// A ZooKeeper tick of 1 s grants the workload's session timeout as
+	// asked, as the cluster's.
+	s := latchtest.Start(t, func(c *latchconfig.Config) { c.ZooKeeper.TickTime = time.Second })
 	res, err := run(config{
 		duration: d, seed: 1, fencing: fencing, fencedKeys: 1,
-		targets: []Target{{ID: "latch", DLock: s.DLock, Memcache: s.Memcache, Redis: s.Redis}},
+		targets: []Target{{ID: "latch", DLock: s.DLock, Memcache: s.Memcache, Redis: s.Redis, ZooKeeper: s.ZooKeeper}},
 		out:     t.TempDir(), logf: t.Logf,
 	})
 	if err != nil {
@@ -58,13 +61,16 @@ func TestWorkloads(t *testing.T) {
 	if res.reg.Rejected == 0 || res.pauses == 0 {
 		t.Errorf("fenced writes refused %d, client pauses %d: the pauses did not outlast a lease", res.reg.Rejected, res.pauses)
 	}
-	for _, p := range []string{"v3", "v2", "memcache", "redis"} {
+	for _, p := range []string{"v3", "v2", "memcache", "redis", "zookeeper"} {
 		if res.grants[p] == 0 {
 			t.Errorf("no %s client took a lock: grants %v", p, res.grants)
 		}
 	}
 	if res.redis.tokens == 0 {
 		t.Errorf("redis: %+v: no fencing token read", res.redis)
+	}
+	if res.zk.tokens != res.zk.grants {
+		t.Errorf("%s: a grant without its lock node's czxid", res.zk)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package jepsen is latch's Jepsen-style test: workloads of lock clients
-// over the Go client (dlock v3), dlock v2, memcached and Redis run against a
-// latch cluster while a nemesis kills, pauses and partitions its nodes;
+// over the Go client (dlock v3), dlock v2, memcached, Redis and ZooKeeper
+// (go-zookeeper) run against a latch cluster while a nemesis kills,
+// pauses and partitions its nodes;
 // every operation is recorded with its outcome (unknown when no answer
 // said what happened), and the history is checked at the end
 // (internal/latchtest/jepsen/check): linearizable against a lock model,
@@ -55,6 +56,7 @@ type result struct {
 	// connection, a Redis request whose outcome was lost).
 	grants, lost map[string]int
 	redis        redisFigures
+	zk           zkFigures
 }
 
 // redisFigures are the Redis clients' figures.
@@ -79,6 +81,9 @@ func (r *result) count(op check.Op) {
 	}
 	if op.Kind == check.Acquire && op.Outcome == check.OK {
 		r.grants[op.Proto]++
+	}
+	if op.Proto == "zookeeper" || op.Proto == "register" && strings.HasPrefix(op.Owner, "zookeeper-") {
+		r.zk.count(op)
 	}
 	if op.Proto != "redis" {
 		return
@@ -131,6 +136,7 @@ func (r result) details() []string {
 		fmt.Sprintf("holds lost without their holder asking: %s", strings.Join(lost, " ")),
 		fmt.Sprintf("redis: grants=%d tokens=%d renewals=%d lease_ended=%d unknown_outcomes=%d",
 			r.redis.grants, r.redis.tokens, r.redis.renewals, r.redis.leaseEnded, r.redis.unknown),
+		r.zk.String(),
 		fmt.Sprintf("register: writes=%d acked=%d refused_stale=%d client_pauses=%d lost_writes=%d token_violations=%d",
 			r.reg.Writes, r.reg.Acked, r.reg.Rejected, r.pauses, r.reg.LostWrites, r.reg.TokenViolations),
 	}
@@ -175,6 +181,7 @@ func run(cfg config) (result, error) {
 		res.count(op)
 	}
 	res.pauses = w.pauses
+	res.zk.expired = w.zkExpired.Load()
 	var err error
 	cfg.logf("checking %d operations", len(ops))
 	start := time.Now()

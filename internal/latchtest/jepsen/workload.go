@@ -17,12 +17,12 @@ import (
 	"github.com/latchd/latch/internal/latchtest/jepsen/fenced"
 )
 
-// Target is one server the workloads reach: its dlock, memcached and
-// Redis addresses.
+// Target is one server the workloads reach: its dlock, memcached, Redis
+// and ZooKeeper addresses.
 type Target struct {
-	ID                     string
-	DLock, Memcache, Redis string
-	Admin                  string // its admin API, asked what a stuck request's keys look like
+	ID                                string
+	DLock, Memcache, Redis, ZooKeeper string
+	Admin                             string // its admin API, asked what a stuck request's keys look like
 }
 
 // Times the workloads use.
@@ -56,6 +56,7 @@ type workers struct {
 	wg         sync.WaitGroup
 	owners     atomic.Int64
 	values     atomic.Int64
+	zkExpired  atomic.Int64 // ZooKeeper sessions that their clients learned had expired
 
 	mu      sync.Mutex
 	holding map[int]string // worker: the target it holds a lock through, when known
@@ -385,6 +386,12 @@ func (w *workers) runFenced(id int, keys int) {
 // token: read the key's list with the token, sometimes pause past the
 // lease, write the list back with a value appended.
 func (w *workers) updateRegister(id int, owner, key string, token uint64, rng *rand.Rand) {
+	w.updateRegisterPausing(id, owner, key, token, rng, func() { time.Sleep(pause) })
+}
+
+// updateRegisterPausing is updateRegister, with stall as the holder's
+// pause.
+func (w *workers) updateRegisterPausing(id int, owner, key string, token uint64, rng *rand.Rand, stall func()) {
 	keys := []string{key}
 	rd := check.Op{Worker: id, Owner: owner, Proto: "register", Kind: check.Read, Keys: keys, Token: token, Call: w.h.Now()}
 	list, err := w.register.Read(key, token)
@@ -402,7 +409,7 @@ func (w *workers) updateRegister(id int, owner, key string, token uint64, rng *r
 		w.mu.Lock()
 		w.pauses++
 		w.mu.Unlock()
-		time.Sleep(pause)
+		stall()
 	}
 	add := int(w.values.Add(1))
 	list = append(list, add)
@@ -506,7 +513,9 @@ func (w *workers) runConn(id int, proto string, keys int) {
 
 // workloads starts every worker: the mutex over v3, v2, memcached and
 // Redis, the fenced register over v3 and Redis, semaphores, shared locks
-// and multi-key locks.
+// and multi-key locks; and ZooKeeper's mutex and fenced register, on keys
+// of their own (a ZooKeeper lock is a znode: it excludes only ZooKeeper
+// clients).
 func (w *workers) start() {
 	id := 0
 	spawn := func(f func(id int)) {
@@ -535,6 +544,12 @@ func (w *workers) start() {
 		spawn(func(id int) { w.runFenced(id, fencedKeys) })
 	}
 	spawn(func(id int) { w.runRedisFenced(id, fencedKeys) })
+	for range 3 {
+		spawn(func(id int) { w.runZKMutex(id, mutexKeys) })
+	}
+	for range 3 {
+		spawn(func(id int) { w.runZKFenced(id, fencedKeys) })
+	}
 	for range 3 {
 		spawn(func(id int) {
 			w.runV3(id, func(rng *rand.Rand) spec {

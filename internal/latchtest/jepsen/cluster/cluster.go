@@ -2,12 +2,12 @@
 
 // Package cluster runs the latch cluster of a Jepsen-style test: 3 or 5
 // "latch serve" processes, each on its own loopback IP (127.0.0.11 and up)
-// for Raft and every front end (dlock, memcached, Redis, admin), with its
-// own data dir, which the test kills with SIGKILL and starts again, pauses
-// with SIGSTOP and resumes with SIGCONT, and cuts apart with nftables
-// rules between their IPs (Firewall). It is meant to run inside a
-// network namespace of the test's own, where those IPs and rules touch
-// nothing else.
+// for Raft and every front end (dlock, memcached, Redis, ZooKeeper,
+// admin), with its own data dir, which the test kills with SIGKILL and
+// starts again, pauses with SIGSTOP and resumes with SIGCONT, and cuts
+// apart with nftables rules between their IPs (Firewall). It is meant to
+// run inside a network namespace of the test's own, where those IPs and
+// rules touch nothing else.
 //
 // Every process gets SIGKILL when the test process dies (Pdeathsig), so a
 // crashed test leaves no server behind.
@@ -36,6 +36,7 @@ const (
 	memcachePort = 7002
 	adminPort    = 7003
 	redisPort    = 7004
+	zkPort       = 7005
 )
 
 // Config is the cluster to run.
@@ -63,10 +64,10 @@ const (
 
 // Node is one latch serve process.
 type Node struct {
-	ID, IP                              string
-	Raft, DLock, Memcache, Admin, Redis string // host:port
-	dataDir, logPath                    string
-	args                                []string
+	ID, IP                                         string
+	Raft, DLock, Memcache, Admin, Redis, ZooKeeper string // host:port
+	dataDir, logPath                               string
+	args                                           []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -91,12 +92,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		ip := fmt.Sprintf("127.0.0.%d", 11+i)
 		n := &Node{
 			ID: fmt.Sprintf("n%d", i+1), IP: ip,
-			Raft:     fmt.Sprintf("%s:%d", ip, raftPort),
-			DLock:    fmt.Sprintf("%s:%d", ip, dlockPort),
-			Memcache: fmt.Sprintf("%s:%d", ip, memcachePort),
-			Admin:    fmt.Sprintf("%s:%d", ip, adminPort),
-			Redis:    fmt.Sprintf("%s:%d", ip, redisPort),
-			state:    Killed,
+			Raft:      fmt.Sprintf("%s:%d", ip, raftPort),
+			DLock:     fmt.Sprintf("%s:%d", ip, dlockPort),
+			Memcache:  fmt.Sprintf("%s:%d", ip, memcachePort),
+			Admin:     fmt.Sprintf("%s:%d", ip, adminPort),
+			Redis:     fmt.Sprintf("%s:%d", ip, redisPort),
+			ZooKeeper: fmt.Sprintf("%s:%d", ip, zkPort),
+			state:     Killed,
 		}
 		n.dataDir = filepath.Join(cfg.Dir, n.ID)
 		n.logPath = filepath.Join(cfg.Dir, n.ID+".log")
@@ -116,7 +118,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		n.args = []string{"serve",
 			"--node-id", n.ID, "--raft-addr", n.Raft, "--initial-cluster", strings.Join(members, ","),
 			"--data-dir", n.dataDir,
-			"--dlock-addr", n.DLock, "--memcache-addr", n.Memcache, "--admin-addr", n.Admin, "--redis-addr", n.Redis, "--zookeeper-addr", "",
+			"--dlock-addr", n.DLock, "--memcache-addr", n.Memcache, "--admin-addr", n.Admin, "--redis-addr", n.Redis,
+			// A ZooKeeper tick of 1 s, so that the workload's session
+			// timeout of 3 s is granted as asked (2 to 20 ticks).
+			"--zookeeper-addr", n.ZooKeeper, "--zookeeper-tick-time", "1s",
 			"--election-timeout", cfg.ElectionTimeout.String(), "--node-ttl", cfg.NodeTTL.String(),
 			// Snapshots every thousand entries or so, so that the faults
 			// meet them: written, restored at a restart, lost in a power cut.
