@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -192,9 +191,10 @@ func (n *Node) ZWriteFunc(id latch.SessionID, gen uint64, ops []znode.Op, multi 
 }
 
 // ZTouch restarts the timeouts of the sessions ids (each of the
-// generation gens holds at its index), in one batch: the liveness of
-// sessions that had traffic since the last touch, without a command per
-// ping. A session that moved or ended is left alone.
+// generation gens holds at its index), in one batch that it proposes
+// without waiting for it: the liveness of sessions that had traffic since
+// the last touch, without a command per ping. A session that moved or
+// ended is left alone.
 func (n *Node) ZTouch(ids []latch.SessionID, gens []uint64) error {
 	if len(ids) == 0 {
 		return nil
@@ -210,14 +210,27 @@ func (n *Node) ZTouch(ids []latch.SessionID, gens []uint64) error {
 		c := n.add(fsm.OpKeepAlive, at)
 		c.Session, c.Gen = id, gens[i]
 	}
-	r := n.propose()
-	if errors.Is(r.Err, latch.ErrNoSession) || errors.Is(r.Err, fsm.ErrSuperseded) {
-		return nil // the last one ended or moved: its connection hears of it
-	}
-	if r.Err != nil {
-		return fmt.Errorf("touch ZooKeeper sessions: %w", r.Err)
+	if err := n.send(); err != nil {
+		return fmt.Errorf("touch ZooKeeper sessions: %w", err)
 	}
 	return nil
+}
+
+// ZVouched reports whether this node can vouch for the sessions of its
+// ZooKeeper clients, whose liveness it carries: a single node always; a
+// cluster member while a heartbeat of its own sent within the last three
+// heartbeat intervals (at least 2 s) was committed. A member cut off from
+// its cluster stops vouching within that time, and its front end closes
+// its connections, so that their clients move to a node that can (as a
+// ZooKeeper server that loses its quorum stops serving), well before the
+// cluster ends their sessions.
+func (n *Node) ZVouched() bool {
+	if n.cfg.NodeID == "" {
+		return true
+	}
+	n.mu.Lock()
+	defer n.unlock()
+	return time.Since(n.vouched) < max(3*n.cfg.NodeTTL/10, 2*time.Second)
 }
 
 // ZSync waits until a command proposed now is applied on this node (a

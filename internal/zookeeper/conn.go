@@ -160,6 +160,9 @@ func (c *conn) handshake() error {
 	if err != nil {
 		return err
 	}
+	if c.s.unvouched.Load() {
+		return fmt.Errorf("this node cannot commit: %w", io.EOF)
+	}
 	var req jute.ConnectRequest
 	c.d.Reset(body)
 	req.Decode(&c.d)

@@ -27,6 +27,7 @@ type Service interface {
 	ZClose(id latch.SessionID, gen uint64) (int64, error)
 	ZWriteFunc(id latch.SessionID, gen uint64, ops []znode.Op, multi bool, done func([]znode.Result, int64, error))
 	ZTouch(ids []latch.SessionID, gens []uint64) error
+	ZVouched() bool
 	ZSync(ctx context.Context) (int64, error)
 	ZReap() (int, error)
 	ZRead(read func(t *znode.Tree)) error
@@ -61,7 +62,10 @@ type Server struct {
 	touched  map[latch.SessionID]uint64 // session -> generation
 
 	stats stats
-	stop  chan struct{}
+	// unvouched is set while the node cannot vouch for its clients'
+	// sessions (vouch).
+	unvouched atomic.Bool
+	stop      chan struct{}
 	done  sync.WaitGroup
 	down  atomic.Bool
 }
@@ -178,6 +182,9 @@ func (s *Server) timers() {
 		case <-s.stop:
 			return
 		case <-touch.C:
+			if !s.vouch() {
+				continue
+			}
 			ids, gens = s.takeTouched(ids[:0], gens[:0])
 			if err := s.svc.ZTouch(ids, gens); err != nil {
 				s.log.Debug("zookeeper: touch", "sessions", len(ids), "err", err)
@@ -190,6 +197,26 @@ func (s *Server) timers() {
 			}
 		}
 	}
+}
+
+// vouch checks that the node can vouch for its clients' sessions
+// (Service.ZVouched). While it cannot, the server closes every
+// connection, and refuses new ones at their handshake, so that their
+// clients try another node. It reports whether the node vouches.
+func (s *Server) vouch() bool {
+	ok := s.svc.ZVouched()
+	if was := s.unvouched.Swap(!ok); !ok && !was {
+		s.log.Warn("zookeeper: this node cannot commit: closing its ZooKeeper connections, for their clients to move")
+	} else if ok && was {
+		s.log.Info("zookeeper: this node commits again: serving ZooKeeper clients")
+	}
+	if !ok {
+		s.ns.Range(func(nc *netserve.Conn) bool {
+			nc.Close()
+			return true
+		})
+	}
+	return ok
 }
 
 // touch records that session id (of generation gen) had traffic.

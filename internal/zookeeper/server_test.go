@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -439,5 +440,55 @@ func TestPingsKeepSessionAlive(t *testing.T) {
 	n.ZRead(func(tr *znode.Tree) { _, ok = tr.Exists("/alive") })
 	if !ok {
 		t.Error("the ephemeral of a session that pinged is gone")
+	}
+}
+
+// cutOff is a node that can be told it cannot commit.
+type cutOff struct {
+	*node.Node
+	off atomic.Bool
+}
+
+func (c *cutOff) ZVouched() bool { return !c.off.Load() && c.Node.ZVouched() }
+
+// TestCutOffNodeLetsGo: a node that cannot vouch for its clients'
+// sessions (cut off from its cluster) closes its ZooKeeper connections and
+// turns new ones away, so that their clients move to a node that can; it
+// serves them again once it can.
+func TestCutOffNodeLetsGo(t *testing.T) {
+	n, err := node.New(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown(context.Background()) })
+	svc := &cutOff{Node: n}
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.TouchEvery = 20 * time.Millisecond
+	s, err := New(svc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+
+	a := dialRaw(t, s.Addr().String())
+	resp := a.connect(jute.ConnectRequest{TimeOut: 10000})
+	svc.off.Store(true)
+	if !a.closed() {
+		t.Fatal("a cut-off node kept its connection")
+	}
+	b := dialRaw(t, s.Addr().String())
+	b.send((&jute.ConnectRequest{TimeOut: 10000, SessionID: resp.SessionID, Passwd: resp.Passwd}).Append(nil))
+	if !b.closed() {
+		t.Fatal("a cut-off node took a session")
+	}
+	svc.off.Store(false)
+	time.Sleep(100 * time.Millisecond) // a touch or more
+	c := dialRaw(t, s.Addr().String())
+	if got := c.connect(jute.ConnectRequest{TimeOut: 10000, SessionID: resp.SessionID, Passwd: resp.Passwd}); got.SessionID != resp.SessionID {
+		t.Errorf("attach once the node commits again: %+v", got)
 	}
 }
