@@ -66,8 +66,8 @@ type Server struct {
 	// sessions (vouch).
 	unvouched atomic.Bool
 	stop      chan struct{}
-	done  sync.WaitGroup
-	down  atomic.Bool
+	done      sync.WaitGroup
+	down      atomic.Bool
 }
 
 // stats are the counters of the four-letter words.
