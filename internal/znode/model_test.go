@@ -247,11 +247,7 @@ func (r *ref) create(session, now, zxid int64, op Op) Result {
 	seq := op.Mode == PersistentSequential || op.Mode == EphemeralSequential
 	eph := op.Mode == Ephemeral || op.Mode == EphemeralSequential
 	p := op.Path
-	check := p
-	if seq {
-		check += "0000000000"
-	}
-	if !refValid(check) {
+	if !strings.Contains(p, "/") || strings.Contains(p, "\x00") {
 		return Result{Code: BadArguments}
 	}
 	if _, ok := r.sessions[session]; eph && !ok {
@@ -261,10 +257,7 @@ func (r *ref) create(session, now, zxid int64, op Op) Result {
 	if !ok {
 		return Result{Code: InvalidACL}
 	}
-	parentPath := refParent(check)
-	if check == "/" {
-		parentPath = "/"
-	}
+	parentPath := refParent(p)
 	parent := r.nodes[parentPath]
 	if parent == nil {
 		return Result{Code: NoNode}
@@ -274,6 +267,9 @@ func (r *ref) create(session, now, zxid int64, op Op) Result {
 	}
 	if seq {
 		p += fmt.Sprintf("%010d", parent.creations)
+	}
+	if !refValid(p) {
+		return Result{Code: BadArguments}
 	}
 	if r.nodes[p] != nil {
 		return Result{Code: NodeExists}
@@ -529,10 +525,9 @@ func compare(t *testing.T, step int, tr *Tree, r *ref) {
 		names, st3, code3 := tr.Children(p)
 		acl, st4, code4 := tr.GetACL(p)
 		if n == nil {
+			// A read of a path that is not valid finds nothing, as
+			// ZooKeeper's.
 			want := NoNode
-			if !refValid(p) {
-				want = BadArguments
-			}
 			if code != want || ok || code3 != want || code4 != want {
 				t.Fatalf("step %d: %s missing: %v %v %v %v", step, p, code, ok, code3, code4)
 			}

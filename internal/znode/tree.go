@@ -169,7 +169,7 @@ func (t *Tree) lookup(p string) *node {
 	}
 }
 
-// find validates p and finds its znode.
+// find validates p and finds its znode, for a write.
 func (t *Tree) find(p string) (*node, Code) {
 	if !ValidPath(p, false) {
 		return nil, BadArguments
@@ -181,11 +181,21 @@ func (t *Tree) find(p string) (*node, Code) {
 	return n, OK
 }
 
+// read finds p's znode for a read: ZooKeeper checks no read's path, it
+// looks it up, so a path that is not valid is missing (NoNode), as no
+// znode has it.
+func (t *Tree) read(p string) (*node, Code) {
+	if !ValidPath(p, false) {
+		return nil, NoNode
+	}
+	return t.find(p)
+}
+
 // Get returns a znode's data and stat. It needs PermRead. The data is the
 // tree's own and read-only; the tree never changes it in place (setData
 // stores a new slice), so it stays valid after the caller's lock is let go.
 func (t *Tree) Get(p string) (data []byte, st Stat, code Code) {
-	n, code := t.find(p)
+	n, code := t.read(p)
 	if code != OK {
 		return nil, Stat{}, code
 	}
@@ -198,7 +208,7 @@ func (t *Tree) Get(p string) (data []byte, st Stat, code Code) {
 // Exists returns a znode's stat; ok is false for a missing znode or an
 // invalid path. It checks no permission, as ZooKeeper does not.
 func (t *Tree) Exists(p string) (st Stat, ok bool) {
-	n, code := t.find(p)
+	n, code := t.read(p)
 	if code != OK {
 		return Stat{}, false
 	}
@@ -208,7 +218,7 @@ func (t *Tree) Exists(p string) (st Stat, ok bool) {
 // Children returns a znode's children's names, sorted, and its stat. It
 // needs PermRead.
 func (t *Tree) Children(p string) (names []string, st Stat, code Code) {
-	n, code := t.find(p)
+	n, code := t.read(p)
 	if code != OK {
 		return nil, Stat{}, code
 	}
@@ -226,7 +236,7 @@ func (t *Tree) Children(p string) (names []string, st Stat, code Code) {
 // GetACL returns a copy of a znode's ACL and its stat. It checks no
 // permission, as ZooKeeper does not.
 func (t *Tree) GetACL(p string) ([]ACL, Stat, Code) {
-	n, code := t.find(p)
+	n, code := t.read(p)
 	if code != OK {
 		return nil, Stat{}, code
 	}
@@ -340,8 +350,14 @@ func (t *Tree) create(session, now, zxid int64, op Op, log bool) Result {
 	default:
 		return Result{Code: BadArguments}
 	}
-	seq := op.Mode.sequential()
-	if !ValidPath(op.Path, seq) {
+	// ZooKeeper's order (PrepRequestProcessor.pRequest2TxnCreate): a path
+	// with no "/" or with a NUL is refused first; then the parent, the
+	// path up to the last "/", must exist (NoNode: a parent that is no
+	// valid path exists nowhere) and allow creating; only then is the
+	// whole path, with its sequence suffix, checked (BadArguments).
+	p := op.Path
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 || strings.IndexByte(p, 0) >= 0 {
 		return Result{Code: BadArguments}
 	}
 	var owner *zkSession
@@ -355,37 +371,32 @@ func (t *Tree) create(session, now, zxid int64, op Op, log bool) Result {
 	if !ok {
 		return Result{Code: InvalidACL}
 	}
-	p := op.Path
-	var parentPath, name string
-	if seq {
-		i := strings.LastIndexByte(p, '/')
-		parentPath, name = p[:i], p[i+1:]
-		if i == 0 {
-			parentPath = "/"
-		}
-	} else if p == "/" {
-		// ZooKeeper finds the root as its own parent, then finds it there.
-		if !t.root.allows(PermCreate) {
-			return Result{Code: NoAuth}
-		}
-		return Result{Code: NodeExists}
-	} else {
-		parentPath, name, _ = splitPath(p)
+	parentPath, name := p[:i], p[i+1:]
+	if i == 0 {
+		parentPath = "/"
 	}
-	parent := t.lookup(parentPath)
+	var parent *node
+	if ValidPath(parentPath, false) {
+		parent = t.lookup(parentPath)
+	}
 	if parent == nil {
 		return Result{Code: NoNode}
 	}
 	if !parent.allows(PermCreate) {
 		return Result{Code: NoAuth}
 	}
+	seq := op.Mode.sequential()
 	if seq {
 		b := make([]byte, 0, len(p)+11)
 		b = appendSeq(append(b, p...), parent.cseq)
 		p = string(b)
-		name = p[strings.LastIndexByte(p, '/')+1:]
+		name = p[i+1:]
 	}
-	if parent.children[name] != nil {
+	if !ValidPath(p, false) {
+		return Result{Code: BadArguments}
+	}
+	if p == "/" || parent.children[name] != nil {
+		// ZooKeeper finds the root as its own parent, then finds it there.
 		return Result{Code: NodeExists}
 	}
 	if parent.isEphemeral() {

@@ -107,7 +107,12 @@ func TestWriteRules(t *testing.T) {
 		{name: "create root", op: create("/", Persistent), code: NodeExists},
 		{name: "create relative", op: create("a", Persistent), code: BadArguments},
 		{name: "create empty segment", op: create("//a", Persistent), code: BadArguments},
-		{name: "create dotdot", op: create("/a/..", Persistent), code: BadArguments},
+		{name: "create dotdot", op: create("/a/..", Persistent), code: NoNode},
+		{name: "create dotdot existing parent", setup: []Op{create("/a", Persistent)}, op: create("/a/..", Persistent), code: BadArguments},
+		{name: "create dot parent", setup: []Op{create("/a", Persistent)}, op: create("/a/./b", Persistent), code: NoNode},
+		{name: "create empty segment in parent", setup: []Op{create("/a", Persistent)}, op: create("/a//b", Persistent), code: NoNode},
+		{name: "create nul", op: create("/a\x00", Persistent), code: BadArguments},
+		{name: "create bad path before session", session: 99, op: create("a", Ephemeral), code: BadArguments},
 		{name: "create control", op: create("/a\x01", Persistent), code: BadArguments},
 		{name: "create exists", setup: []Op{create("/a", Persistent)}, op: create("/a", Persistent), code: NodeExists},
 		{name: "create builtin", op: create("/zookeeper", Persistent), code: NodeExists},
@@ -122,7 +127,7 @@ func TestWriteRules(t *testing.T) {
 		{name: "ephemeral no session", session: noSession, op: create("/e", Ephemeral), code: SessionExpired},
 		{name: "ephemeral unknown session", session: 99, op: create("/e", EphemeralSequential), code: SessionExpired},
 		{name: "persistent unknown session", session: 99, op: create("/p", Persistent), path: "/p"},
-		{name: "ephemeral bad path first", session: 99, op: create("//", Ephemeral), code: BadArguments},
+		{name: "ephemeral parent before path", session: 99, op: create("//", Ephemeral), code: SessionExpired},
 		{name: "session before ACL", session: 99, op: Op{Kind: OpCreate, Path: "/e", Mode: Ephemeral}, code: SessionExpired},
 		{name: "ephemeral parent", setup: []Op{create("/e", Ephemeral)}, op: create("/e/c", Persistent), code: NoChildrenForEphemerals},
 		{name: "ephemeral parent seq", setup: []Op{create("/e", Ephemeral)}, op: create("/e/c", EphemeralSequential), code: NoChildrenForEphemerals},
@@ -383,7 +388,7 @@ func TestACLs(t *testing.T) {
 			t.Errorf("GetACL(%q) OK", p)
 		}
 	}
-	if _, _, code := tr.Get("/w/"); code != BadArguments {
+	if _, _, code := tr.Get("/w/"); code != NoNode {
 		t.Errorf("Get bad path: %v", code)
 	}
 	if _, _, code := tr.Children("/nope"); code != NoNode {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/latchd/latch"
@@ -104,14 +105,9 @@ func (c *conn) handle(h jute.RequestHeader, start time.Time) (reply, bool) {
 		if !c.decoded() {
 			return reply{err: jute.MarshallingError}, false
 		}
-		mode := znode.Mode(req.Flags)
-		if h.Type == jute.OpCreateContainer {
-			if mode != znode.Container {
-				return reply{err: jute.BadArguments, zxid: c.s.zxid()}, true
-			}
-		}
-		if !validMode(mode) {
-			return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, true
+		mode, ok := createMode(h.Type, znode.Mode(req.Flags))
+		if !ok {
+			return c.refuse(h, start, jute.BadArguments)
 		}
 		op := znode.Op{Kind: znode.OpCreate, Path: req.Path, Data: req.Data, ACL: aclsOf(req.ACL), Mode: mode}
 		two := h.Type != jute.OpCreate
@@ -126,8 +122,15 @@ func (c *conn) handle(h jute.RequestHeader, start time.Time) (reply, bool) {
 	case jute.OpCreateTTL:
 		var req jute.CreateTTLRequest
 		req.Decode(&c.d)
-		// Stock ZooKeeper answers so unless extended types are enabled.
-		return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, c.decoded()
+		if !c.decoded() {
+			return reply{err: jute.MarshallingError}, false
+		}
+		// Stock ZooKeeper answers so unless extended types are enabled;
+		// a mode that is no TTL's is a bad argument of createTTL.
+		if m := znode.Mode(req.Flags); m == ttlMode || m == ttlSequentialMode {
+			return c.refuse(h, start, jute.Unimplemented)
+		}
+		return c.refuse(h, start, jute.BadArguments)
 	case jute.OpDelete:
 		var req jute.DeleteRequest
 		req.Decode(&c.d)
@@ -171,7 +174,9 @@ func (c *conn) handle(h jute.RequestHeader, start time.Time) (reply, bool) {
 			return reply{err: jute.MarshallingError}, false
 		}
 		return c.read(func(t *znode.Tree) reply {
-			if !znode.ValidPath(req.Path, false) {
+			// ZooKeeper checks an exists' path for a NUL only: any other
+			// path that is not valid is missing, and watched.
+			if strings.IndexByte(req.Path, 0) >= 0 {
 				return reply{err: jute.BadArguments}
 			}
 			st, ok := t.Exists(req.Path)
@@ -270,16 +275,19 @@ func (c *conn) handle(h jute.RequestHeader, start time.Time) (reply, bool) {
 		return c.checkWatches(req.Path, req.Type, h.Type == jute.OpRemoveWatches), true
 	case jute.OpAuth:
 		// latch has no authentication schemes: a client that asked for
-		// one must not run unprotected, unaware (ZooKeeper fails it too).
-		return reply{err: jute.AuthFailed, zxid: c.s.zxid()}, false
+		// one must not run unprotected, unaware (ZooKeeper fails it too,
+		// for a scheme it does not know). ZooKeeper's reply to auth
+		// carries zxid 0.
+		return reply{err: jute.AuthFailed}, false
 	case jute.OpReconfig:
-		return reply{err: jute.ReconfigDisabled, zxid: c.s.zxid()}, true
+		return c.refuse(h, start, jute.ReconfigDisabled)
 	case jute.OpMultiRead, jute.OpSetWatches2, jute.OpAddWatch, jute.OpSASL,
 		jute.OpGetEphemerals, jute.OpGetAllChildrenNumber, jute.OpWhoAmI:
 		return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, true
 	}
-	// An unknown op: ZooKeeper answers Unimplemented and closes.
-	return reply{err: jute.Unimplemented, zxid: c.s.zxid()}, false
+	// An unknown op: ZooKeeper answers Unimplemented, with zxid -1 (the
+	// request never reached its pipeline), and closes.
+	return reply{err: jute.Unimplemented, zxid: -1}, false
 }
 
 // errWatchLimit answers a read that would set a watch past
@@ -295,9 +303,48 @@ func (c *conn) decoded() bool {
 	return true
 }
 
-// validMode reports whether latch creates znodes of mode (TTL modes:
-// answered as stock ZooKeeper does, Unimplemented).
-func validMode(m znode.Mode) bool { return m >= znode.Persistent && m <= znode.Container }
+// The TTL create modes, which stock ZooKeeper (and latch) answer
+// Unimplemented.
+const (
+	ttlMode           znode.Mode = 5
+	ttlSequentialMode znode.Mode = 6
+)
+
+// createMode returns the mode of the znode that create op (create,
+// create2, createContainer) with flags makes, as ZooKeeper's
+// PrepRequestProcessor decides: the tree answers modes that are not
+// valid (BadArguments) and TTL modes (Unimplemented). create and create2
+// with the container flag make a persistent znode (a CreateTxn, which is
+// never a container); createContainer makes a container whatever its
+// flags say of ephemerality. ok is false for a createContainer with a
+// sequential flag, which ZooKeeper takes as a sequential container and
+// latch, whose containers have no sequence, refuses (no client sends
+// one).
+func createMode(op jute.Op, flags znode.Mode) (mode znode.Mode, ok bool) {
+	switch {
+	case flags < znode.Persistent || flags > znode.Container:
+		return flags, true
+	case op != jute.OpCreateContainer:
+		if flags == znode.Container {
+			return znode.Persistent, true
+		}
+		return flags, true
+	case flags == znode.PersistentSequential || flags == znode.EphemeralSequential:
+		return flags, false
+	}
+	return znode.Container, true
+}
+
+// refuse answers code to request h, a write that ZooKeeper refuses in
+// its pipeline, where the refusal is a transaction of its own (an error
+// txn): it consumes a zxid, which the reply carries. latch consumes one
+// the same way, with a write that fails (a check of no path), answered in
+// its place among the connection's replies.
+func (c *conn) refuse(h jute.RequestHeader, start time.Time, code jute.Code) (reply, bool) {
+	return c.writeAsync(h, start, []znode.Op{{Kind: znode.OpCheck}}, false, func(_ []znode.Result, zxid int64) reply {
+		return reply{err: code, zxid: zxid}
+	})
+}
 
 // read calls f with the tree under the node's lock, and returns its reply
 // with the tree's zxid.
@@ -383,14 +430,23 @@ func (c *conn) multi(h jute.RequestHeader, start time.Time) (reply, bool) {
 		return reply{err: jute.MarshallingError}, false
 	}
 	ops := make([]znode.Op, 0, len(req.Ops))
+	// Each op's type, as ZooKeeper reads it (req borrows the frame, which
+	// the next request reuses).
+	types := make([]jute.Op, len(req.Ops))
 	for i := range req.Ops {
 		o := &req.Ops[i]
+		types[i] = o.Type
 		op := znode.Op{Path: o.Path, Data: o.Data, Version: o.Version}
 		switch o.Type {
 		case jute.OpCreate, jute.OpCreate2, jute.OpCreateContainer:
+			// ZooKeeper reads each create of a multi as its flags say
+			// (Op.create): createContainer for the container flag,
+			// create for any other (a mode that is not valid fails in
+			// the tree), whatever the op's type.
 			op.Kind, op.ACL, op.Mode = znode.OpCreate, aclsOf(o.ACL), znode.Mode(o.Flags)
-			if !validMode(op.Mode) || o.Type == jute.OpCreateContainer && op.Mode != znode.Container {
-				return c.multiRefused(req.Ops, i, jute.BadArguments), true
+			types[i] = jute.OpCreate
+			if op.Mode == znode.Container {
+				types[i] = jute.OpCreateContainer
 			}
 		case jute.OpDelete:
 			op.Kind = znode.OpDelete
@@ -403,10 +459,6 @@ func (c *conn) multi(h jute.RequestHeader, start time.Time) (reply, bool) {
 			return c.multiRefused(req.Ops, i, jute.Unimplemented), true
 		}
 		ops = append(ops, op)
-	}
-	types := make([]jute.Op, len(req.Ops)) // req borrows the frame, which the next request reuses
-	for i := range req.Ops {
-		types[i] = req.Ops[i].Type
 	}
 	return c.writeAsync(h, start, ops, true, func(rs []znode.Result, zxid int64) reply {
 		failed := slices.ContainsFunc(rs, func(r znode.Result) bool { return r.Code != znode.OK })

@@ -286,8 +286,8 @@ func TestUnknownOpCloses(t *testing.T) {
 	s, _ := startServer(t, nil)
 	rc := dialRaw(t, s.Addr().String())
 	rc.connect(jute.ConnectRequest{TimeOut: 10000})
-	if h, _ := rc.call(jute.Op(77), nil); h.Err != jute.Unimplemented {
-		t.Errorf("op 77: %v, want UNIMPLEMENTED", h.Err)
+	if h, _ := rc.call(jute.Op(77), nil); h.Err != jute.Unimplemented || h.Zxid != -1 {
+		t.Errorf("op 77: %v zxid %d, want UNIMPLEMENTED and zxid -1, as ZooKeeper's", h.Err, h.Zxid)
 	}
 	if !rc.closed() {
 		t.Error("connection open after an unknown op")
@@ -305,8 +305,8 @@ func TestAuthFails(t *testing.T) {
 	}
 	var h jute.ReplyHeader
 	h.Decode(jute.NewDecoder(b))
-	if h.Xid != jute.XidAuth || h.Err != jute.AuthFailed {
-		t.Errorf("auth: %+v, want AUTHFAILED", h)
+	if h.Xid != jute.XidAuth || h.Err != jute.AuthFailed || h.Zxid != 0 {
+		t.Errorf("auth: %+v, want AUTHFAILED and zxid 0, as ZooKeeper's", h)
 	}
 	if !rc.closed() {
 		t.Error("connection open after a failed auth")
@@ -490,5 +490,115 @@ func TestCutOffNodeLetsGo(t *testing.T) {
 	c := dialRaw(t, s.Addr().String())
 	if got := c.connect(jute.ConnectRequest{TimeOut: 10000, SessionID: resp.SessionID, Passwd: resp.Passwd}); got.SessionID != resp.SessionID {
 		t.Errorf("attach once the node commits again: %+v", got)
+	}
+}
+
+// TestAsZooKeeper covers what TestDifferential found latch answering
+// otherwise than ZooKeeper 3.8: the refusals that consume a zxid (an
+// error txn in ZooKeeper), the modes that create and createContainer
+// really make, the type of a multi's create results, and exists on a path
+// that is not valid.
+func TestAsZooKeeper(t *testing.T) {
+	s, n := startServer(t, nil)
+	rc := dialRaw(t, s.Addr().String())
+	rc.connect(jute.ConnectRequest{TimeOut: 10000})
+	rc.call(jute.OpCreate, create("/p", nil, 0))
+
+	ttl := func(flags int32) []byte {
+		return jute.AppendLong(create("/t", nil, flags), 1000)
+	}
+	reconfig := jute.AppendLong(jute.AppendString(jute.AppendString(jute.AppendString(nil, "server.2=h:1:2"), ""), ""), -1)
+	for _, tc := range []struct {
+		name string
+		op   jute.Op
+		rec  []byte
+		code jute.Code
+	}{
+		{"create mode 7", jute.OpCreate, create("/m", nil, 7), jute.BadArguments},
+		{"create2 mode TTL", jute.OpCreate2, create("/m", nil, 5), jute.Unimplemented},
+		{"createContainer mode TTL", jute.OpCreateContainer, create("/m", nil, 6), jute.Unimplemented},
+		{"createContainer sequential", jute.OpCreateContainer, create("/m", nil, 2), jute.BadArguments},
+		{"createTTL", jute.OpCreateTTL, ttl(5), jute.Unimplemented},
+		{"createTTL mode not TTL", jute.OpCreateTTL, ttl(0), jute.BadArguments},
+		{"reconfig", jute.OpReconfig, reconfig, jute.ReconfigDisabled},
+		{"create parent not valid", jute.OpCreate, create("/p/./x", nil, 0), jute.NoNode},
+		{"create path not valid", jute.OpCreate, create("/p/", nil, 0), jute.BadArguments},
+	} {
+		before := rc.zxid
+		if h, _ := rc.call(tc.op, tc.rec); h.Err != tc.code || h.Zxid != before+1 {
+			t.Errorf("%s: %v zxid %d, want %v and zxid %d (one consumed)", tc.name, h.Err, h.Zxid, tc.code, before+1)
+		}
+	}
+
+	// createContainer makes a container whatever its flags say of
+	// ephemerality; create with the container flag a persistent znode.
+	for _, tc := range []struct {
+		name      string
+		op        jute.Op
+		path      string
+		flags     int32
+		container bool
+	}{
+		{"createContainer persistent", jute.OpCreateContainer, "/cp", 0, true},
+		{"createContainer ephemeral", jute.OpCreateContainer, "/ce", 1, true},
+		{"create container", jute.OpCreate, "/pc", 4, false},
+		{"create2 container", jute.OpCreate2, "/pc2", 4, false},
+	} {
+		if h, _ := rc.call(tc.op, create(tc.path, nil, tc.flags)); h.Err != jute.OK {
+			t.Fatalf("%s: %v", tc.name, h.Err)
+		}
+		rc.call(jute.OpCreate, create(tc.path+"/x", nil, 0))
+		rc.call(jute.OpDelete, (&jute.DeleteRequest{Path: tc.path + "/x", Version: -1}).Append(nil))
+		if _, err := n.ZReap(); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := rc.call(jute.OpExists, (&jute.ExistsRequest{Path: tc.path}).Append(nil))
+		if reaped := h.Err == jute.NoNode; reaped != tc.container {
+			t.Errorf("%s: reaped once empty: %v, want %v", tc.name, reaped, tc.container)
+		}
+	}
+
+	// A multi's creates are read as their flags say: a result with a
+	// stat (create2) for the container flag only.
+	multi := jute.MultiRequest{Ops: []jute.MultiOp{
+		{Type: jute.OpCreate2, Path: "/m1", ACL: []jute.ACL{open}},
+		{Type: jute.OpCreateContainer, Path: "/m2", ACL: []jute.ACL{open}, Flags: 0},
+		{Type: jute.OpCreate, Path: "/m3", ACL: []jute.ACL{open}, Flags: 4},
+	}}
+	h, d := rc.call(jute.OpMulti, multi.Append(nil))
+	var mr jute.MultiResponse
+	mr.Decode(d)
+	want := []jute.Op{jute.OpCreate, jute.OpCreate, jute.OpCreate2}
+	if h.Err != jute.OK || len(mr.Results) != len(want) {
+		t.Fatalf("multi: %v %+v", h.Err, mr)
+	}
+	for i, r := range mr.Results {
+		if r.Type != want[i] {
+			t.Errorf("multi result %d: %v, want %v", i, r.Type, want[i])
+		}
+	}
+	// A multi with a mode that is not valid fails in the tree, consuming
+	// a zxid.
+	before := rc.zxid
+	multi = jute.MultiRequest{Ops: []jute.MultiOp{{Type: jute.OpCreate, Path: "/m4", ACL: []jute.ACL{open}, Flags: 7}}}
+	h, d = rc.call(jute.OpMulti, multi.Append(nil))
+	mr.Decode(d)
+	if h.Zxid != before+1 || len(mr.Results) != 1 || mr.Results[0].Err != jute.BadArguments {
+		t.Errorf("multi with mode 7: zxid %d (before %d) %+v", h.Zxid, before, mr)
+	}
+
+	// exists answers NoNode for a path that is not valid, and watches it;
+	// BadArguments for a NUL only.
+	if h, _ := rc.call(jute.OpExists, (&jute.ExistsRequest{Path: "/p/", Watch: true}).Append(nil)); h.Err != jute.NoNode {
+		t.Errorf("exists /p/: %v, want NONODE", h.Err)
+	}
+	if h, _ := rc.call(jute.OpCheckWatches, (&jute.CheckWatchesRequest{Path: "/p/", Type: jute.WatcherData}).Append(nil)); h.Err != jute.OK {
+		t.Errorf("checkWatches /p/: %v, want OK", h.Err)
+	}
+	if h, _ := rc.call(jute.OpExists, (&jute.ExistsRequest{Path: "/p\x00"}).Append(nil)); h.Err != jute.BadArguments {
+		t.Errorf("exists with a NUL: %v, want BADARGUMENTS", h.Err)
+	}
+	if h, _ := rc.call(jute.OpGetData, (&jute.GetDataRequest{Path: "//"}).Append(nil)); h.Err != jute.NoNode {
+		t.Errorf("getData //: %v, want NONODE", h.Err)
 	}
 }
