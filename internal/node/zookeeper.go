@@ -167,8 +167,10 @@ func (n *Node) ZWrite(id latch.SessionID, gen uint64, ops []znode.Op, multi bool
 // ZTouch restarts the timeouts of the sessions ids (each of the
 // generation gens holds at its index), in one batch: the liveness of
 // sessions that had traffic since the last touch, without a command per
-// ping. A session that moved or ended is left alone.
-func (n *Node) ZTouch(ids []latch.SessionID, gens []uint64) error {
+// ping. A session that moved or ended is left alone. It waits for the
+// batch to apply until ctx is done (an error wrapping
+// latch.ErrUnavailable: the touch may still apply later).
+func (n *Node) ZTouch(ctx context.Context, ids []latch.SessionID, gens []uint64) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -183,7 +185,7 @@ func (n *Node) ZTouch(ids []latch.SessionID, gens []uint64) error {
 		c := n.add(fsm.OpKeepAlive, at)
 		c.Session, c.Gen = id, gens[i]
 	}
-	r := n.propose()
+	r := n.proposeCtx(ctx)
 	if errors.Is(r.Err, latch.ErrNoSession) || errors.Is(r.Err, fsm.ErrSuperseded) {
 		return nil // the last one ended or moved: its connection hears of it
 	}
