@@ -78,6 +78,7 @@ type node struct {
 	bin, name           string
 	args                []string
 	dlock, mc, adminURL string
+	zk                  string // the ZooKeeper front end's address
 	cmd                 *exec.Cmd
 	exited              chan error // receives Wait's result once it ends
 	log                 *os.File
@@ -88,9 +89,9 @@ func newProc(t *testing.T, name string, extra ...string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 3)
-	p := &node{t: t, bin: bin, name: name, dlock: ports[0], mc: ports[1], adminURL: "http://" + ports[2]}
-	p.args = append([]string{"serve", "--dlock-addr", ports[0], "--memcache-addr", ports[1], "--admin-addr", ports[2], "--redis-addr=", "--zookeeper-addr="}, extra...)
+	ports := freePorts(t, 4)
+	p := &node{t: t, bin: bin, name: name, dlock: ports[0], mc: ports[1], adminURL: "http://" + ports[2], zk: ports[3]}
+	p.args = append([]string{"serve", "--dlock-addr", ports[0], "--memcache-addr", ports[1], "--admin-addr", ports[2], "--redis-addr=", "--zookeeper-addr", ports[3]}, extra...)
 	t.Cleanup(func() { p.kill() })
 	return p
 }

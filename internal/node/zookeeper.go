@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -191,11 +192,12 @@ func (n *Node) ZWriteFunc(id latch.SessionID, gen uint64, ops []znode.Op, multi 
 }
 
 // ZTouch restarts the timeouts of the sessions ids (each of the
-// generation gens holds at its index), in one batch that it proposes
-// without waiting for it: the liveness of sessions that had traffic since
-// the last touch, without a command per ping. A session that moved or
-// ended is left alone.
-func (n *Node) ZTouch(ids []latch.SessionID, gens []uint64) error {
+// generation gens holds at its index), in one batch: the liveness of
+// sessions that had traffic since the last touch, without a command per
+// ping. A session that moved or ended is left alone. It waits for the
+// batch to apply until ctx is done (an error wrapping
+// latch.ErrUnavailable: the touch may still apply later).
+func (n *Node) ZTouch(ctx context.Context, ids []latch.SessionID, gens []uint64) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -210,8 +212,12 @@ func (n *Node) ZTouch(ids []latch.SessionID, gens []uint64) error {
 		c := n.add(fsm.OpKeepAlive, at)
 		c.Session, c.Gen = id, gens[i]
 	}
-	if err := n.send(); err != nil {
-		return fmt.Errorf("touch ZooKeeper sessions: %w", err)
+	r := n.proposeCtx(ctx)
+	if errors.Is(r.Err, latch.ErrNoSession) || errors.Is(r.Err, fsm.ErrSuperseded) {
+		return nil // the last one ended or moved: its connection hears of it
+	}
+	if r.Err != nil {
+		return fmt.Errorf("touch ZooKeeper sessions: %w", r.Err)
 	}
 	return nil
 }

@@ -30,6 +30,11 @@ type conn struct {
 	sess    latch.SessionID
 	gen     uint64
 	timeout time.Duration
+	// vouched is when the last command that restarted the session's
+	// timeout in the cluster was sent from here (its open or attach, a
+	// touch): its timeout runs from no earlier. Guarded by the server's
+	// mu once the connection is bound.
+	vouched time.Time
 
 	// Its watches, guarded by the server's watches.mu: by kind, the
 	// paths it watches; how many in all; gone once it closes.
@@ -174,6 +179,7 @@ func (c *conn) handshake() error {
 	}
 	resp := jute.ConnectResponse{HasReadOnly: req.HasReadOnly}
 	var passwd [fsm.PasswordLen]byte
+	c.vouched = time.Now()
 	if req.SessionID == 0 {
 		rand.Read(passwd[:])
 		timeout := c.s.cfg.negotiate(req.TimeOut)

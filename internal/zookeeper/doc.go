@@ -22,5 +22,8 @@
 // the traffic of its connection, carried to the state in one command a
 // second for all of them (Config.TouchEvery), and it ends when its
 // timeout lapses in the replicated clock, with its ephemerals, or when its
-// client closes it.
+// client closes it. A node that cannot commit those touches (no leader,
+// cut off from its cluster) closes the connection of a session whose
+// liveness has not reached the cluster for half its timeout, so that its
+// client moves it to another node in time.
 package zookeeper

@@ -26,7 +26,7 @@ type Service interface {
 	ZAttach(id latch.SessionID, passwd [fsm.PasswordLen]byte) (gen uint64, timeout time.Duration, zxid int64, err error)
 	ZClose(id latch.SessionID, gen uint64) (int64, error)
 	ZWriteFunc(id latch.SessionID, gen uint64, ops []znode.Op, multi bool, done func([]znode.Result, int64, error))
-	ZTouch(ids []latch.SessionID, gens []uint64) error
+	ZTouch(ctx context.Context, ids []latch.SessionID, gens []uint64) error
 	ZVouched() bool
 	ZSync(ctx context.Context) (int64, error)
 	ZReap() (int, error)
@@ -185,10 +185,7 @@ func (s *Server) timers() {
 			if !s.vouch() {
 				continue
 			}
-			ids, gens = s.takeTouched(ids[:0], gens[:0])
-			if err := s.svc.ZTouch(ids, gens); err != nil {
-				s.log.Debug("zookeeper: touch", "sessions", len(ids), "err", err)
-			}
+			ids, gens = s.touchTouched(ids[:0], gens[:0])
 		case <-reap.C:
 			if n, err := s.svc.ZReap(); err != nil {
 				s.log.Debug("zookeeper: reap containers", "err", err)
@@ -217,6 +214,63 @@ func (s *Server) vouch() bool {
 		})
 	}
 	return ok
+}
+
+// touchTouched touches the sessions that had traffic since the last time
+// (their ids and gens appended to ids and gens, which it returns), waiting
+// at most TouchEvery for the touch to apply. A connection records when
+// the last touch of its session that applied was sent (conn.vouched): the
+// session's timeout in the cluster runs from no earlier. A touch that does
+// not apply in time (the node cannot commit: it has no leader, or it is
+// cut off from its cluster) is tried again the next time, and the
+// connection of every session whose liveness has not reached the cluster
+// for half its timeout is closed: its client moves the session to another
+// node before it lapses there, as it does when a ZooKeeper follower that
+// lost its leader closes its clients' connections. Answering its pings
+// here would let the session lapse, and its locks go to others, while the
+// client believes all is well.
+func (s *Server) touchTouched(ids []latch.SessionID, gens []uint64) ([]latch.SessionID, []uint64) {
+	ids, gens = s.takeTouched(ids, gens)
+	if len(ids) == 0 {
+		return ids, gens
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TouchEvery)
+	err := s.svc.ZTouch(ctx, ids, gens)
+	cancel()
+	if err == nil {
+		s.mu.Lock()
+		for i, id := range ids {
+			if c := s.sessions[id]; c != nil && c.gen == gens[i] && sent.After(c.vouched) {
+				c.vouched = sent
+			}
+		}
+		s.mu.Unlock()
+		return ids, gens
+	}
+	s.log.Debug("zookeeper: touch", "sessions", len(ids), "err", err)
+	now := time.Now()
+	var lapsing []*conn
+	s.mu.Lock()
+	for i, id := range ids {
+		if _, ok := s.touched[id]; !ok {
+			if c := s.sessions[id]; c != nil && c.gen == gens[i] {
+				s.touched[id] = gens[i]
+			}
+		}
+	}
+	for _, c := range s.sessions {
+		if now.Sub(c.vouched) > c.timeout/2 {
+			lapsing = append(lapsing, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range lapsing {
+		s.log.Debug("zookeeper: closing the connection of a session whose liveness this node cannot commit",
+			"session", c.sess, "since", now.Sub(c.vouched), "timeout", c.timeout, "err", err)
+		c.closeFor("its session's liveness was not committed for half its timeout")
+	}
+	return ids, gens
 }
 
 // touch records that session id (of generation gen) had traffic.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/jute"
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/znode"
@@ -600,5 +602,92 @@ func TestAsZooKeeper(t *testing.T) {
 	}
 	if h, _ := rc.call(jute.OpGetData, (&jute.GetDataRequest{Path: "//"}).Append(nil)); h.Err != jute.NoNode {
 		t.Errorf("getData //: %v, want NONODE", h.Err)
+	}
+}
+
+// cutService is a node whose touches do not apply while cut is set, as
+// those of a node cut off from its cluster (they wait until their
+// context ends).
+type cutService struct {
+	*node.Node
+	cut atomic.Bool
+}
+
+func (s *cutService) ZTouch(ctx context.Context, ids []latch.SessionID, gens []uint64) error {
+	if s.cut.Load() {
+		<-ctx.Done()
+		return fmt.Errorf("touch: %w: %w", latch.ErrUnavailable, ctx.Err())
+	}
+	return s.Node.ZTouch(ctx, ids, gens)
+}
+
+// TestCutOffClosesConnections: a node that cannot commit its sessions'
+// touches closes the connection of a session whose liveness has not
+// reached the cluster for half its timeout, however busy its client, so
+// that the client moves the session elsewhere before it lapses; the
+// session lives on, and attaches again. A node that can commit keeps
+// the connection however long it lasts.
+func TestCutOffClosesConnections(t *testing.T) {
+	n, err := node.New(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &cutService{Node: n}
+	cfg := DefaultConfig()
+	cfg.Addr = "127.0.0.1:0"
+	cfg.TickTime = 100 * time.Millisecond
+	cfg.TouchEvery = 50 * time.Millisecond
+	s, err := New(svc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		n.Shutdown(ctx)
+	})
+	const timeout = time.Second
+	a := dialRaw(t, s.Addr().String())
+	resp := a.connect(jute.ConnectRequest{TimeOut: int32(timeout / time.Millisecond)})
+	a.call(jute.OpCreate, create("/e", nil, 1))
+	// ping pings every timeout/10 for d, and returns false as soon as
+	// the connection closes.
+	ping := func(d time.Duration) bool {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			a.send((&jute.RequestHeader{Xid: jute.XidPing, Type: jute.OpPing}).Append(nil))
+			a.c.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := a.frame(); err != nil {
+				return false
+			}
+			time.Sleep(timeout / 10)
+		}
+		return true
+	}
+	if !ping(2 * timeout) {
+		t.Fatal("the connection closed while the node could commit")
+	}
+	svc.cut.Store(true)
+	cutAt := time.Now()
+	if ping(2 * timeout) {
+		t.Fatalf("the connection is open %v after the node could no longer commit (session timeout %v)", time.Since(cutAt), timeout)
+	}
+	if d := time.Since(cutAt); d > timeout {
+		t.Errorf("the connection closed %v after the node could no longer commit: after the session's timeout, %v", d, timeout)
+	}
+	svc.cut.Store(false)
+	b := dialRaw(t, s.Addr().String())
+	got := b.connect(jute.ConnectRequest{TimeOut: resp.TimeOut, SessionID: resp.SessionID, Passwd: resp.Passwd, LastZxidSeen: a.zxid})
+	if got.SessionID != resp.SessionID {
+		t.Fatalf("attach after the close: %+v, want session %#x", got, resp.SessionID)
+	}
+	h, d := b.call(jute.OpExists, (&jute.ExistsRequest{Path: "/e"}).Append(nil))
+	var ex jute.ExistsResponse
+	ex.Decode(d)
+	if h.Err != jute.OK || ex.Stat.EphemeralOwner != resp.SessionID {
+		t.Errorf("ephemeral after the reattach: %v %+v", h.Err, ex)
 	}
 }
