@@ -93,8 +93,8 @@ Flags:
 members dropped: %s
 next:
   1. start it: latch serve --data-dir %s --node-id %s --raft-addr ... --initial-cluster %s=%s
-  2. for each new member, with an empty data dir: latch cluster add ID RAFT_ADDR (to this node's admin API),
-     then start it with latch serve --initial-cluster-state existing --initial-cluster %s=%s,ID=RAFT_ADDR
+  2. for each new member, with an empty data dir: start it with latch serve --initial-cluster-state existing
+     --initial-cluster %s=%s,ID=RAFT_ADDR, then latch cluster --admin-addr (this node's) add ID RAFT_ADDR
 `, rec.ID, rec.Index, rec.Term, strings.Join(dropped, ", "), cfg.Cluster.DataDir, rec.ID, rec.ID, rec.Addr, rec.ID, rec.Addr)
 	return 0
 }
