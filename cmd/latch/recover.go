@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/latchd/latch/internal/config"
@@ -16,7 +17,7 @@ func runRecover(args []string, env *environment) int {
 	fs := flag.NewFlagSet("recover", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: latch recover [--force] --data-dir DIR [serve's flags]
+		fmt.Fprint(fs.Output(), `Usage: latch recover [--force | --dry-run] --data-dir DIR [serve's flags]
 
 Recover a cluster that lost its quorum for good: run it on a stopped
 surviving member, the one whose log goes furthest. The node becomes a
@@ -36,13 +37,18 @@ error halted, and, unless --force, a node while another member of its
 cluster answers on its Raft address (a TCP connection from this host,
 within 2 seconds): that member may have a leader, or regain the quorum
 with this node. Stop the others first; --force only for members that are
-gone from this cluster though their address answers.
+gone from this cluster though their address answers. --dry-run changes
+nothing: it prints the last entry of the node's log (to choose among
+survivors: the highest term, then the highest index), its members and
+which of them answer.
 
 Flags:
   -config file
     	read settings from this TOML file (env LATCH_CONFIG)
   -data-dir dir
     	the stopped node's data dir (env LATCH_DATA_DIR)
+  -dry-run
+    	change nothing: print the node's last entry, its members and which answer
   -force
     	recover even while other members answer
   -node-id id
@@ -50,6 +56,7 @@ Flags:
 `)
 	}
 	force := fs.Bool("force", false, "recover even while other members answer")
+	dryRun := fs.Bool("dry-run", false, "change nothing: print the node's last entry, its members and which answer")
 	cfg, err := config.Load(fs, args, env.getenv)
 	if errors.Is(err, config.ErrFlags) {
 		code, _ := flagExit(err)
@@ -72,7 +79,11 @@ Flags:
 		fmt.Fprintf(env.stderr, "latch recover: %v\n", err)
 		return 2
 	}
-	rec, err := server.Recover(cfg, *force, logger)
+	if *force && *dryRun {
+		fmt.Fprintln(env.stderr, "latch recover: --force and --dry-run exclude each other")
+		return 2
+	}
+	rec, err := server.Recover(cfg, *force, *dryRun, logger)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "latch recover: %v\n", err)
 		return 1
@@ -85,6 +96,18 @@ Flags:
 	var dropped []string
 	for _, m := range rec.Dropped {
 		dropped = append(dropped, m.ID+"="+m.Addr)
+	}
+	if *dryRun {
+		fmt.Fprintf(out, "node %s (%s): its log ends at entry %d (term %d)\n", rec.ID, rec.Addr, rec.Index, rec.Term)
+		for _, m := range rec.Dropped {
+			state := "does not answer"
+			if slices.Contains(rec.Answering, m) {
+				state = "answers: recover refuses without --force"
+			}
+			fmt.Fprintf(out, "member %s (%s) %s\n", m.ID, m.Addr, state)
+		}
+		fmt.Fprintln(out, "dry run: nothing changed")
+		return 0
 	}
 	for _, m := range rec.Answering {
 		fmt.Fprintf(out, "warning: member %s (%s) answered; recovered anyway (--force)\n", m.ID, m.Addr)

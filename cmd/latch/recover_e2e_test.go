@@ -129,7 +129,12 @@ func TestClusterRecover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err := recoverCmd("--node-id", survivor)
+	out, err := recoverCmd("--dry-run")
+	if err != nil || !strings.Contains(out, "member n2 ("+raftAddrs[1]+") does not answer") || !strings.Contains(out, "nothing changed") {
+		t.Fatalf("latch recover --dry-run: %v, %s", err, out)
+	}
+	t.Logf("latch recover --dry-run:\n%s", out)
+	out, err = recoverCmd("--node-id", survivor)
 	if err != nil || !strings.Contains(out, "node n1 is now a cluster of one") {
 		t.Fatalf("latch recover: %v, %s", err, out)
 	}

@@ -13,8 +13,9 @@ import (
 // Recover makes the stopped node that cfg configures a cluster of one
 // (raftrep.Recover), replaying its log into the state its settings give
 // (the memory limit, the lock table's limits), as New would build it.
-// force recovers even while other members answer.
-func Recover(cfg config.Config, force bool, logger *slog.Logger) (raftrep.Recovery, error) {
+// force recovers even while other members answer; dryRun changes nothing
+// and reports what Recover would do.
+func Recover(cfg config.Config, force, dryRun bool, logger *slog.Logger) (raftrep.Recovery, error) {
 	if cfg.Cluster.DataDir == "" {
 		return raftrep.Recovery{}, fmt.Errorf("server: recover: no data dir")
 	}
@@ -23,6 +24,7 @@ func Recover(cfg config.Config, force bool, logger *slog.Logger) (raftrep.Recove
 		ID:     cfg.Cluster.NodeID,
 		State:  node.StateConfig(nodeConfig(cfg)),
 		Force:  force,
+		DryRun: dryRun,
 		Logger: logger,
 	})
 }

@@ -34,6 +34,9 @@ type RecoverConfig struct {
 	State fsm.Config
 	// Force recovers even when other members answer (see Recover).
 	Force bool
+	// DryRun changes nothing: Recover only reads the data dir and probes
+	// the other members, and reports what it found.
+	DryRun bool
 	// DialTimeout bounds each probe of another member (0: 2 s).
 	DialTimeout time.Duration
 	// Dial probes a member's address (nil: a TCP connection; tests
@@ -135,6 +138,9 @@ func Recover(cfg RecoverConfig) (Recovery, error) {
 		return rec, nil
 	}
 	rec.Answering = probe(cfg, rec.Dropped)
+	if cfg.DryRun {
+		return rec, nil
+	}
 	if len(rec.Answering) > 0 && !cfg.Force {
 		var names []string
 		for _, m := range rec.Answering {

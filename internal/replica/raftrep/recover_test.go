@@ -91,6 +91,11 @@ func TestRecover(t *testing.T) {
 				t.Errorf("%s: Recover: %v; want an error with %q", tt.name, err, tt.want)
 			}
 		}
+		// A dry run reports, and changes nothing.
+		dry, err := raftrep.Recover(raftrep.RecoverConfig{Dir: c.dirs["n1"], State: state, Dial: allUp, DryRun: true})
+		if err != nil || len(dry.Answering) != 2 || len(dry.Dropped) != 2 || dry.Index == 0 {
+			t.Fatalf("dry run: %+v, %v; want 2 members answering and the last entry", dry, err)
+		}
 		// Forced, a node recovers though the others answer.
 		rec, err := raftrep.Recover(raftrep.RecoverConfig{Dir: c.dirs["n2"], State: state, Dial: allUp, Force: true})
 		if err != nil || len(rec.Answering) != 2 {
@@ -105,7 +110,7 @@ func TestRecover(t *testing.T) {
 			t.Fatalf("Recover: %v", err)
 		}
 		t.Logf("recovered: %+v", rec)
-		if rec.ID != "n1" || rec.Addr != "n1" || len(rec.Dropped) != 2 || len(rec.Answering) != 0 || rec.Index == 0 {
+		if rec.ID != "n1" || rec.Addr != "n1" || len(rec.Dropped) != 2 || len(rec.Answering) != 0 || rec.Index != dry.Index || rec.Term != dry.Term {
 			t.Fatalf("Recover = %+v", rec)
 		}
 		if again, err := raftrep.Recover(raftrep.RecoverConfig{Dir: c.dirs["n1"], State: state, Dial: allUp}); err != nil || !again.AlreadyAlone {
