@@ -108,7 +108,9 @@ func TestClusterRecover(t *testing.T) {
 		t.Fatalf("%s took no snapshot in 10 s", survivor)
 	}
 	recoverCmd := func(args ...string) (string, error) {
-		out, err := exec.Command(s.bin, append([]string{"recover", "--data-dir", dataDir}, args...)...).CombinedOutput()
+		cmd := exec.Command(s.bin, append([]string{"recover", "--data-dir", dataDir}, args...)...)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 	// Refused while the survivor runs: its data dir is locked.
