@@ -39,7 +39,8 @@ func setArg(args []string, flag, value string) []string {
 
 // TestClusterRecover: a 3-node cluster loses two nodes and their data
 // dirs. latch recover refuses the survivor while it runs, then while the
-// others run; once they are gone, it makes the survivor a cluster of one.
+// others run, then while its data dir is halted; once they are gone, it
+// makes the survivor a cluster of one.
 // Started again, the survivor serves every leased lock (with its token,
 // its lease not shortened) and item it had; two new nodes added with
 // latch cluster add catch up, and the cluster grants a token above every
@@ -130,6 +131,17 @@ func TestClusterRecover(t *testing.T) {
 		if err := os.RemoveAll(argAfter(procs[id].args, "--data-dir")); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Refused on a data dir that a disk error halted, until the halt is
+	// cleared.
+	if err := os.WriteFile(filepath.Join(dataDir, "halted"), []byte("a test's disk error\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := recoverCmd(); err == nil || !strings.Contains(out, "stopped on a disk error") {
+		t.Fatalf("latch recover on a halted data dir: %v, %s; want it refused", err, out)
+	}
+	if out, err := exec.Command(s.bin, "datadir", "--data-dir", dataDir, "clear-halt").CombinedOutput(); err != nil {
+		t.Fatalf("latch datadir clear-halt: %v, %s", err, out)
 	}
 	out, err := recoverCmd("--dry-run")
 	if err != nil || !strings.Contains(out, "member n2 ("+raftAddrs[1]+") does not answer") || !strings.Contains(out, "nothing changed") {
