@@ -98,9 +98,14 @@ func Recover(cfg RecoverConfig) (Recovery, error) {
 	if cfg.ID != "" && cfg.ID != id {
 		return Recovery{}, fmt.Errorf("raftrep: recover: data dir %s belongs to node %s, not %s", cfg.Dir, id, cfg.ID)
 	}
+	// A node's first start makes its stable store: without one, the dir
+	// holds nothing to recover, and opening it would make the stores.
+	if _, err := fsys.Stat(filepath.Join(cfg.Dir, stableFile)); errors.Is(err, fs.ErrNotExist) {
+		return Recovery{}, fmt.Errorf("raftrep: recover: data dir %s holds no Raft state: nothing to recover", cfg.Dir)
+	}
 	d, err := openDisk(fsys, cfg.Dir, id, lg)
 	if err != nil {
-		return Recovery{}, fmt.Errorf("raftrep: recover: %w", err)
+		return Recovery{}, err // it names the data dir, and what is wrong with it
 	}
 	defer d.close()
 	// A failed write leaves the halted mark, and Recover returns its
@@ -161,7 +166,6 @@ func Recover(cfg RecoverConfig) (Recovery, error) {
 			stopped = fmt.Errorf("log entry %d: %w", index, err)
 		}
 	}}, stopped: &stopped}
-	r.m = m.machine
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(id)

@@ -63,7 +63,13 @@ func TestRecover(t *testing.T) {
 			t.Fatal(err)
 		}
 		locked := t.TempDir()
-		if err := os.WriteFile(filepath.Join(locked, "node-id"), []byte("n9\n"), 0o600); err != nil {
+		for _, f := range []string{"node-id", "stable"} {
+			if err := os.WriteFile(filepath.Join(locked, f), []byte("n9\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		noState := t.TempDir()
+		if err := os.WriteFile(filepath.Join(noState, "node-id"), []byte("n9\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		l, err := vfs.OS.Lock(filepath.Join(locked, "lock"))
@@ -82,6 +88,7 @@ func TestRecover(t *testing.T) {
 			{"halted", raftrep.RecoverConfig{Dir: halted, Dial: allDown}, "clear-halt", raftrep.ErrHalted},
 			{"in use", raftrep.RecoverConfig{Dir: locked, Dial: allDown}, "in use by another process", nil},
 			{"not a data dir", raftrep.RecoverConfig{Dir: empty, Dial: allDown}, "not the data dir of a node", nil},
+			{"no state", raftrep.RecoverConfig{Dir: noState, Dial: allDown}, "holds no Raft state", nil},
 			{"no dir", raftrep.RecoverConfig{Dir: filepath.Join(empty, "none"), Dial: allDown}, "no such file", nil},
 		} {
 			// (t.Run is not allowed in a synctest bubble.)
@@ -90,6 +97,9 @@ func TestRecover(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) || tt.is != nil && !errors.Is(err, tt.is) {
 				t.Errorf("%s: Recover: %v; want an error with %q", tt.name, err, tt.want)
 			}
+		}
+		if left, _ := os.ReadDir(noState); len(left) != 1 {
+			t.Errorf("a refused Recover left %v in a data dir with no state; want node-id alone", left)
 		}
 		// A dry run reports, and changes nothing.
 		dry, err := raftrep.Recover(raftrep.RecoverConfig{Dir: c.dirs["n1"], State: state, Dial: allUp, DryRun: true})
