@@ -151,7 +151,11 @@ func Recover(cfg RecoverConfig) (Recovery, error) {
 		for _, m := range rec.Answering {
 			names = append(names, m.ID+" ("+m.Addr+")")
 		}
-		return rec, fmt.Errorf("%w: %s answer on their Raft address: the cluster may still have a leader, or regain its quorum once this node starts again. Stop them, or pass --force if they are not members of this cluster any more", ErrMembersUp, strings.Join(names, ", "))
+		verb := "answer on their Raft addresses"
+		if len(names) == 1 {
+			verb = "answers on its Raft address"
+		}
+		return rec, fmt.Errorf("%w: %s %s: the cluster may still have a leader, or regain its quorum once this node starts again. Stop them, or pass --force if they are not members of this cluster any more", ErrMembersUp, strings.Join(names, ", "), verb)
 	}
 
 	st, err := fsm.New(cfg.State)

@@ -22,6 +22,12 @@ import (
 var (
 	allDown = func(context.Context, string) error { return errors.New("connection refused") }
 	allUp   = func(context.Context, string) error { return nil }
+	n3Up    = func(_ context.Context, addr string) error {
+		if addr == "n3" {
+			return nil
+		}
+		return errors.New("connection refused")
+	}
 )
 
 // TestRecover: a node of a 3-node cluster that lost the other two is made
@@ -83,7 +89,8 @@ func TestRecover(t *testing.T) {
 			want string
 			is   error
 		}{
-			{"members up", raftrep.RecoverConfig{Dir: c.dirs["n1"], Dial: allUp}, "n2 (n2), n3 (n3) answer", raftrep.ErrMembersUp},
+			{"members up", raftrep.RecoverConfig{Dir: c.dirs["n1"], Dial: allUp}, "n2 (n2), n3 (n3) answer on their Raft addresses", raftrep.ErrMembersUp},
+			{"a member up", raftrep.RecoverConfig{Dir: c.dirs["n1"], Dial: n3Up}, "n3 (n3) answers on its Raft address", raftrep.ErrMembersUp},
 			{"another node's", raftrep.RecoverConfig{Dir: c.dirs["n1"], ID: "n2", Dial: allDown}, "belongs to node n1, not n2", nil},
 			{"halted", raftrep.RecoverConfig{Dir: halted, Dial: allDown}, "clear-halt", raftrep.ErrHalted},
 			{"in use", raftrep.RecoverConfig{Dir: locked, Dial: allDown}, "in use by another process", nil},
