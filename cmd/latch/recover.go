@@ -23,9 +23,9 @@ Recover a cluster that lost its quorum for good: run it on a stopped
 surviving member, the one whose log goes furthest. The node becomes a
 cluster of one that holds everything its log held; start it again with
 "latch serve" and the same data dir and node id, then add the other
-members back as new ones, with empty data dirs ("latch cluster add", then
-"latch serve --initial-cluster-state existing"). docs/operations.md has
-the steps.
+members back as new ones, with empty data dirs (each started with
+"latch serve --initial-cluster-state existing", then "latch cluster
+add"). docs/operations.md has the steps.
 
 recover takes serve's flags, environment and --config, and uses the data
 dir, the node id (checked against the one the data dir records; empty
