@@ -11,6 +11,7 @@
 //	status   show the holders, waiters and sessions of a server
 //	cluster  show a cluster's members, change them, move its leader
 //	datadir  let a node halted by a disk error start again
+//	recover  make a node of a cluster that lost its quorum a cluster of one
 //	bench    load a lock or memcached server and measure it
 //	version  print latch's version
 //	help     show help for latch or one of its commands
@@ -50,6 +51,7 @@ func init() {
 		{"status", "show the holders, waiters and sessions of a server", runStatus},
 		{"cluster", "show a cluster's members, change them, move its leader", runCluster},
 		{"datadir", "let a node halted by a disk error start again", runDatadir},
+		{"recover", "make a node of a cluster that lost its quorum a cluster of one", runRecover},
 		{"bench", "load a lock or memcached server and measure it", runBench},
 		{"version", "print latch's version", runVersion},
 		{"help", "show help for latch or one of its commands", runHelp},
