@@ -63,6 +63,7 @@ var allowedImports = map[string][]string{
 	"internal/tlsconf":                  {},
 	"internal/tlsconf/tlstest":          {},
 	"internal/statuscmd":                {"", "internal/admin"},
+	"internal/backup":                   {},
 	"internal/server":                   {"*"},
 	"client":                            {"", "dlockpb", "internal/frame"},
 	"internal/runlock":                  {"", "client"},
