@@ -2,9 +2,11 @@ package fsm
 
 import (
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/cache"
 )
 
 // Summary counts what a state holds, for a backup's metadata and for
@@ -81,4 +83,12 @@ func (s *State) Reissue(token latch.Token, zxid int64) int {
 	s.Apply(&Command{Op: OpSeed, At: s.now, Token: token}, &r)
 	s.tree.SeedZxid(zxid)
 	return ended
+}
+
+// OfflineConfig is the configuration of a state read off any node (a
+// backup checked or restored by the latch command): no limit of the
+// node's configuration refuses what the state holds. A node that
+// restores the state later applies its own.
+func OfflineConfig() Config {
+	return Config{Cache: cache.Config{MemoryLimit: math.MaxInt64, MaxItemSize: math.MaxInt32}}
 }
