@@ -147,8 +147,8 @@ type Replicator struct {
 	// entry applied (Position); 0 after a snapshot was restored, until
 	// the next one.
 	posIndex, posTerm uint64
-	leaderless time.Time // when the last leader was lost; zero while one is known
-	closed     bool
+	leaderless        time.Time // when the last leader was lost; zero while one is known
+	closed            bool
 	// refused is set when Raft refused or lost the leader's last entry:
 	// the sender packs nothing more until its next tick (send), rather
 	// than pack and be refused again at once for as long as a hand-over
