@@ -143,18 +143,19 @@ type Replicator struct {
 	promotedAt time.Time
 	applStamp  int64
 	applAt     time.Time
-	// posIndex and posTerm are the index and term of the last command
-	// entry applied (Position); 0 after a snapshot was restored, until
-	// the next one.
-	posIndex, posTerm uint64
-	leaderless        time.Time // when the last leader was lost; zero while one is known
-	closed            bool
+	leaderless time.Time // when the last leader was lost; zero while one is known
+	closed     bool
 	// refused is set when Raft refused or lost the leader's last entry:
 	// the sender packs nothing more until its next tick (send), rather
 	// than pack and be refused again at once for as long as a hand-over
 	// lasts (or, in a test's bubble of virtual time, forever: time does
 	// not pass while the sender spins). Guarded by mu.
 	refused bool
+
+	// posIndex and posTerm are the index and term of the last command
+	// entry applied (Position); 0 after a snapshot was restored, until
+	// the next one. Guarded by mu.
+	posIndex, posTerm uint64
 
 	// The follower's connection to the leader it forwards to.
 	fwdConn net.Conn
