@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/hashicorp/raft"
 
@@ -30,7 +32,15 @@ type Seed struct {
 	Index uint64
 	Stamp int64
 	State []byte
+	// TokenOffset, when positive, is how far ahead of its clock the node
+	// seeds the fencing-token counter at each start (TokenOffset), for a
+	// state whose counter may be ahead of the clock: the old cluster's.
+	TokenOffset int64
 }
+
+// restoredFile, in a data dir that SeedDir made, holds the node's token
+// offset: "token-offset N\n".
+const restoredFile = "restored"
 
 // SeedDir makes the data dir s.Dir of node s.ID hold s.State as a Raft
 // snapshot at s.Index, term 1, with the members s.Peers: started on it,
@@ -79,6 +89,14 @@ func SeedDir(s Seed) error {
 	if has {
 		return fmt.Errorf("raftrep: seed data dir %s: it holds a node's state already: restore into a new, empty data dir", s.Dir)
 	}
+	// The offset first: the snapshot makes the dir a node's, and a node
+	// must never start on it without its offset.
+	if s.TokenOffset > 0 {
+		line := fmt.Sprintf("token-offset %d\n", s.TokenOffset)
+		if err := vfs.WriteFile(fsys, filepath.Join(s.Dir, restoredFile), []byte(line)); err != nil {
+			return fmt.Errorf("raftrep: seed data dir %s: %w", s.Dir, err)
+		}
+	}
 	sink, err := d.snaps.Create(1, s.Index, 1, conf, s.Index, nil)
 	if err != nil {
 		return fmt.Errorf("raftrep: seed data dir %s: %w", s.Dir, err)
@@ -92,4 +110,24 @@ func SeedDir(s Seed) error {
 		return fmt.Errorf("raftrep: seed data dir %s: %w", s.Dir, err)
 	}
 	return nil
+}
+
+// TokenOffset returns the token offset that SeedDir left in data dir dir
+// (Seed.TokenOffset), 0 for a dir it did not make: the node seeds the
+// fencing-token counter with its clock plus the offset at each start.
+func TokenOffset(dir string) (int64, error) { return tokenOffset(vfs.OS, dir) }
+
+func tokenOffset(fsys vfs.FS, dir string) (int64, error) {
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, restoredFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("raftrep: data dir %s: %w", dir, err)
+	}
+	var off int64
+	if _, err := fmt.Sscanf(string(b), "token-offset %d\n", &off); err != nil || off < 0 {
+		return 0, fmt.Errorf("raftrep: data dir %s: %s is damaged (%q): it holds the offset of the fencing-token counter of a restored node; restore the node again", dir, restoredFile, b)
+	}
+	return off, nil
 }
