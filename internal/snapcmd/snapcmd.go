@@ -244,9 +244,17 @@ func Restore(opts RestoreOptions) error {
 	}
 	fmt.Fprintf(opts.Out, "restored %s (node %s, term %d, index %d, taken %s) into %s as node %s\n",
 		opts.File, meta.Node, meta.Term, meta.Index, meta.Time.UTC().Format(time.RFC3339), opts.DataDir, members)
-	fmt.Fprintf(opts.Out, "  locks      %d (%d leased); %d sessions bound to the old nodes' connections ended\n", sum.Locks, sum.Leases, ended)
+	fmt.Fprintf(opts.Out, "  locks      %d (%d leased); %s bound to the old nodes' connections ended\n", sum.Locks, sum.Leases, plural(ended, "session"))
 	fmt.Fprintf(opts.Out, "  sessions   %d, items %d, znodes %d\n", sum.Sessions, sum.Items, sum.Znodes)
 	fmt.Fprintf(opts.Out, "  token      %d raised to %d; each start of this node seeds it %v ahead of its clock\n", meta.Token, sum.Token, time.Duration(offset))
 	fmt.Fprintf(opts.Out, "  zxid       %#x raised to %#x\n", meta.Zxid, sum.Zxid)
 	return nil
+}
+
+// plural returns "1 session", "2 sessions".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

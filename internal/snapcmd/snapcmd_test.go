@@ -155,7 +155,7 @@ func TestRestore(t *testing.T) {
 	if want := int64(Margin) + 2; err != nil || off != want {
 		t.Errorf("offset %d, %v; want %d", off, err, want)
 	}
-	for _, want := range []string{"as node n2 of n1, n2", "locks      1 (1 leased); 1 sessions bound", "ahead of its clock"} {
+	for _, want := range []string{"as node n2 of n1, n2", "locks      1 (1 leased); 1 session bound", "ahead of its clock"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("restore output lacks %q:\n%s", want, out.String())
 		}
