@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,6 +228,9 @@ func TestClusterSnapshotRestore(t *testing.T) {
 		p.start()
 	}
 	lead2 := waitLeader(t, fresh)
+	for _, p := range fresh {
+		waitReady(t, p)
+	}
 	for key, tok := range leases {
 		l, err := fresh[lead2].lock(key)
 		if err != nil || len(l.Holders) != 1 || l.Holders[0].Token != tok {
@@ -257,4 +261,77 @@ func TestClusterSnapshotRestore(t *testing.T) {
 		t.Errorf("first token after the restore %d, want above %d, the highest the old cluster granted", l.Token(), maxToken.Load())
 	}
 	t.Logf("highest token of the old cluster %d; first of the restored one %d", maxToken.Load(), l.Token())
+}
+
+// TestSnapshotMemoryToDurable: a backup of an in-memory node, restored
+// into a data dir, starts a durable single node that holds its leased
+// lock and its item, and grants tokens above the old node's.
+func TestSnapshotMemoryToDurable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	mem := newProc(t, "memory")
+	mem.start()
+	ctx := context.Background()
+	c := mem.dial(t)
+	l, err := c.Lock(ctx, []string{"leased"}, client.Lease(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gomemcache.New(mem.mc).Set(&gomemcache.Item{Key: "item", Value: []byte("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "b.snap")
+	if out, err := exec.Command(mem.bin, "snapshot", "save", "--admin-addr", mem.adminURL, file).CombinedOutput(); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	last, err := c.Lock(ctx, []string{"after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem.kill()
+	dir := filepath.Join(t.TempDir(), "data")
+	if out, err := exec.Command(mem.bin, "snapshot", "restore", file, "--data-dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	durable := newProc(t, "durable", "--data-dir", dir)
+	durable.start()
+	waitReady(t, durable)
+	var held bool
+	for range 100 {
+		if got, err := durable.lock("leased"); err == nil && len(got.Holders) == 1 && got.Holders[0].Token == uint64(l.Token()) {
+			held = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !held {
+		t.Fatal("the leased lock is not held, with its token, on the restored node")
+	}
+	if it, err := gomemcache.New(durable.mc).Get("item"); err != nil || string(it.Value) != "kept" {
+		t.Errorf("item on the restored node: %v, %v", it, err)
+	}
+	l2, err := durable.dial(t).Lock(ctx, []string{"new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() <= last.Token() {
+		t.Errorf("token after the restore %d, want above %d", l2.Token(), last.Token())
+	}
+}
+
+// waitReady waits until p answers /readyz 200: it caught up and serves
+// reads.
+func waitReady(t *testing.T, p *node) {
+	t.Helper()
+	for range 200 {
+		if resp, err := http.Get(p.adminURL + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not ready in 10 s; log: %s", p.name, p.logText())
 }
