@@ -182,8 +182,7 @@ func Parse(b []byte) (Meta, []byte, error) {
 	if got := sha256.Sum256(b[:sumAt]); !bytes.Equal(got[:], fileSum) {
 		return meta, nil, corrupt("the file's SHA-256 is %x, the file says %x: it was changed", got, fileSum)
 	}
-	dec := json.NewDecoder(bytes.NewReader(mj))
-	if err := dec.Decode(&meta); err != nil {
+	if err := json.Unmarshal(mj, &meta); err != nil {
 		return meta, nil, corrupt("%s: %v", metaPart, err)
 	}
 	if meta.Format != Version {
@@ -196,8 +195,11 @@ func Parse(b []byte) (Meta, []byte, error) {
 	if meta.StateSHA256 != hex.EncodeToString(stateSum[:]) {
 		return meta, nil, corrupt("%s: state SHA-256 %s, the state's is %x", metaPart, meta.StateSHA256, stateSum)
 	}
-	if len(state) == 0 || int(state[0]) != meta.StateFormat {
-		return meta, nil, corrupt("%s: state format %d, the state's is not", metaPart, meta.StateFormat)
+	if len(state) == 0 {
+		return meta, nil, corrupt("the state is empty")
+	}
+	if int(state[0]) != meta.StateFormat {
+		return meta, nil, corrupt("%s: state format %d, the state's is %d", metaPart, meta.StateFormat, state[0])
 	}
 	return meta, state, nil
 }

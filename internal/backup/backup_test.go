@@ -130,16 +130,21 @@ func TestParseRefuses(t *testing.T) {
 // whose meta describes another state is refused.
 func TestMetaMustMatchState(t *testing.T) {
 	tests := []struct {
-		name string
-		meta func(*Meta)
-		want string
+		name  string
+		meta  func(*Meta)
+		empty bool // write an empty state
+		want  string
 	}{
-		{"state format", func(m *Meta) { m.StateFormat = 9 }, "state format 9"},
+		{"state format", func(m *Meta) { m.StateFormat = 9 }, false, "state format 9, the state's is 3"},
+		{"empty state", func(*Meta) {}, true, "the state is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, meta, state := sample(t)
 			tt.meta(&meta)
+			if tt.empty {
+				state = nil
+			}
 			var buf bytes.Buffer
 			if err := Write(&buf, meta, state); err != nil {
 				t.Fatal(err)

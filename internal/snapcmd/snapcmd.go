@@ -65,13 +65,12 @@ type SaveOptions struct {
 // the state decodes, its counts match the metadata) and writes it to
 // opts.File, durably, whole or not at all. It prints the metadata.
 func Save(ctx context.Context, opts SaveOptions) error {
-	c := admin.NewClient(opts.Addr)
+	addr := opts.Addr
+	if opts.TLS != nil && !strings.Contains(addr, "://") {
+		addr = "https://" + addr
+	}
+	c := admin.NewClient(addr)
 	if opts.TLS != nil {
-		addr := opts.Addr
-		if !strings.Contains(addr, "://") {
-			addr = "https://" + addr
-		}
-		c = admin.NewClient(addr)
 		c.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: opts.TLS}}
 	}
 	file, err := c.Snapshot(ctx, opts.Token)
