@@ -55,11 +55,7 @@ var errGivenUp = errors.New("node: snapshot: the capture was given up for anothe
 func (n *Node) snapshot(ctx context.Context) (Snapshot, error) {
 	var snap Snapshot
 	n.mu.Lock()
-	var (
-		c   *fsm.Capture
-		pos replica.Positioner
-	)
-	pos, _ = n.rep.(replica.Positioner)
+	pos, _ := n.rep.(replica.Positioner)
 	// The position is unknown right after a snapshot was restored here,
 	// until a command entry is applied: a second barrier gives one.
 	for try := 0; ; try++ {
@@ -83,7 +79,7 @@ func (n *Node) snapshot(ctx context.Context) (Snapshot, error) {
 			return snap, fmt.Errorf("node: snapshot: the log position of the state is unknown")
 		}
 	}
-	c = n.st.Capture()
+	c := n.st.Capture()
 	snap.Time = time.Now()
 	cfg := n.st.Config()
 	n.unlock()
