@@ -61,7 +61,7 @@ func TestClusterSnapshotRestore(t *testing.T) {
 		}
 		kept[key] = uint64(l.Token())
 	}
-	mc := gomemcache.New(procs[leader].mc)
+	mc := memcacheClient(procs[leader].mc)
 	for i := range 10 {
 		if err := mc.Set(&gomemcache.Item{Key: fmt.Sprintf("item%d", i), Value: []byte(fmt.Sprint("value", i))}); err != nil {
 			t.Fatal(err)
@@ -238,7 +238,7 @@ func TestClusterSnapshotRestore(t *testing.T) {
 		}
 	}
 	for _, p := range fresh {
-		mc := gomemcache.New(p.mc)
+		mc := memcacheClient(p.mc)
 		for i := range 10 {
 			it, err := mc.Get(fmt.Sprintf("item%d", i))
 			if err != nil || string(it.Value) != fmt.Sprint("value", i) {
@@ -278,7 +278,7 @@ func TestSnapshotMemoryToDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gomemcache.New(mem.mc).Set(&gomemcache.Item{Key: "item", Value: []byte("kept")}); err != nil {
+	if err := memcacheClient(mem.mc).Set(&gomemcache.Item{Key: "item", Value: []byte("kept")}); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "b.snap")
@@ -308,7 +308,7 @@ func TestSnapshotMemoryToDurable(t *testing.T) {
 	if !held {
 		t.Fatal("the leased lock is not held, with its token, on the restored node")
 	}
-	if it, err := gomemcache.New(durable.mc).Get("item"); err != nil || string(it.Value) != "kept" {
+	if it, err := memcacheClient(durable.mc).Get("item"); err != nil || string(it.Value) != "kept" {
 		t.Errorf("item on the restored node: %v, %v", it, err)
 	}
 	l2, err := durable.dial(t).Lock(ctx, []string{"new"})
@@ -334,4 +334,12 @@ func waitReady(t *testing.T, p *node) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: not ready in 10 s; log: %s", p.name, p.logText())
+}
+
+// memcacheClient returns a memcached client of addr that waits for a
+// loaded test machine (gomemcache's default timeout is 100 ms).
+func memcacheClient(addr string) *gomemcache.Client {
+	c := gomemcache.New(addr)
+	c.Timeout = 5 * time.Second
+	return c
 }
