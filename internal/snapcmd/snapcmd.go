@@ -45,10 +45,12 @@ import (
 )
 
 // Margin is how far a restore raises the token counter and the zxid above
-// what the backup's state and instant allow for: it covers a difference of
-// up to an hour between the clocks of the old cluster's machines and of
-// the new one's, and an hour of grants and ZooKeeper writes (at one per
-// nanosecond, far above what a node serves) after the backup.
+// what the backup's state and instant allow for. The old cluster, which
+// went on after the backup, raised its counter by one a grant (far less
+// than one a nanosecond) and to its nodes' clocks as they started; a
+// restored node seeds it with its own clock plus the counter's lead over
+// the backup's instant plus Margin. So Margin covers the old machines'
+// clocks being up to an hour ahead of the new ones'.
 const Margin = time.Hour
 
 // SaveOptions are those of Save.
