@@ -29,6 +29,7 @@ func (s *Server) adminServer(tlsCfg *tls.Config) (*admin.Server, error) {
 	ac.Metrics = s.metrics
 	ac.Token = token
 	ac.Ready = s.readiness
+	ac.Snapshot = s.snapshot
 	ac.Logger = s.logger
 	ac.Version = s.cfg.Server.Version
 	ac.TLS = tlsCfg
