@@ -46,6 +46,7 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 		ElectionTimeout:   cfg.ElectionTimeout,
 		SnapshotThreshold: uint64(cfg.SnapshotEntries),
 		SnapshotInterval:  cfg.SnapshotInterval,
+		TrailingLogs:      uint64(cfg.SnapshotTrailingEntries),
 		Logger:            s.logger,
 	}
 	if cfg.Clustered() {
