@@ -49,19 +49,29 @@ var builtLatch = sync.OnceValues(func() (string, error) {
 // below Linux's ephemeral range (32768-60999): a port from that range,
 // free when chosen, may be the local end of some outgoing connection by
 // the time a process binds it (the nodes' own connections to each other
-// take them), which fails its start.
+// take them), which fails its start. A port is handed out once per test
+// process (givenPorts): the clusters of tests that run at the same time
+// never share one, though each frees its ports before its processes bind
+// them.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var addrs []string
 	var lns []net.Listener
+	givenMu.Lock()
+	defer givenMu.Unlock()
 	for tries := 0; len(lns) < n; tries++ {
 		if tries > 1000 {
 			t.Fatal("no free port below 32768")
 		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12768)))
+		port := 20000 + rand.IntN(12768)
+		if givenPorts[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue
 		}
+		givenPorts[port] = true
 		lns = append(lns, ln)
 		addrs = append(addrs, ln.Addr().String())
 	}
@@ -70,6 +80,12 @@ func freePorts(t *testing.T, n int) []string {
 	}
 	return addrs
 }
+
+// givenPorts are the ports freePorts has handed out in this process.
+var (
+	givenMu    sync.Mutex
+	givenPorts = map[int]bool{}
+)
 
 // node is one "latch serve" process with fixed addresses, which a test
 // kills and starts again.
