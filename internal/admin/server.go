@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchd/latch"
@@ -33,8 +35,13 @@ type Config struct {
 	// Metrics is the registry /metrics serves and the source of /v1/stats.
 	// Required by New.
 	Metrics *metrics.Metrics `toml:"-"`
-	// Token, when not empty, is the bearer token admin actions require.
+	// Token, when not empty, is the bearer token admin actions require
+	// (SetToken replaces it).
 	Token string `toml:"token"`
+	// Reload, when set, reloads the server's settings (POST /v1/reload,
+	// an admin action) and reports what changed and what was kept. nil:
+	// the endpoint answers 501.
+	Reload func() Reloaded `toml:"-"`
 	// Ready reports whether the server is ready for clients (/readyz): nil
 	// when it is, or why not. nil: always ready.
 	Ready func() error `toml:"-"`
@@ -117,6 +124,9 @@ type Server struct {
 	started time.Time
 	history *history
 
+	// token is the SHA-256 of the admin token in force; nil: none.
+	token atomic.Pointer[[sha256.Size]byte]
+
 	srv  *http.Server
 	ln   net.Listener
 	quit chan struct{}
@@ -157,8 +167,23 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.SetToken(cfg.Token)
 	s.handler = s.routes()
 	return s, nil
+}
+
+// SetToken replaces the bearer token admin actions require, for the
+// requests from now on; "" lets every action through, as an unset Token
+// does.
+func (s *Server) SetToken(token string) {
+	if token == "" {
+		s.token.Store(nil)
+		return
+	}
+	// A digest, so that comparing takes the same time whatever the length
+	// of what a request sends.
+	sum := sha256.Sum256([]byte(token))
+	s.token.Store(&sum)
 }
 
 // Name implements the server's component interface.
@@ -192,6 +217,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/cluster/members", action(s.clusterAction("add")))
 	mux.Handle("POST /v1/cluster/members/{id}/remove", action(s.clusterAction("remove")))
 	mux.Handle("POST /v1/cluster/transfer", action(s.clusterAction("transfer")))
+	mux.Handle("POST /v1/reload", action(s.reload))
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -242,7 +268,7 @@ func (s *Server) Serve(ln net.Listener) {
 		scheme = "https://"
 	}
 	s.log.Info("admin: listening", "addr", ln.Addr().String(), "url", scheme+ln.Addr().String()+"/",
-		"token", s.cfg.Token != "")
+		"token", s.token.Load() != nil)
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
