@@ -88,8 +88,11 @@ changed, and what it kept and why. Open connections, their sessions and
 their locks are untouched: a new allow-list and new Redis tokens apply to
 the connections made after the reload (a connection authenticated before
 keeps its rights), new dlock tokens and a new admin token to the requests
-after it. TLS itself cannot be turned on or off by a reload: setting or
-emptying ` + "`tls-cert`" + ` or the ` + "`peer-tls-*`" + ` settings waits for a restart.
+after it. A reload never lowers access control, so that a configuration
+file read while half-written cannot open the server: turning TLS on or off
+(` + "`tls-cert`" + `, the ` + "`peer-tls-*`" + ` settings), client certificates on or off
+(` + "`tls-client-ca`" + `), or a tokens file or the admin token off waits for a
+restart.
 
 Every other setting needs a restart; a reload that finds one changed says
 so in its log line and keeps the value in force until then:

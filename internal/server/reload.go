@@ -19,8 +19,10 @@ import (
 // again even when their names are the same. A part whose new settings do
 // not load (a broken certificate, a token file with an error) keeps the
 // ones in force; a changed setting that needs a restart keeps its value
-// until then. Open connections, their sessions and their locks are
-// untouched.
+// until then. A reload never lowers access control: turning TLS, client
+// certificates, tokens or the admin token off waits for a restart too, so
+// that a configuration file read half-written cannot open the server.
+// Open connections, their sessions and their locks are untouched.
 //
 // Reload logs one line saying what changed, what was kept and why, and
 // returns the same. It is safe to call at any time, from SIGHUP's handler
@@ -120,6 +122,11 @@ func (s *Server) reloadTLS(r *reloading, name string, f *tlsconf.Files, inForce 
 	case f == nil || files[0] == "":
 		r.Restart = append(r.Restart, name+"-cert (TLS on or off)")
 		return
+	case (files[2] == "") != (*inForce[2] == "") && name == "tls":
+		// Client certificates required or not: access control is not
+		// lowered by a reload, which could read a half-written file.
+		r.Restart = append(r.Restart, "tls-client-ca (client certificates on or off)")
+		return
 	}
 	before := f.Describe()
 	var changed bool
@@ -145,6 +152,12 @@ func (s *Server) reloadTLS(r *reloading, name string, f *tlsconf.Files, inForce 
 // reloadTokens reads the tokens file at path (none when empty) and gives
 // its tokens to set, when they differ from those in force (*cur).
 func (s *Server) reloadTokens(r *reloading, name, path string, cur *[]netserve.Token, set func([]netserve.Token) error) {
+	if path == "" && len(*cur) > 0 {
+		// Access control is not lowered by a reload, which could read a
+		// half-written configuration file.
+		r.Restart = append(r.Restart, name+" (tokens off)")
+		return
+	}
 	var toks []netserve.Token
 	if path != "" {
 		var err error
@@ -161,10 +174,6 @@ func (s *Server) reloadTokens(r *reloading, name, path string, cur *[]netserve.T
 		return
 	}
 	*cur = toks
-	if len(toks) == 0 {
-		r.changed("%s: none (no token needed)", name)
-		return
-	}
 	r.changed("%s: %d tokens", name, len(toks))
 }
 
@@ -183,16 +192,18 @@ func (s *Server) reloadAdminToken(r *reloading, next config.AdminConfig) {
 		r.kept("admin token", fmt.Errorf("%w; keeping the token in force", err))
 		return
 	}
+	if tok == "" && s.adminToken != "" {
+		// Access control is not lowered by a reload, which could read a
+		// half-written configuration file.
+		r.Restart = append(r.Restart, "admin-token (admin actions open)")
+		return
+	}
 	s.cfg.Admin.Token, s.cfg.Admin.TokenFile = next.Token, next.TokenFile
 	if tok == s.adminToken {
 		return
 	}
 	s.admin.SetToken(tok)
 	s.adminToken = tok
-	if tok == "" {
-		r.changed("admin token: none (admin actions open)")
-		return
-	}
 	r.changed("admin token")
 }
 

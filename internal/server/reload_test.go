@@ -210,6 +210,20 @@ func TestReload(t *testing.T) {
 			}
 			return nil
 		}},
+		{name: "access control is not lowered", do: func() {
+			next = s.cfg
+			next.DLock.TokensFile = ""
+			next.Admin.TokenFile = ""
+			next.TLS.ClientCA = pki.CAFile
+		}, restart: []string{"dlock-tokens-file (tokens off)", "admin-token (admin actions open)", "tls-client-ca (client certificates on or off)"}, check: func() error {
+			if dlockOK("") || !dlockOK("d2") {
+				return fmt.Errorf("dlock served a request without a token")
+			}
+			if adminOK("") {
+				return fmt.Errorf("an admin action without a token passed")
+			}
+			return nil
+		}},
 		{name: "configuration that does not load", do: func() {
 			next = s.cfg
 			loadErr = fmt.Errorf("config: bad.toml: unknown key")
