@@ -174,7 +174,11 @@ func (s *Server) reloadTokens(r *reloading, name, path string, cur *[]netserve.T
 		return
 	}
 	*cur = toks
-	r.changed("%s: %d tokens", name, len(toks))
+	noun := "tokens"
+	if len(toks) == 1 {
+		noun = "token"
+	}
+	r.changed("%s: %d %s", name, len(toks), noun)
 }
 
 func sameToken(a, b netserve.Token) bool {

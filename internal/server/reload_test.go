@@ -60,10 +60,12 @@ func TestReload(t *testing.T) {
 	}
 	dlockToks := write("dlock-tokens", "d1\n")
 	adminTok := write("admin-token", "a1\n")
+	redisToks := write("redis-tokens", "r1\n")
 
 	cfg := testConfig()
 	cfg.TLS.Cert, cfg.TLS.Key = pki.ServerCertFile, pki.ServerKeyFile
 	cfg.DLock.TokensFile = dlockToks
+	cfg.Redis.TokensFile = redisToks
 	cfg.Admin.TokenFile = adminTok
 	level := new(slog.LevelVar)
 	cfg.Server.LogLevel = level
@@ -119,6 +121,18 @@ func TestReload(t *testing.T) {
 		line, _ := bufio.NewReader(conn).ReadString('\n')
 		return !strings.Contains(line, " 401 ")
 	}
+	redisAuth := func(token string) bool {
+		t.Helper()
+		c, err := tls.Dial("tcp", s.RedisAddr().String(), cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(probeTimeout))
+		fmt.Fprintf(c, "AUTH %s\r\n", token)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return line == "+OK\r\n"
+	}
 	memcacheRefused := func() bool {
 		t.Helper()
 		err := try(s.MemcacheAddr(), cli, memcacheProbe)
@@ -161,9 +175,13 @@ func TestReload(t *testing.T) {
 		{name: "dlock tokens rotated", do: func() {
 			pki.Reissue(t, false) // repairs the certificate
 			write("dlock-tokens", "d2\nd3 read\n")
-		}, changed: []string{"tls certificate", "dlock-tokens-file: 2 tokens"}, check: func() error {
+			write("redis-tokens", "r2\n")
+		}, changed: []string{"tls certificate", "dlock-tokens-file: 2 tokens", "redis-tokens-file: 1 token"}, check: func() error {
 			if dlockOK("d1") || !dlockOK("d2") {
 				return fmt.Errorf("d1 served %v, d2 %v; want d2 only", dlockOK("d1"), dlockOK("d2"))
+			}
+			if redisAuth("r1") || !redisAuth("r2") {
+				return fmt.Errorf("Redis AUTH: want r2 only")
 			}
 			return nil
 		}},
