@@ -203,8 +203,10 @@ func load(certFile, keyFile, caFile string) (*loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: loading %s and %s: %w", certFile, keyFile, err)
 	}
-	if len(cert.Certificate) == 0 || cert.Leaf == nil {
-		return nil, fmt.Errorf("tls: %s holds no certificate", certFile)
+	if cert.Leaf == nil { // x509keypairleaf=0
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("tls: %s: %w", certFile, err)
+		}
 	}
 	l := &loaded{stamps: stamps, cert: &cert, id: describe(cert.Leaf)}
 	l.server = &tls.Config{MinVersion: MinVersion, Certificates: []tls.Certificate{cert}}
