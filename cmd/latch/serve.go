@@ -60,9 +60,10 @@ Flags:
 	}
 
 	// Catch the signals before serving, so that one sent as soon as the
-	// server says it is serving is not lost. SIGHUP reloads; SIGUSR1's
-	// default action, and SIGPIPE's on a closed standard error, would end
-	// the process and every lock with it.
+	// server says it is serving is not lost. SIGHUP reloads. SIGPIPE is
+	// caught because Go's default ends the process when a write to a
+	// closed standard error raises it (a log collector gone), and every
+	// lock with it; SIGUSR1, which Go ignores, is caught to say so.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGPIPE)
 	defer signal.Stop(sigs)
