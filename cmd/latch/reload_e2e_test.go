@@ -429,3 +429,46 @@ type logEntry struct {
 	Restart string `json:"restart_needed"`
 	raw     string
 }
+
+// TestServeClosedStderr: latch serve whose standard error is a pipe whose
+// reader went away (a log collector gone) goes on serving when it logs:
+// the write's SIGPIPE does not end it. SIGHUP makes it log.
+func TestServeClosedStderr(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin, err := builtLatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 1)
+	cmd := exec.Command(bin, "serve", "--memcache-addr=", "--dlock-addr=", "--redis-addr=", "--zookeeper-addr=", "--admin-addr", ports[0])
+	cmd.Env = cleanEnv()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "msg=serving") {
+	}
+	stderr.Close() // the reader goes away
+	for range 3 {
+		cmd.Process.Signal(syscall.SIGHUP) // each reload logs a line
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + ports[0] + "/healthz")
+	if err != nil {
+		t.Fatalf("latch serve with its standard error closed, after logging: %v", err)
+	}
+	resp.Body.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("latch serve ended by %v, want an exit", ws.Signal())
+	}
+	_ = err // the shutdown's log lines fail to be written; the exit code may say so
+}
