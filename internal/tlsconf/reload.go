@@ -120,9 +120,6 @@ func (f *Files) reloadLocked() (bool, error) {
 // and expiry, and its SHA-256 fingerprint's first bytes.
 func (f *Files) Describe() string { return f.cur.Load().id }
 
-// Certificate returns the certificate in force.
-func (f *Files) Certificate() *tls.Certificate { return f.current().cert }
-
 // current returns the configuration in force, after reading the files
 // again if a check is due and finds them changed.
 func (f *Files) current() *loaded {
