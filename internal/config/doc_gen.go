@@ -49,10 +49,10 @@ are strings.
 		fmt.Fprintf(&b, "| `--%s%s` | `%s` | `%s` | %s | %s |\n", st.flag, arg, envName(st.flag), st.toml, d,
 			strings.ReplaceAll(usage, "|", `\|`))
 	}
-	writeReloading(&b)
 	b.WriteString("\nA file with every key at its default value:\n\n```toml\n")
 	b.Write(DefaultTOML())
 	b.WriteString("```\n")
+	writeReloading(&b)
 	return b.Bytes()
 }
 
