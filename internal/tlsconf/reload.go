@@ -231,6 +231,9 @@ func describe(c *x509.Certificate) string {
 		c.NotAfter.UTC().Format(time.RFC3339), hex.EncodeToString(sum[:8]))
 }
 
+// stat is os.Stat; tests count its calls.
+var stat = os.Stat
+
 // statAll stamps the files; an empty path gets the zero stamp.
 func statAll(paths [3]string) ([3]stamp, error) {
 	var st [3]stamp
@@ -238,7 +241,7 @@ func statAll(paths [3]string) ([3]stamp, error) {
 		if p == "" {
 			continue
 		}
-		fi, err := os.Stat(p)
+		fi, err := stat(p)
 		if err != nil {
 			return st, fmt.Errorf("tls: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,5 +195,74 @@ func writeFile(t *testing.T, path string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFilesCheckRate: handshakes under load look at the files at most once
+// per CheckInterval, however many there are, and concurrent handshakes
+// during rotations and reloads all succeed.
+func TestFilesCheckRate(t *testing.T) {
+	pki := tlstest.New(t)
+	f, err := tlsconf.NewFiles("tls", pki.ServerCertFile, pki.ServerKeyFile, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Now()}
+	f.SetClock(clk.now)
+	var stats atomic.Int64
+	defer tlsconf.CountStats(&stats)()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", f.Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				nc.(*tls.Conn).Handshake()
+			}()
+		}
+	}()
+	handshakes := func(n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				c, err := tls.Dial("tcp", ln.Addr().String(), pki.ClientConfig(false))
+				if err != nil {
+					errs <- err
+					return
+				}
+				c.Close()
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("handshake: %v", err)
+		}
+	}
+	handshakes(50)
+	if n := stats.Load(); n != 0 {
+		t.Errorf("%d stats for 50 handshakes before a check was due, want 0", n)
+	}
+	for i := range 3 {
+		clk.add(tlsconf.CheckInterval)
+		pki.Reissue(t, false)
+		if i == 1 {
+			f.Reload()
+		}
+		handshakes(50)
+	}
+	// Three checks of two files, and the loads' own stats: a reload
+	// (SIGHUP's) and the loads of the changed files stat them once each.
+	if n := stats.Load(); n > 3*2+3*2 {
+		t.Errorf("%d stats for 150 handshakes over 3 check intervals, want at most %d", n, 3*2+3*2)
 	}
 }
