@@ -948,7 +948,7 @@ func TestClusterPeerTLS(t *testing.T) {
 	procs[follower].start()
 	leader = waitLeader(t, procs)
 	c = procs[follower].dial(t)
-	l, err = c.Lock(ctx, []string{"k2"}, client.Lease(time.Minute))
+	_, err = c.Lock(ctx, []string{"k2"}, client.Lease(time.Minute))
 	if err != nil {
 		t.Fatalf("lock through the restarted follower %s after the rotation: %v\n%s", follower, err, logsOf(procs))
 	}

@@ -65,7 +65,11 @@ Flags:
 	// closed standard error raises it (a log collector gone), and every
 	// lock with it; SIGUSR1, which Go ignores, is caught to say so.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGPIPE)
+	caught := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
+	if sigUSR1 != nil {
+		caught = append(caught, sigUSR1)
+	}
+	signal.Notify(sigs, caught...)
 	defer signal.Stop(sigs)
 
 	cfg.Server.Version = buildVersion()
@@ -90,11 +94,11 @@ Flags:
 
 	sig := <-sigs
 	for sig != syscall.SIGINT && sig != syscall.SIGTERM {
-		switch sig {
-		case syscall.SIGHUP:
+		switch {
+		case sig == syscall.SIGHUP:
 			logger.Debug("SIGHUP: reloading")
 			srv.Reload() // logs what it did
-		case syscall.SIGUSR1:
+		case sig == sigUSR1:
 			logger.Info("SIGUSR1 ignored")
 		}
 		// SIGPIPE: a write to a closed pipe fails with EPIPE instead.
@@ -103,7 +107,7 @@ Flags:
 	// A second SIGINT or SIGTERM kills the process at once; SIGHUP,
 	// SIGUSR1 and SIGPIPE never do.
 	signal.Stop(sigs)
-	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGPIPE)
+	signal.Ignore(caught[2:]...) // SIGHUP, SIGPIPE, SIGUSR1
 	logger.Info("shutting down", "signal", sig.String(), "timeout", cfg.Server.ShutdownTimeout)
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
