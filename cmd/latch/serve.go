@@ -53,7 +53,7 @@ Flags:
 	}
 
 	level := new(slog.LevelVar)
-	logger, err := newLogger(env.stderr, cfg.Log, level)
+	logger, err := newLevelLogger(env.stderr, cfg.Log, level)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "latch serve: %v\n", err)
 		return 2
@@ -120,9 +120,14 @@ Flags:
 	return 0
 }
 
-// newLogger returns the logger c asks for, writing to w, at level, which it
-// sets to c's level.
-func newLogger(w io.Writer, c config.LogConfig, level *slog.LevelVar) (*slog.Logger, error) {
+// newLogger returns the logger c asks for, writing to w.
+func newLogger(w io.Writer, c config.LogConfig) (*slog.Logger, error) {
+	return newLevelLogger(w, c, new(slog.LevelVar))
+}
+
+// newLevelLogger is newLogger at level, which it sets to c's level, and
+// which a reload may change.
+func newLevelLogger(w io.Writer, c config.LogConfig, level *slog.LevelVar) (*slog.Logger, error) {
 	l, err := config.ParseLogLevel(c.Level)
 	if err != nil {
 		return nil, err
