@@ -63,6 +63,8 @@ var allowedImports = map[string][]string{
 	"internal/tlsconf":                  {},
 	"internal/tlsconf/tlstest":          {},
 	"internal/statuscmd":                {"", "internal/admin"},
+	"internal/backup":                   {},
+	"internal/snapcmd":                  {"", "internal/admin", "internal/backup", "internal/fsm", "internal/replica/raftrep", "internal/vfs"},
 	"internal/server":                   {"*"},
 	"client":                            {"", "dlockpb", "internal/frame"},
 	"internal/runlock":                  {"", "client"},

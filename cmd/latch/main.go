@@ -10,7 +10,9 @@
 //	run      run a command while holding a lock
 //	status   show the holders, waiters and sessions of a server
 //	cluster  show a cluster's members, change them, move its leader
+//	snapshot save, inspect or restore a backup of the state
 //	datadir  let a node halted by a disk error start again
+//	recover  make a node of a cluster that lost its quorum a cluster of one
 //	bench    load a lock or memcached server and measure it
 //	version  print latch's version
 //	help     show help for latch or one of its commands
@@ -49,7 +51,9 @@ func init() {
 		{"run", "run a command while holding a lock", runRun},
 		{"status", "show the holders, waiters and sessions of a server", runStatus},
 		{"cluster", "show a cluster's members, change them, move its leader", runCluster},
+		{"snapshot", "save, inspect or restore a backup of the state", runSnapshot},
 		{"datadir", "let a node halted by a disk error start again", runDatadir},
+		{"recover", "make a node of a cluster that lost its quorum a cluster of one", runRecover},
 		{"bench", "load a lock or memcached server and measure it", runBench},
 		{"version", "print latch's version", runVersion},
 		{"help", "show help for latch or one of its commands", runHelp},

@@ -37,7 +37,18 @@ func TestRun(t *testing.T) {
 		{name: "serve invalid env", args: []string{"serve"}, env: map[string]string{"LATCH_LOG_FORMAT": "xml"}, wantCode: 2, wantStderr: `invalid log-format "xml"`},
 		{name: "serve missing config file", args: []string{"serve", "--config=/nonexistent.toml"}, wantCode: 2, wantStderr: "/nonexistent.toml"},
 		{name: "datadir without dir", args: []string{"datadir", "clear-halt"}, wantCode: 2, wantStderr: "Usage: latch datadir"},
+		{name: "snapshot without file", args: []string{"snapshot", "save"}, wantCode: 2, wantStderr: "Usage: latch snapshot save FILE"},
+		{name: "snapshot unknown op", args: []string{"snapshot", "copy", "f"}, wantCode: 2, wantStderr: "Usage: latch snapshot"},
+		{name: "snapshot restore without dir", args: []string{"snapshot", "restore", "f"}, wantCode: 2, wantStderr: "--data-dir is required"},
+		{name: "snapshot restore of a cluster without id", args: []string{"snapshot", "restore", "f", "--data-dir", "/nonexistent", "--initial-cluster", "a=127.0.0.1:1"}, wantCode: 2, wantStderr: "--node-id is required"},
+		{name: "snapshot inspect of no file", args: []string{"snapshot", "inspect", "/nonexistent/b.snap"}, wantCode: 1, wantStderr: "latch snapshot inspect: "},
 		{name: "datadir unknown op", args: []string{"datadir", "--data-dir=/tmp", "wipe"}, wantCode: 2, wantStderr: "Usage: latch datadir"},
+		{name: "recover -h", args: []string{"recover", "-h"}, wantCode: 0, wantStderr: "Usage: latch recover"},
+		{name: "recover force and dry run", args: []string{"recover", "--data-dir=/tmp", "--force", "--dry-run"}, wantCode: 2, wantStderr: "exclude each other"},
+		{name: "recover without dir", args: []string{"recover"}, wantCode: 2, wantStderr: "--data-dir is required"},
+		{name: "recover extra argument", args: []string{"recover", "--data-dir=/tmp", "now"}, wantCode: 2, wantStderr: `unexpected arguments ["now"]`},
+		{name: "recover not a data dir", args: []string{"recover", "--data-dir=/"}, wantCode: 1, wantStderr: "/ is not the data dir of a node"},
+		{name: "recover missing data dir", args: []string{"recover", "--data-dir=/nonexistent/latch"}, wantCode: 1, wantStderr: "no such file or directory"},
 		{name: "serve extra argument", args: []string{"serve", "now"}, wantCode: 2, wantStderr: `unexpected arguments ["now"]`},
 	}
 	for _, tt := range tests {

@@ -35,6 +35,10 @@ type Config struct {
 	// Metrics is the registry /metrics serves and the source of /v1/stats.
 	// Required by New.
 	Metrics *metrics.Metrics `toml:"-"`
+	// Snapshot, when set, takes a backup of the node's committed state
+	// for GET /v1/snapshot: the whole file (internal/backup) and a name
+	// for it. nil: the endpoint answers 501.
+	Snapshot func(ctx context.Context) (file []byte, name string, err error) `toml:"-"`
 	// Token, when not empty, is the bearer token admin actions require
 	// (SetToken replaces it).
 	Token string `toml:"token"`
@@ -218,6 +222,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/cluster/members/{id}/remove", action(s.clusterAction("remove")))
 	mux.Handle("POST /v1/cluster/transfer", action(s.clusterAction("transfer")))
 	mux.Handle("POST /v1/reload", action(s.reload))
+	// A GET, which cross-origin protection lets through: the token alone
+	// guards it.
+	mux.Handle("GET /v1/snapshot", s.authorize(http.HandlerFunc(s.getSnapshot)))
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -347,7 +347,7 @@ var settings = []setting{
 	{
 		flag:   "admin-token",
 		toml:   "admin.token",
-		usage:  "require this bearer `token` for admin actions (force-release, end session)",
+		usage:  "require this bearer `token` for admin actions (force-release, end session, cluster changes) and for backups (GET /v1/snapshot)",
 		field:  func(c *Config) any { return &c.Admin.Token },
 		reload: true,
 	},

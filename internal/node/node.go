@@ -245,6 +245,26 @@ var _ latch.Service = (*Node)(nil)
 // localOrigin is the Origin of a Local node's commands: it is the only proposer.
 const localOrigin = 1
 
+// StateConfig is the configuration of the replicated state of a node
+// configured by cfg: what New builds its state with, and what a tool that
+// replays a node's log outside the node (raftrep.Recover) must build it
+// with to get the same state.
+func StateConfig(cfg Config) fsm.Config {
+	if cfg.Cache == (cache.Config{}) {
+		cfg.Cache = cache.DefaultConfig()
+	}
+	return fsm.Config{
+		Engine: engine.Config{
+			MaxKeys:          cfg.MaxKeys,
+			MaxWaitersPerKey: cfg.MaxWaitersPerKey,
+			MaxWaiters:       cfg.MaxWaiters,
+			RecordDrops:      cfg.Observer != nil,
+		},
+		Cache: cfg.Cache,
+		ZNode: cfg.ZNode,
+	}
+}
+
 // New returns a running Node with an empty state, replicated by nothing
 // but itself (replica.Local), or by the replicator cfg.Replicator makes,
 // which may restore the state from its log before New returns. It returns
@@ -259,16 +279,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.NodeTTL <= 0 {
 		cfg.NodeTTL = defaultNodeTTL
 	}
-	st, err := fsm.New(fsm.Config{
-		Engine: engine.Config{
-			MaxKeys:          cfg.MaxKeys,
-			MaxWaitersPerKey: cfg.MaxWaitersPerKey,
-			MaxWaiters:       cfg.MaxWaiters,
-			RecordDrops:      cfg.Observer != nil,
-		},
-		Cache: cfg.Cache,
-		ZNode: cfg.ZNode,
-	})
+	st, err := fsm.New(StateConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

@@ -94,3 +94,12 @@ type Replicator interface {
 	// idempotent.
 	Close() error
 }
+
+// Positioner is implemented by a Replicator whose replicas apply a log:
+// Position reports the index and term of the last log entry that changed
+// the state (0, 0 when it does not know: none since the state was last
+// restored from a snapshot). Called with the StateMachine's lock held, it
+// describes the state as it is then.
+type Positioner interface {
+	Position() (index, term uint64)
+}

@@ -31,6 +31,7 @@ func (s *Server) adminServer(tlsCfg *tls.Config) (*admin.Server, error) {
 	s.adminToken = token
 	ac.Reload = s.Reload
 	ac.Ready = s.readiness
+	ac.Snapshot = s.snapshot
 	ac.Logger = s.logger
 	ac.Version = s.cfg.Server.Version
 	ac.TLS = tlsCfg

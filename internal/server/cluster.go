@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/admin"
 	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/node"
@@ -62,6 +64,19 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 		rc.Network = mux
 	}
 	nc.NodeID, nc.NodeTTL = id, cfg.NodeTTL
+	// A node restored from a backup (latch snapshot restore) seeds the
+	// token counter ahead of its clock, past what the old cluster may
+	// have issued (docs/operations.md, "Restore").
+	var off int64
+	if cfg.DataDir != "" {
+		if off, err = raftrep.TokenOffset(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	if off > 0 {
+		nc.FirstToken = latch.Token(time.Now().UnixNano() + off)
+		s.logger.Info("restored node: the token counter is seeded ahead of the clock", "offset", time.Duration(off))
+	}
 	nc.Replicator = func(sm replica.StateMachine) (replica.Replicator, error) {
 		r, err := raftrep.New(rc, sm)
 		if err != nil {

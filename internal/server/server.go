@@ -11,7 +11,6 @@ import (
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/admin"
-	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/config"
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
@@ -73,12 +72,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m := metrics.New()
-	nc := cfg.Lock.Config
-	nc.Cache = cache.Config{
-		MemoryLimit: int64(cfg.Memcache.MemoryMB) << 20,
-		MaxItemSize: cfg.Memcache.MaxItemSize,
-	}
-	nc.ZNode = cfg.ZooKeeper.ZNode()
+	nc := nodeConfig(cfg)
 	nc.Logger = logger
 	nc.Observer = m.Observer()
 	s := &Server{cfg: cfg, logger: logger, metrics: m}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -28,15 +27,6 @@ type cycleResult struct {
 	// ClientCPU is this process's own user+sys time per op over the
 	// measured time: the load generator shares the servers' cores.
 	ClientCPU float64 `json:"client_cpu_us_per_op,omitempty"`
-}
-
-// selfCPU returns this process's user+sys CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cycle runs lock+unlock cycles of the recipe: conns sessions with

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -119,7 +118,7 @@ func failover(args []string) error {
 	time.Sleep(*settle)
 
 	killAt := time.Now()
-	if err := syscall.Kill(*kill, syscall.SIGKILL); err != nil {
+	if err := killPID(*kill); err != nil {
 		stop.Store(true)
 		wg.Wait()
 		return fmt.Errorf("kill %d: %w", *kill, err)
@@ -177,4 +176,13 @@ func failover(args []string) error {
 		res.Notes = append(res.Notes, fmt.Sprintf("%d of %d clients were on the killed server", res.Landed[*killedAddr], *clients))
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// killPID kills process pid at once (SIGKILL on Unix).
+func killPID(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
 }

@@ -75,6 +75,7 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 			m.undecodable(l.Index, "an entry", err)
 		}
 		m.r.stamped(stamp, l.Index)
+		m.r.setPosition(l.Index, l.Term)
 	}
 	sm.Unlock()
 	return make([]any, len(logs))
@@ -111,6 +112,7 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("raftrep: restore: %w", err)
 	}
 	m.r.restoredStamp(stamp)
+	m.r.setPosition(0, 0) // unknown until the next command entry applied
 	return nil
 }
 

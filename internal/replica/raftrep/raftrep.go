@@ -152,6 +152,11 @@ type Replicator struct {
 	// not pass while the sender spins). Guarded by mu.
 	refused bool
 
+	// posIndex and posTerm are the index and term of the last command
+	// entry applied (Position); 0 after a snapshot was restored, until
+	// the next one. Guarded by mu.
+	posIndex, posTerm uint64
+
 	// The follower's connection to the leader it forwards to.
 	fwdConn net.Conn
 	fwdAddr string
@@ -384,6 +389,22 @@ func (r *Replicator) stamped(stamp int64, index uint64) {
 	r.stats.applied(index)
 }
 
+// setPosition records the index and term of the entry just applied.
+func (r *Replicator) setPosition(index, term uint64) {
+	r.mu.Lock()
+	r.posIndex, r.posTerm = index, term
+	r.mu.Unlock()
+}
+
+// Position reports the index and term of the last command entry applied;
+// see replica.Positioner. Both are 0 when no command entry was applied
+// since the node restored a snapshot (or started).
+func (r *Replicator) Position() (index, term uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.posIndex, r.posTerm
+}
+
 func (r *Replicator) restoredStamp(stamp int64) {
 	r.mu.Lock()
 	r.applStamp, r.applAt = stamp, time.Now()
@@ -518,4 +539,7 @@ func (r *Replicator) hasOtherVoter() bool {
 	return false
 }
 
-var _ replica.Replicator = (*Replicator)(nil)
+var (
+	_ replica.Replicator = (*Replicator)(nil)
+	_ replica.Positioner = (*Replicator)(nil)
+)
