@@ -56,7 +56,7 @@ var allowedImports = map[string][]string{
 	"internal/jute":      {},
 	"dlockpb":            {},
 	"internal/admin":     {"", "internal/metrics"},
-	"internal/metrics":   {"", "internal/node"}, // implements node.Observer
+	"internal/metrics":   {"", "internal/cache", "internal/node"}, // implements node.Observer; reads the item cache's stats
 	// The configuration's sections are the components' own Configs,
 	// decoded from flags, environment and file in place.
 	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/netserve", "internal/node", "internal/resp", "internal/zookeeper", "internal/znode"},

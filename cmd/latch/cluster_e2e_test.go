@@ -305,7 +305,10 @@ func TestDurableRestart(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{"latch_raft_entries_total", "latch_raft_commit_seconds_total", "latch_raft_leader 1", "latch_raft_applied_index", "latch_raft_leader_changes_total"} {
+	for _, m := range []string{
+		"latch_raft_entries_total", "latch_raft_commit_seconds_total", "latch_raft_leader 1", "latch_raft_applied_index", "latch_raft_leader_changes_total",
+		`latch_raft_commit_duration_seconds_bucket{le="10"}`, "latch_raft_members 1", `latch_build_info{commit="`, `latch_limit{name="snapshot_entries",protocol=""} 16384`,
+	} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics lacks %s", m)
 		}

@@ -75,10 +75,12 @@ type ClusterConfig struct {
 	ElectionTimeout time.Duration `toml:"election-timeout"`
 	// SnapshotEntries is how many log entries since the last snapshot make
 	// a node take one (etcd's snapshot-count), checked every
-	// SnapshotInterval; a snapshot leaves the log's last entries for
-	// followers that lag.
-	SnapshotEntries  int           `toml:"snapshot-entries"`
-	SnapshotInterval time.Duration `toml:"snapshot-interval"`
+	// SnapshotInterval; a snapshot leaves the log's last
+	// SnapshotTrailingEntries entries for followers that lag (etcd's
+	// snapshot-catchup-entries): one further behind is sent the snapshot.
+	SnapshotEntries         int           `toml:"snapshot-entries"`
+	SnapshotInterval        time.Duration `toml:"snapshot-interval"`
+	SnapshotTrailingEntries int           `toml:"snapshot-trailing-entries"`
 }
 
 // Peer is a member of the initial cluster.
@@ -128,6 +130,9 @@ func (c ClusterConfig) validate() []error {
 	}
 	if c.SnapshotInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("config: invalid snapshot-interval %v: at least 100ms", c.SnapshotInterval))
+	}
+	if c.SnapshotTrailingEntries < 1 {
+		errs = append(errs, fmt.Errorf("config: invalid snapshot-trailing-entries %d: at least 1", c.SnapshotTrailingEntries))
 	}
 	if c.InitialClusterState != "new" && c.InitialClusterState != "existing" {
 		errs = append(errs, fmt.Errorf("config: invalid initial-cluster-state %q: new or existing", c.InitialClusterState))
@@ -351,8 +356,11 @@ func DefaultConfig() Config {
 			MaxEphemerals: 10_000,
 			MaxData:       znode.DefaultMaxData,
 		},
-		Admin:   AdminConfig{Config: admin.DefaultConfig()},
-		Cluster: ClusterConfig{InitialClusterState: "new", NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond, SnapshotEntries: 16384, SnapshotInterval: 2 * time.Minute},
+		Admin: AdminConfig{Config: admin.DefaultConfig()},
+		Cluster: ClusterConfig{
+			InitialClusterState: "new", NodeTTL: 10 * time.Second, ElectionTimeout: 500 * time.Millisecond,
+			SnapshotEntries: 16384, SnapshotInterval: 2 * time.Minute, SnapshotTrailingEntries: 10240,
+		},
 	}
 }
 

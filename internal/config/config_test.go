@@ -47,6 +47,13 @@ func TestValidate(t *testing.T) {
 			c.Memcache.IdleTimeout, c.Memcache.ReadTimeout, c.Memcache.WriteTimeout = -1, -2, -3
 			c.DLock.ReadTimeout, c.DLock.WriteTimeout = -4, -5
 		}, []string{"invalid memcache-idle-timeout -1ns", "invalid memcache-read-timeout -2ns", "invalid memcache-write-timeout -3ns", "invalid dlock-read-timeout -4ns", "invalid dlock-write-timeout -5ns"}},
+		{"snapshot cadence", func(c *Config) {
+			c.Cluster.SnapshotEntries, c.Cluster.SnapshotInterval, c.Cluster.SnapshotTrailingEntries = 16, 100*time.Millisecond, 1
+		}, nil},
+		{"few snapshot-entries", func(c *Config) { c.Cluster.SnapshotEntries = 15 }, []string{"invalid snapshot-entries 15: at least 16"}},
+		{"short snapshot-interval", func(c *Config) { c.Cluster.SnapshotInterval = 99 * time.Millisecond }, []string{"invalid snapshot-interval 99ms: at least 100ms"}},
+		{"no snapshot-trailing-entries", func(c *Config) { c.Cluster.SnapshotTrailingEntries = 0 }, []string{"invalid snapshot-trailing-entries 0: at least 1"}},
+		{"negative snapshot-trailing-entries", func(c *Config) { c.Cluster.SnapshotTrailingEntries = -5 }, []string{"invalid snapshot-trailing-entries -5: at least 1"}},
 		{"a cluster node", cluster("n1", "10.0.0.1:11290", "", "n1=10.0.0.1:11290,n2=10.0.0.2:11290"), nil},
 		{"a cluster node on every interface", cluster("n1", "0.0.0.0:11290", "", "n1=10.0.0.1:11290,n2=10.0.0.2:11290"), nil},
 		{"a cluster node advertised", cluster("n1", "0.0.0.0:11290", "10.0.0.1:11290", "n1=10.0.0.1:11290,n2=10.0.0.2:11290"), nil},

@@ -463,8 +463,14 @@ var settings = []setting{
 	{
 		flag:  "snapshot-interval",
 		toml:  "cluster.snapshot-interval",
-		usage: "check this often (`duration`) whether a snapshot is due",
+		usage: "check whether a snapshot is due every `duration` to twice that (at random, so that the nodes of a cluster do not all take one at once)",
 		field: func(c *Config) any { return &c.Cluster.SnapshotInterval },
+	},
+	{
+		flag:  "snapshot-trailing-entries",
+		toml:  "cluster.snapshot-trailing-entries",
+		usage: "keep this many `entries` in the log after a snapshot, for followers that lag (one further behind is sent the whole snapshot)",
+		field: func(c *Config) any { return &c.Cluster.SnapshotTrailingEntries },
 	},
 	{
 		flag:  "shutdown-timeout",

@@ -57,6 +57,12 @@ lock-delay = "3s"
 shutdown-timeout = "1m"
 `)
 	partial := writeFile(t, "[lock]\nmax-keys = 20\n")
+	cadence := writeFile(t, `
+[cluster]
+snapshot-entries = 1000
+snapshot-interval = "30s"
+snapshot-trailing-entries = 500
+`)
 	def := DefaultConfig()
 
 	tests := []struct {
@@ -139,6 +145,14 @@ shutdown-timeout = "1m"
 			args:   []string{"--max-keys=1000"},
 			env:    map[string]string{"LATCH_MAX_KEYS": "8"},
 			modify: func(*Config) {},
+		},
+		{
+			name: "snapshot cadence from file, environment and flags",
+			args: []string{"--config", cadence, "--snapshot-trailing-entries=200"},
+			env:  map[string]string{"LATCH_SNAPSHOT_INTERVAL": "10s", "LATCH_SNAPSHOT_TRAILING_ENTRIES": "300"},
+			modify: func(c *Config) {
+				c.Cluster.SnapshotEntries, c.Cluster.SnapshotInterval, c.Cluster.SnapshotTrailingEntries = 1000, 10*time.Second, 200
+			},
 		},
 		{
 			name:   "last flag wins",
@@ -362,7 +376,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 			MaxZnodes: 1, MaxChildren: 1, MaxEphemerals: 1, MaxData: 1,
 		},
 		TLS:     TLSConfig{Cert: "x", Key: "x", ClientCA: "x"},
-		Cluster: ClusterConfig{DataDir: "x", NodeID: "x", RaftAddr: "x", RaftAdvertise: "x", InitialCluster: "x", InitialClusterState: "x", PeerTLSCert: "x", PeerTLSKey: "x", PeerTLSCA: "x", NodeTTL: time.Second, ElectionTimeout: time.Second, SnapshotEntries: 1, SnapshotInterval: time.Second},
+		Cluster: ClusterConfig{DataDir: "x", NodeID: "x", RaftAddr: "x", RaftAdvertise: "x", InitialCluster: "x", InitialClusterState: "x", PeerTLSCert: "x", PeerTLSKey: "x", PeerTLSCA: "x", NodeTTL: time.Second, ElectionTimeout: time.Second, SnapshotEntries: 1, SnapshotInterval: time.Second, SnapshotTrailingEntries: 1},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("a Config field has no setting (-want +got):\n%s", diff)

@@ -76,6 +76,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	for _, d := range opsDescs {
+		ch <- d
+	}
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -123,6 +126,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descZWatches, int64(n))
 	}
 	histogram(descHandOff, m.obs.handoff.snapshot())
+	m.collectOps(ch)
 
 	for _, p := range m.protocols() {
 		gauge(descConns, p.conns.Load(), p.name)

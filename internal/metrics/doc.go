@@ -2,7 +2,7 @@
 // labels and buckets, the registry they are served from, and the cheap
 // handles through which the rest of the server moves them.
 //
-// Three parts feed it:
+// Four parts feed it:
 //
 //   - the lock service, through Observer, which implements node.Observer.
 //     The node calls it under its mutex on every grant and release, so it
@@ -19,6 +19,9 @@
 //     (the ZooKeeper front end's per op, "unknown" for the others); and
 //     the ZooKeeper front end's watch count, which WatchZooKeeper reads
 //     at scrape time.
+//   - the server, which tells it at start what runs and its limits
+//     (SetVersion, SetLimits), and where the memcached items' counts
+//     are read (WatchItems).
 //   - the Go runtime and the process, through client_golang's collectors.
 //
 // Snapshot returns the same numbers as plain values, for the admin API's
@@ -59,6 +62,15 @@
 //	latch_zookeeper_zxid_counter              the zxid's low 32 bits: one more per change
 //	latch_zookeeper_watches                   watches set on the ZooKeeper front end
 //	                                          (once WatchZooKeeper is called)
+//	latch_memcache_bytes, latch_memcache_locked_bytes, latch_memcache_items
+//	                                          the memcached items' memory, that of the
+//	                                          locked ones, and their count (once
+//	                                          WatchItems is called; with
+//	                                          latch_memcache_evictions_total, a counter)
+//	latch_build_info{version,commit,go_version} 1: what runs (SetVersion)
+//	latch_limit{name,protocol}                the configured limits, each named for
+//	                                          what it bounds (SetLimits); protocol is
+//	                                          empty for the node's own
 //
 // Histograms (seconds):
 //

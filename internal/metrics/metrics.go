@@ -28,6 +28,8 @@ type Metrics struct {
 	// zwatches counts the ZooKeeper front end's watches; set by
 	// WatchZooKeeper.
 	zwatches atomic.Pointer[func() int]
+	// The build, the limits and the items (ops.go).
+	opsState
 
 	mu     sync.Mutex
 	fronts map[string]*Protocol // by name; guarded by mu
@@ -48,6 +50,7 @@ func New() *Metrics {
 		obs:    newObserver(),
 		fronts: make(map[string]*Protocol),
 	}
+	m.build.Store(newBuildInfo())
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

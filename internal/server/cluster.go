@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,17 +40,7 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 	for _, p := range ps {
 		peers = append(peers, raftrep.Peer{ID: p.ID, Addr: p.Addr})
 	}
-	rc := raftrep.Config{
-		ID:                id,
-		Dir:               cfg.DataDir,
-		Peers:             peers,
-		Join:              cfg.InitialClusterState == "existing",
-		HeartbeatTimeout:  cfg.ElectionTimeout,
-		ElectionTimeout:   cfg.ElectionTimeout,
-		SnapshotThreshold: uint64(cfg.SnapshotEntries),
-		SnapshotInterval:  cfg.SnapshotInterval,
-		Logger:            s.logger,
-	}
+	rc := raftConfig(cfg, id, peers, s.logger)
 	if cfg.Clustered() {
 		sec, err := s.peerTLS(cfg)
 		if err != nil {
@@ -90,6 +81,23 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 	}
 	s.logger.Info("lock table replicated", "node", id, "data_dir", cfg.DataDir, "raft_addr", rc.Addr, "members", len(peers))
 	return nil
+}
+
+// raftConfig returns the configuration of node id's replicator, its
+// transport and network aside.
+func raftConfig(cfg config.ClusterConfig, id string, peers []raftrep.Peer, logger *slog.Logger) raftrep.Config {
+	return raftrep.Config{
+		ID:                id,
+		Dir:               cfg.DataDir,
+		Peers:             peers,
+		Join:              cfg.InitialClusterState == "existing",
+		HeartbeatTimeout:  cfg.ElectionTimeout,
+		ElectionTimeout:   cfg.ElectionTimeout,
+		SnapshotThreshold: uint64(cfg.SnapshotEntries),
+		SnapshotInterval:  cfg.SnapshotInterval,
+		TrailingLogs:      uint64(cfg.SnapshotTrailingEntries),
+		Logger:            logger,
+	}
 }
 
 // peerTLS returns the mutual TLS of the connections between nodes, or nil
@@ -189,10 +197,18 @@ var raftDescs = map[string]*prometheus.Desc{
 	"forwarded": prometheus.NewDesc("latch_raft_forwarded_batches_total", "Batches this node forwarded to the leader.", nil, nil),
 	"commits":   prometheus.NewDesc("latch_raft_commits_total", "Entries committed that this node proposed as leader.", nil, nil),
 	"commitSec": prometheus.NewDesc("latch_raft_commit_seconds_total", "Time from proposing those entries to their commit.", nil, nil),
-	"leaders":   prometheus.NewDesc("latch_raft_leader_changes_total", "Leaders this node saw take over.", nil, nil),
-	"applied":   prometheus.NewDesc("latch_raft_applied_index", "Index of the last entry applied here (commit_index - applied_index: the apply lag).", nil, nil),
-	"commit":    prometheus.NewDesc("latch_raft_commit_index", "Index of the last entry this node knows committed.", nil, nil),
-	"leader":    prometheus.NewDesc("latch_raft_leader", "1 while this node leads the cluster.", nil, nil),
+	// Not latch_raft_commit_seconds: in OpenMetrics a counter's family is
+	// its name less _total, and latch_raft_commit_seconds_total's would
+	// be the same as the histogram's.
+	"commitHist": prometheus.NewDesc("latch_raft_commit_duration_seconds", "Time from proposing an entry as leader to its commit and apply here (a quorum's append, this node's fsync included), by bucket.", nil, nil),
+	"members":    prometheus.NewDesc("latch_raft_members", "Members of the cluster in the latest configuration this node knows.", nil, nil),
+	"snapTime":   prometheus.NewDesc("latch_raft_last_snapshot_timestamp_seconds", "When this node began its newest snapshot, or was sent it, in seconds since the Unix epoch; absent before the first.", nil, nil),
+	"snapBytes":  prometheus.NewDesc("latch_raft_last_snapshot_bytes", "Size of the newest snapshot's file in this node's data dir.", nil, nil),
+	"snapIndex":  prometheus.NewDesc("latch_raft_last_snapshot_index", "Index of the last entry the newest snapshot covers (commit_index - last_snapshot_index: the log a restart replays).", nil, nil),
+	"leaders":    prometheus.NewDesc("latch_raft_leader_changes_total", "Leaders this node saw take over.", nil, nil),
+	"applied":    prometheus.NewDesc("latch_raft_applied_index", "Index of the last entry applied here (commit_index - applied_index: the apply lag).", nil, nil),
+	"commit":     prometheus.NewDesc("latch_raft_commit_index", "Index of the last entry this node knows committed.", nil, nil),
+	"leader":     prometheus.NewDesc("latch_raft_leader", "1 while this node leads the cluster.", nil, nil),
 }
 
 func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -215,6 +231,15 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("forwarded", float64(s.Forwarded))
 	counter("commits", float64(s.Commits))
 	counter("commitSec", s.CommitSeconds)
+	buckets := make(map[float64]uint64, len(raftrep.CommitBounds))
+	var acc uint64
+	for i, b := range raftrep.CommitBounds {
+		if i < len(s.CommitBuckets) {
+			acc += s.CommitBuckets[i]
+		}
+		buckets[b.Seconds()] = acc
+	}
+	ch <- prometheus.MustNewConstHistogram(raftDescs["commitHist"], s.Commits, s.CommitSeconds, buckets)
 	counter("leaders", float64(s.LeaderChanges))
 	gauge("applied", float64(s.AppliedIndex))
 	gauge("commit", float64(s.CommitIndex))
@@ -223,4 +248,12 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 		leader = 1
 	}
 	gauge("leader", leader)
+	if n, err := c.rep.Members(); err == nil {
+		gauge("members", float64(n))
+	}
+	if snap, ok := c.rep.LastSnapshot(); ok {
+		gauge("snapTime", float64(snap.Taken.UnixMilli())/1e3)
+		gauge("snapBytes", float64(snap.Size))
+		gauge("snapIndex", float64(snap.Index))
+	}
 }

@@ -85,6 +85,9 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 	}
 	s.node = n
 	m.Watch(s.node)
+	m.WatchItems(s.node.ItemStats)
+	m.SetVersion(cfg.Server.Version)
+	m.SetLimits(limits(cfg))
 	if s.rep != nil {
 		m.Registry().MustRegister(raftCollector{s.rep})
 	}

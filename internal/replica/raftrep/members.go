@@ -60,6 +60,30 @@ func (r *Replicator) Status() (Status, error) {
 	return st, nil
 }
 
+// Members returns how many members the cluster has in the latest
+// configuration this node knows (which may not be committed yet).
+func (r *Replicator) Members() (int, error) {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return 0, fmt.Errorf("raftrep: configuration: %w", err)
+	}
+	return len(f.Configuration().Servers), nil
+}
+
+// LastSnapshot describes the newest snapshot in the node's data dir,
+// whether the node took it or was sent it; ok is false while there is
+// none, and for a node in memory.
+func (r *Replicator) LastSnapshot() (info SnapshotInfo, ok bool) {
+	if r.disk == nil {
+		return SnapshotInfo{}, false
+	}
+	s, isOurs := r.disk.snaps.(*snapshotStore)
+	if !isOurs {
+		return SnapshotInfo{}, false
+	}
+	return s.Newest()
+}
+
 func stateName(s raft.RaftState) string {
 	switch s {
 	case raft.Leader:

@@ -92,9 +92,28 @@ type snapshotStore struct {
 	now    func() time.Time // time.Now; tests set it
 
 	// mu is held while snapshots take their names, are removed and are
-	// listed, so that List sees a set Close left; it guards floor.
+	// listed, so that List sees a set Close left; it guards floor and
+	// newest.
 	mu    sync.Mutex
 	floor func() (first, last uint64, err error)
+	// newest describes the newest snapshot in dir, by name: the one
+	// found at open, then each that Close finishes; ok is false while
+	// there is none.
+	newest struct {
+		SnapshotInfo
+		ok bool
+	}
+}
+
+// SnapshotInfo describes a node's newest snapshot (Replicator.LastSnapshot).
+type SnapshotInfo struct {
+	// Index and Term are those of the last entry it covers.
+	Index, Term uint64
+	// Taken is when the node began it (the time in its file's name).
+	Taken time.Time
+	// Size is its file's size in bytes: the state, its meta and its
+	// checksums.
+	Size int64
 }
 
 var _ raft.SnapshotStore = (*snapshotStore)(nil)
@@ -135,7 +154,41 @@ func openSnapshots(fsys vfs.FS, dir string, retain int, logger *slog.Logger) (*s
 			return nil, fmt.Errorf("raftrep: snapshots %s: %w", dir, err)
 		}
 	}
+	if err := s.findNewest(); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// findNewest sets s.newest from the newest snapshot in dir, by its name.
+func (s *snapshotStore) findNewest() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names, err := s.names()
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	n := names[0]
+	fi, err := s.fsys.Stat(s.path(n.id))
+	if err != nil {
+		return fmt.Errorf("raftrep: snapshots: %w", err)
+	}
+	s.setNewest(n, fi.Size())
+	return nil
+}
+
+// setNewest records snapshot n, of size bytes, as the newest. s.mu is
+// held.
+func (s *snapshotStore) setNewest(n snapName, size int64) {
+	s.newest.SnapshotInfo = SnapshotInfo{Index: n.index, Term: n.term, Taken: time.UnixMilli(n.milli), Size: size}
+	s.newest.ok = true
+}
+
+// Newest describes the newest snapshot; ok is false while there is none.
+func (s *snapshotStore) Newest() (info SnapshotInfo, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newest.SnapshotInfo, s.newest.ok
 }
 
 // SetFloor makes List return only the snapshots that the log continues
@@ -250,7 +303,7 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 		ConfigurationIndex: confIndex,
 	}
 	head := encodeSnapHead(&meta)
-	k := &snapSink{s: s, f: f, open: true, meta: meta, headLen: int64(len(head)), stateCRC: ^uint32(0)}
+	k := &snapSink{s: s, f: f, open: true, name: n, meta: meta, headLen: int64(len(head)), stateCRC: ^uint32(0)}
 	if _, err := f.WriteAt(head, 0); err != nil {
 		k.abort()
 		return nil, fmt.Errorf("raftrep: snapshots: write %s: %w", f.Name(), err)
@@ -485,6 +538,7 @@ type snapSink struct {
 	s        *snapshotStore
 	f        vfs.File
 	open     bool // f is open
+	name     snapName
 	w        *bufio.Writer
 	meta     raft.SnapshotMeta
 	headLen  int64  // where the state begins
@@ -575,6 +629,9 @@ func (k *snapSink) finish() error {
 	}
 	if err := s.fsys.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("raftrep: snapshot %s: sync its directory: %w", final, err)
+	}
+	if !s.newest.ok || newer(k.name, snapName{index: s.newest.Index, term: s.newest.Term, milli: s.newest.Taken.UnixMilli()}) <= 0 {
+		s.setNewest(k.name, k.headLen+k.meta.Size+snapTrailerLen)
 	}
 	s.reap()
 	return nil

@@ -880,3 +880,50 @@ func TestSnapStoresRaftNoFallback(t *testing.T) {
 		t.Errorf("NewRaft with the newest snapshot damaged: %v; want it to fail to load a snapshot", err)
 	}
 }
+
+// TestSnapNewest: Newest describes the newest snapshot by index, then
+// term, then time, whether Close finished it or open found it; a snapshot
+// of an older entry finished later leaves it be, and a cancelled one is
+// not counted.
+func TestSnapNewest(t *testing.T) {
+	dir := t.TempDir()
+	s := testSnaps(t, vfs.OS, dir, 10, nil)
+	if info, ok := s.Newest(); ok {
+		t.Fatalf("Newest() of an empty store = %+v, want none", info)
+	}
+	size := func(id string) int64 {
+		fi, err := os.Stat(filepath.Join(dir, id+snapSuffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	want := func(id string) SnapshotInfo {
+		n, ok := parseSnapName(id)
+		if !ok {
+			t.Fatalf("snapshot ID %q does not parse", id)
+		}
+		return SnapshotInfo{Index: n.index, Term: n.term, Taken: time.UnixMilli(n.milli), Size: size(id)}
+	}
+	check := func(what string, s *snapshotStore, id string) {
+		t.Helper()
+		if got, ok := s.Newest(); !ok || got != want(id) {
+			t.Errorf("%s: Newest() = %+v, %v; want %+v", what, got, ok, want(id))
+		}
+	}
+	first := writeSnap(t, s, 10, 1, randomState(1000))
+	check("after one", s, first)
+	second := writeSnap(t, s, 20, 1, randomState(5000))
+	check("after a second", s, second)
+	writeSnap(t, s, 15, 1, nil)
+	check("after one of an older entry", s, second)
+	sink, err := s.Create(1, 30, 1, testConf, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	check("after a cancelled one", s, second)
+	check("after a reopen", testSnaps(t, vfs.OS, dir, 10, nil), second)
+}
