@@ -934,4 +934,44 @@ func TestClusterPeerTLS(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+
+	// Rotation: a new peer certificate (the three nodes share the files),
+	// SIGHUP to each; every Raft port then presents it, and a follower
+	// killed and started again, whose connections are all new, rejoins
+	// and serves a lock forwarded to the leader.
+	rotated := pki.Reissue(t, true).Leaf.SerialNumber.String()
+	for id, p := range procs {
+		p.cmd.Process.Signal(syscall.SIGHUP)
+		deadline := time.Now().Add(10 * time.Second)
+		// "reloaded", or "reload: nothing changed" when a handshake has
+		// picked the files up first.
+		for !strings.Contains(p.logText(), "msg=reloaded") && !strings.Contains(p.logText(), `msg="reload: nothing changed"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s logged no reload in 10 s: %s", id, p.logText())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	peerCfg := &tls.Config{RootCAs: pki.Pool(), Certificates: []tls.Certificate{pki.Peer}}
+	for i, addr := range raft {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, peerCfg)
+		if err != nil {
+			t.Fatalf("TLS to n%d's Raft port after the rotation: %v", i+1, err)
+		}
+		if got := conn.ConnectionState().PeerCertificates[0].SerialNumber.String(); got != rotated {
+			t.Errorf("n%d's Raft port presents serial %s, want the rotated %s", i+1, got, rotated)
+		}
+		conn.Close()
+	}
+	procs[follower].kill()
+	procs[follower].start()
+	leader = waitLeader(t, procs)
+	c = procs[follower].dial(t)
+	_, err = c.Lock(ctx, []string{"k2"}, client.Lease(time.Minute))
+	if err != nil {
+		t.Fatalf("lock through the restarted follower %s after the rotation: %v\n%s", follower, err, logsOf(procs))
+	}
+	if info, err := procs[leader].lock("k2"); err != nil || len(info.Holders) != 1 {
+		t.Fatalf("k2 on leader %s = %+v, %v; want held", leader, info, err)
+	}
 }

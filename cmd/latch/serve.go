@@ -23,10 +23,15 @@ func runServe(args []string, env *environment) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch serve [flags]
 
-Run a lock server until SIGINT or SIGTERM (SIGHUP is logged and ignored:
-reloading is not supported yet). Every flag can also be set by the LATCH_*
-environment variable named beside it, or in the TOML file named by
---config. Flags win over the environment, the environment over the file.
+Run a lock server until SIGINT or SIGTERM. SIGHUP reloads, without a
+restart: it reads the settings again and applies the certificates (of
+every listener and of the connections between nodes), the token files,
+the admin token, the allow-lists and the log level; open connections and
+their locks are untouched (docs/configuration.md names the settings that
+need a restart). SIGUSR1 and SIGPIPE are ignored. Every flag can also be
+set by the LATCH_* environment variable named beside it, or in the TOML
+file named by --config. Flags win over the environment, the environment
+over the file.
 
 Flags:
 `)
@@ -47,19 +52,35 @@ Flags:
 		return 2
 	}
 
-	logger, err := newLogger(env.stderr, cfg.Log)
+	level := new(slog.LevelVar)
+	logger, err := newLevelLogger(env.stderr, cfg.Log, level)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "latch serve: %v\n", err)
 		return 2
 	}
 
 	// Catch the signals before serving, so that one sent as soon as the
-	// server says it is serving is not lost.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// server says it is serving is not lost. SIGHUP reloads. SIGPIPE is
+	// caught because Go's default ends the process when a write to a
+	// closed standard error raises it (a log collector gone), and every
+	// lock with it; SIGUSR1, which Go ignores, is caught to say so.
+	sigs := make(chan os.Signal, 4)
+	caught := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE}
+	if sigUSR1 != nil {
+		caught = append(caught, sigUSR1)
+	}
+	signal.Notify(sigs, caught...)
 	defer signal.Stop(sigs)
 
 	cfg.Server.Version = buildVersion()
+	cfg.Server.LogLevel = level
+	// A reload reads the settings as this start did: the same flags and
+	// environment, and the file again.
+	cfg.Server.Load = func() (config.Config, error) {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return config.Load(fs, args, env.getenv)
+	}
 	srv, err := server.New(cfg, logger)
 	if err != nil {
 		logger.Error("cannot start", "err", err)
@@ -72,16 +93,21 @@ Flags:
 		"lock-delay", cfg.Lock.LockDelay)
 
 	sig := <-sigs
-	for sig == syscall.SIGHUP {
-		// Operators and init systems send SIGHUP to reload; its default
-		// action would end the process, and every lock with it.
-		logger.Warn("SIGHUP: reloading is not supported yet; nothing was reloaded, and latch goes on serving")
+	for sig != syscall.SIGINT && sig != syscall.SIGTERM {
+		switch {
+		case sig == syscall.SIGHUP:
+			logger.Debug("SIGHUP: reloading")
+			srv.Reload() // logs what it did
+		case sig == sigUSR1:
+			logger.Info("SIGUSR1 ignored")
+		}
+		// SIGPIPE: a write to a closed pipe fails with EPIPE instead.
 		sig = <-sigs
 	}
-	// A second SIGINT or SIGTERM kills the process at once; SIGHUP never
-	// does.
+	// A second SIGINT or SIGTERM kills the process at once; SIGHUP,
+	// SIGUSR1 and SIGPIPE never do.
 	signal.Stop(sigs)
-	signal.Ignore(syscall.SIGHUP)
+	signal.Ignore(caught[2:]...) // SIGHUP, SIGPIPE, SIGUSR1
 	logger.Info("shutting down", "signal", sig.String(), "timeout", cfg.Server.ShutdownTimeout)
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
@@ -96,10 +122,17 @@ Flags:
 
 // newLogger returns the logger c asks for, writing to w.
 func newLogger(w io.Writer, c config.LogConfig) (*slog.Logger, error) {
-	level, err := config.ParseLogLevel(c.Level)
+	return newLevelLogger(w, c, new(slog.LevelVar))
+}
+
+// newLevelLogger is newLogger at level, which it sets to c's level, and
+// which a reload may change.
+func newLevelLogger(w io.Writer, c config.LogConfig, level *slog.LevelVar) (*slog.Logger, error) {
+	l, err := config.ParseLogLevel(c.Level)
 	if err != nil {
 		return nil, err
 	}
+	level.Set(l)
 	opts := &slog.HandlerOptions{Level: level}
 	switch c.Format {
 	case "text":

@@ -128,16 +128,15 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, http.StatusOK, Ended{Session: id, Ended: true})
 }
 
-// authorize lets a request through to h if no token is configured or it
+// authorize lets a request through to h if no token is in force or it
 // carries "Authorization: Bearer TOKEN".
 func (s *Server) authorize(h http.Handler) http.Handler {
-	if s.cfg.Token == "" {
-		return h
-	}
-	// Compare digests, so that the comparison takes the same time whatever
-	// the length of what was sent.
-	want := sha256.Sum256([]byte(s.cfg.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := s.token.Load()
+		if want == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
 		auth := r.Header.Get("Authorization")
 		tok, ok := strings.CutPrefix(auth, "Bearer ")
 		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
@@ -150,4 +149,16 @@ func (s *Server) authorize(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// reload serves POST /v1/reload: the server reloads its settings, as on
+// SIGHUP, and the answer says what changed and what was kept (200 either
+// way: Reloaded.OK tells).
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Reload == nil {
+		s.writeError(w, http.StatusNotImplemented, "this server cannot reload")
+		return
+	}
+	s.log.Info("admin: reload", "remote", r.RemoteAddr)
+	s.writeJSON(w, http.StatusOK, s.cfg.Reload())
 }

@@ -11,6 +11,7 @@
 //	POST /v1/locks/{key...}/release      force-release a key          (admin token)
 //	GET  /v1/sessions                    live sessions, a ZooKeeper session's ephemeral znodes
 //	POST /v1/sessions/{id}/end           end a session, ZooKeeper's too (admin token)
+//	POST /v1/reload                      reload the settings, as SIGHUP does (admin token)
 //	GET  /v1/stats                       counters, gauges and latency summaries as JSON
 //	GET  /v1/stats/history?since=        one sample a second for the last minutes, for charts
 //	GET  /healthz, /readyz               liveness and readiness

@@ -42,6 +42,8 @@ type env struct {
 	svc  latch.Service
 	base string // http://127.0.0.1:port
 	logs *latchtest.SyncBuffer
+	// admin is the admin server alone (newTestAdminWith); nil otherwise.
+	admin *admin.Server
 }
 
 // start starts a whole server whose admin actions require token ("" for
@@ -186,5 +188,5 @@ func newTestAdminWith(t *testing.T, set func(*admin.Config)) *env {
 			t.Errorf("admin Shutdown() error = %v", err)
 		}
 	})
-	return &env{t: t, svc: n, base: "http://" + a.Addr().String(), logs: new(latchtest.SyncBuffer)}
+	return &env{t: t, svc: n, base: "http://" + a.Addr().String(), logs: new(latchtest.SyncBuffer), admin: a}
 }

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchd/latch"
@@ -37,8 +39,13 @@ type Config struct {
 	// for GET /v1/snapshot: the whole file (internal/backup) and a name
 	// for it. nil: the endpoint answers 501.
 	Snapshot func(ctx context.Context) (file []byte, name string, err error) `toml:"-"`
-	// Token, when not empty, is the bearer token admin actions require.
+	// Token, when not empty, is the bearer token admin actions require
+	// (SetToken replaces it).
 	Token string `toml:"token"`
+	// Reload, when set, reloads the server's settings (POST /v1/reload,
+	// an admin action) and reports what changed and what was kept. nil:
+	// the endpoint answers 501.
+	Reload func() Reloaded `toml:"-"`
 	// Ready reports whether the server is ready for clients (/readyz): nil
 	// when it is, or why not. nil: always ready.
 	Ready func() error `toml:"-"`
@@ -121,6 +128,9 @@ type Server struct {
 	started time.Time
 	history *history
 
+	// token is the SHA-256 of the admin token in force; nil: none.
+	token atomic.Pointer[[sha256.Size]byte]
+
 	srv  *http.Server
 	ln   net.Listener
 	quit chan struct{}
@@ -161,8 +171,23 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.SetToken(cfg.Token)
 	s.handler = s.routes()
 	return s, nil
+}
+
+// SetToken replaces the bearer token admin actions require, for the
+// requests from now on; "" lets every action through, as an unset Token
+// does.
+func (s *Server) SetToken(token string) {
+	if token == "" {
+		s.token.Store(nil)
+		return
+	}
+	// A digest, so that comparing takes the same time whatever the length
+	// of what a request sends.
+	sum := sha256.Sum256([]byte(token))
+	s.token.Store(&sum)
 }
 
 // Name implements the server's component interface.
@@ -196,6 +221,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /v1/cluster/members", action(s.clusterAction("add")))
 	mux.Handle("POST /v1/cluster/members/{id}/remove", action(s.clusterAction("remove")))
 	mux.Handle("POST /v1/cluster/transfer", action(s.clusterAction("transfer")))
+	mux.Handle("POST /v1/reload", action(s.reload))
 	// A GET, which cross-origin protection lets through: the token alone
 	// guards it.
 	mux.Handle("GET /v1/snapshot", s.authorize(http.HandlerFunc(s.getSnapshot)))
@@ -249,7 +275,7 @@ func (s *Server) Serve(ln net.Listener) {
 		scheme = "https://"
 	}
 	s.log.Info("admin: listening", "addr", ln.Addr().String(), "url", scheme+ln.Addr().String()+"/",
-		"token", s.cfg.Token != "")
+		"token", s.token.Load() != nil)
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()

@@ -183,3 +183,20 @@ func toSession(si latch.SessionInfo) Session {
 		Ephemerals: si.Ephemerals,
 	}
 }
+
+// Reloaded is the answer of POST /v1/reload: what a reload of the
+// settings changed, what it kept and why.
+type Reloaded struct {
+	// OK is true when every setting read was applied: Kept and Restart
+	// are empty.
+	OK bool `json:"ok"`
+	// Changed names what runs with new settings from now on: certificates,
+	// token files, the admin token, allow-lists, the log level.
+	Changed []string `json:"changed"`
+	// Kept names what kept its settings in force, each with the reason (a
+	// certificate that does not load, a token file with an error).
+	Kept []string `json:"kept"`
+	// Restart names the settings that were changed but apply only after a
+	// restart; they keep their values in force until then.
+	Restart []string `json:"restart"`
+}

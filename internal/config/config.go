@@ -317,6 +317,15 @@ type ServerConfig struct {
 	// that tell it (memcached's version command). Set by the program, not
 	// a setting.
 	Version string `toml:"-"`
+	// Load, when set, reads the configuration again as the program read
+	// it at start (flags, environment, file), for a reload (SIGHUP,
+	// POST /v1/reload); nil: a reload keeps the configuration and reads
+	// again only the files it names. Set by the program, not a setting.
+	Load func() (Config, error) `toml:"-"`
+	// LogLevel, when set, is the level of the server's logger, which a
+	// reload sets to the new log-level; nil: the level waits for a
+	// restart. Set by the program, not a setting.
+	LogLevel *slog.LevelVar `toml:"-"`
 }
 
 // DefaultConfig returns the configuration used when nothing is set: the

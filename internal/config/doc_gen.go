@@ -52,7 +52,52 @@ are strings.
 	b.WriteString("\nA file with every key at its default value:\n\n```toml\n")
 	b.Write(DefaultTOML())
 	b.WriteString("```\n")
+	writeReloading(&b)
 	return b.Bytes()
+}
+
+// writeReloading writes the section on what a reload applies and what
+// needs a restart, from the settings' reload marks.
+func writeReloading(b *bytes.Buffer) {
+	var reload, restart []string
+	for i := range settings {
+		name := "`" + settings[i].flag + "`"
+		if settings[i].reload {
+			reload = append(reload, name)
+		} else {
+			restart = append(restart, name)
+		}
+	}
+	b.WriteString(`
+## Reloading, and what needs a restart
+
+` + "`latch serve`" + ` reloads on SIGHUP and on ` + "`POST /v1/reload`" + ` (an admin action, with
+the admin token when one is set). It reads its configuration again as at
+start (flags, environment, the ` + "`--config`" + ` file: in practice the file is what
+can change) and applies these settings, reading the files they name again
+even when their names did not change:
+
+` + strings.Join(reload, ", ") + `.
+
+A certificate renewed in place is also picked up without a reload: a
+handshake looks at the certificate files at most once a second and reads
+them again when their time or size changed. A certificate, key, CA or
+token file that does not load keeps the one in force (a half-written
+certificate never takes TLS down). One log line says what a reload
+changed, and what it kept and why. Open connections, their sessions and
+their locks are untouched: a new allow-list and new Redis tokens apply to
+the connections made after the reload (a connection authenticated before
+keeps its rights), new dlock tokens and a new admin token to the requests
+after it. A reload never lowers access control, so that a configuration
+file read while half-written cannot open the server: turning TLS on or off
+(` + "`tls-cert`" + `, the ` + "`peer-tls-*`" + ` settings), client certificates on or off
+(` + "`tls-client-ca`" + `), or a tokens file or the admin token off waits for a
+restart.
+
+Every other setting needs a restart; a reload that finds one changed says
+so in its log line and keeps the value in force until then:
+` + strings.Join(restart, ", ") + `.
+`)
 }
 
 // DefaultTOML returns a TOML file that sets every key to its default, in

@@ -35,15 +35,20 @@ type setting struct {
 	// field points into c at the setting's field: *string, *int or
 	// *time.Duration.
 	field func(c *Config) any
+	// reload is true for a setting that a running server applies again
+	// when it reloads (SIGHUP, POST /v1/reload), with the files it names;
+	// every other one applies at the next start (Changed).
+	reload bool
 }
 
 // settings lists every setting, in the order of the usage message.
 var settings = []setting{
 	{
-		flag:  "log-level",
-		toml:  "log.level",
-		usage: "log messages at this `level` and above: debug, info, warn or error",
-		field: func(c *Config) any { return &c.Log.Level },
+		flag:   "log-level",
+		toml:   "log.level",
+		usage:  "log messages at this `level` and above: debug, info, warn or error",
+		field:  func(c *Config) any { return &c.Log.Level },
+		reload: true,
 	},
 	{
 		flag:  "log-format",
@@ -118,10 +123,11 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Memcache.WriteTimeout },
 	},
 	{
-		flag:  "memcache-allow",
-		toml:  "memcache.allow",
-		usage: "serve memcached clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
-		field: func(c *Config) any { return &c.Memcache.Allow },
+		flag:   "memcache-allow",
+		toml:   "memcache.allow",
+		usage:  "serve memcached clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
+		field:  func(c *Config) any { return &c.Memcache.Allow },
+		reload: true,
 	},
 	{
 		flag:  "memcache-loops",
@@ -166,16 +172,18 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Redis.MaxValue },
 	},
 	{
-		flag:  "redis-tokens-file",
-		toml:  "redis.tokens-file",
-		usage: "require Redis connections to AUTH with one of the tokens in this `file`: TOKEN [lock|read [PREFIX...]] per line",
-		field: func(c *Config) any { return &c.Redis.TokensFile },
+		flag:   "redis-tokens-file",
+		toml:   "redis.tokens-file",
+		usage:  "require Redis connections to AUTH with one of the tokens in this `file`: TOKEN [lock|read [PREFIX...]] per line",
+		field:  func(c *Config) any { return &c.Redis.TokensFile },
+		reload: true,
 	},
 	{
-		flag:  "redis-allow",
-		toml:  "redis.allow",
-		usage: "serve Redis clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
-		field: func(c *Config) any { return &c.Redis.Allow },
+		flag:   "redis-allow",
+		toml:   "redis.allow",
+		usage:  "serve Redis clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
+		field:  func(c *Config) any { return &c.Redis.Allow },
+		reload: true,
 	},
 	{
 		flag:  "redis-loops",
@@ -226,16 +234,18 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.DLock.Loops },
 	},
 	{
-		flag:  "dlock-tokens-file",
-		toml:  "dlock.tokens-file",
-		usage: "require dlock requests to carry one of the access tokens in this `file`: TOKEN [lock|read [PREFIX...]] per line",
-		field: func(c *Config) any { return &c.DLock.TokensFile },
+		flag:   "dlock-tokens-file",
+		toml:   "dlock.tokens-file",
+		usage:  "require dlock requests to carry one of the access tokens in this `file`: TOKEN [lock|read [PREFIX...]] per line",
+		field:  func(c *Config) any { return &c.DLock.TokensFile },
+		reload: true,
 	},
 	{
-		flag:  "dlock-allow",
-		toml:  "dlock.allow",
-		usage: "serve dlock clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
-		field: func(c *Config) any { return &c.DLock.Allow },
+		flag:   "dlock-allow",
+		toml:   "dlock.allow",
+		usage:  "serve dlock clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
+		field:  func(c *Config) any { return &c.DLock.Allow },
+		reload: true,
 	},
 	{
 		flag:  "zookeeper-addr",
@@ -250,10 +260,11 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.ZooKeeper.MaxConns },
 	},
 	{
-		flag:  "zookeeper-allow",
-		toml:  "zookeeper.allow",
-		usage: "serve ZooKeeper clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
-		field: func(c *Config) any { return &c.ZooKeeper.Allow },
+		flag:   "zookeeper-allow",
+		toml:   "zookeeper.allow",
+		usage:  "serve ZooKeeper clients only from these comma-separated `networks` (CIDRs or addresses); empty: all",
+		field:  func(c *Config) any { return &c.ZooKeeper.Allow },
+		reload: true,
 	},
 	{
 		flag:  "zookeeper-idle-timeout",
@@ -334,16 +345,18 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Admin.Addr },
 	},
 	{
-		flag:  "admin-token",
-		toml:  "admin.token",
-		usage: "require this bearer `token` for admin actions (force-release, end session, cluster changes) and for backups (GET /v1/snapshot)",
-		field: func(c *Config) any { return &c.Admin.Token },
+		flag:   "admin-token",
+		toml:   "admin.token",
+		usage:  "require this bearer `token` for admin actions (force-release, end session, cluster changes) and for backups (GET /v1/snapshot)",
+		field:  func(c *Config) any { return &c.Admin.Token },
+		reload: true,
 	},
 	{
-		flag:  "admin-token-file",
-		toml:  "admin.token-file",
-		usage: "read the admin token from this `file` instead",
-		field: func(c *Config) any { return &c.Admin.TokenFile },
+		flag:   "admin-token-file",
+		toml:   "admin.token-file",
+		usage:  "read the admin token from this `file` instead",
+		field:  func(c *Config) any { return &c.Admin.TokenFile },
+		reload: true,
 	},
 	{
 		flag:  "admin-max-conns",
@@ -352,22 +365,25 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Admin.MaxConns },
 	},
 	{
-		flag:  "tls-cert",
-		toml:  "tls.cert",
-		usage: "serve TLS on every listener with the certificate in this PEM `file` (needs tls-key)",
-		field: func(c *Config) any { return &c.TLS.Cert },
+		flag:   "tls-cert",
+		toml:   "tls.cert",
+		usage:  "serve TLS on every listener with the certificate in this PEM `file` (needs tls-key)",
+		field:  func(c *Config) any { return &c.TLS.Cert },
+		reload: true,
 	},
 	{
-		flag:  "tls-key",
-		toml:  "tls.key",
-		usage: "the private key of tls-cert, in this PEM `file`",
-		field: func(c *Config) any { return &c.TLS.Key },
+		flag:   "tls-key",
+		toml:   "tls.key",
+		usage:  "the private key of tls-cert, in this PEM `file`",
+		field:  func(c *Config) any { return &c.TLS.Key },
+		reload: true,
 	},
 	{
-		flag:  "tls-client-ca",
-		toml:  "tls.client-ca",
-		usage: "require client certificates signed by a CA in this PEM `file` (needs tls-cert)",
-		field: func(c *Config) any { return &c.TLS.ClientCA },
+		flag:   "tls-client-ca",
+		toml:   "tls.client-ca",
+		usage:  "require client certificates signed by a CA in this PEM `file` (needs tls-cert)",
+		field:  func(c *Config) any { return &c.TLS.ClientCA },
+		reload: true,
 	},
 	{
 		flag:  "data-dir",
@@ -406,22 +422,25 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Cluster.InitialClusterState },
 	},
 	{
-		flag:  "peer-tls-cert",
-		toml:  "cluster.peer-tls-cert",
-		usage: "this node's certificate `file` (PEM) for mutual TLS with the other nodes (with peer-tls-key and peer-tls-ca)",
-		field: func(c *Config) any { return &c.Cluster.PeerTLSCert },
+		flag:   "peer-tls-cert",
+		toml:   "cluster.peer-tls-cert",
+		usage:  "this node's certificate `file` (PEM) for mutual TLS with the other nodes (with peer-tls-key and peer-tls-ca)",
+		field:  func(c *Config) any { return &c.Cluster.PeerTLSCert },
+		reload: true,
 	},
 	{
-		flag:  "peer-tls-key",
-		toml:  "cluster.peer-tls-key",
-		usage: "the private key `file` (PEM) of peer-tls-cert",
-		field: func(c *Config) any { return &c.Cluster.PeerTLSKey },
+		flag:   "peer-tls-key",
+		toml:   "cluster.peer-tls-key",
+		usage:  "the private key `file` (PEM) of peer-tls-cert",
+		field:  func(c *Config) any { return &c.Cluster.PeerTLSKey },
+		reload: true,
 	},
 	{
-		flag:  "peer-tls-ca",
-		toml:  "cluster.peer-tls-ca",
-		usage: "the CA certificates `file` (PEM) every node's peer certificate must chain to",
-		field: func(c *Config) any { return &c.Cluster.PeerTLSCA },
+		flag:   "peer-tls-ca",
+		toml:   "cluster.peer-tls-ca",
+		usage:  "the CA certificates `file` (PEM) every node's peer certificate must chain to",
+		field:  func(c *Config) any { return &c.Cluster.PeerTLSCA },
+		reload: true,
 	},
 	{
 		flag:  "node-ttl",
@@ -459,6 +478,24 @@ var settings = []setting{
 		usage: "give a graceful shutdown at most this `duration`",
 		field: func(c *Config) any { return &c.Server.ShutdownTimeout },
 	},
+}
+
+// Changed returns the flag names of the settings whose values differ
+// between old and new, those a reload applies (reload) apart from those
+// that wait for a restart (restart), each in the settings' order.
+func Changed(old, new Config) (reload, restart []string) {
+	for i := range settings {
+		st := &settings[i]
+		if st.format(&old) == st.format(&new) {
+			continue
+		}
+		if st.reload {
+			reload = append(reload, st.flag)
+		} else {
+			restart = append(restart, st.flag)
+		}
+	}
+	return reload, restart
 }
 
 // envName returns the environment variable read for a flag:

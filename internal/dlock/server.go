@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -39,6 +40,9 @@ type Server struct {
 
 	// refusal answers a connection over MaxConns.
 	refusal []byte
+
+	// tokens are the access tokens in force (Config.Tokens, SetTokens).
+	tokens atomic.Pointer[[]netserve.Token]
 }
 
 // New returns a Server of svc with cfg, not serving yet. Its plain
@@ -53,6 +57,7 @@ func New(svc latch.Service, cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, svc: svc, log: log, exec: svc.Execution()}
+	s.tokens.Store(&cfg.Tokens)
 	for i := range s.cmds {
 		s.cmds[i] = cfg.Metrics.Command(strings.ToLower(pb.RequestType(i).String()))
 	}
@@ -111,6 +116,22 @@ func (s *Server) Start() error { return s.ns.Start() }
 // Shutdown, which closes ln. It fails if the server already serves or was
 // shut down.
 func (s *Server) Serve(ln net.Listener) error { return s.ns.Serve(ln) }
+
+// SetTokens replaces the access tokens (Config.Tokens; none: every
+// request is served) for the requests read from now on, those of open
+// connections included: a dlock request carries its token. On an invalid
+// list (netserve.CheckTokens) the tokens in force stay.
+func (s *Server) SetTokens(toks []netserve.Token) error {
+	if err := netserve.CheckTokens(toks); err != nil {
+		return fmt.Errorf("dlock: %w", err)
+	}
+	s.tokens.Store(&toks)
+	return nil
+}
+
+// SetAllow replaces the networks served (Config.Allow) for the
+// connections accepted from now on; open ones stay (netserve.Server.SetAllow).
+func (s *Server) SetAllow(allow string) error { return s.ns.SetAllow(allow) }
 
 // Addr returns the address the server listens on, or nil before it serves.
 func (s *Server) Addr() net.Addr { return s.ns.Addr() }

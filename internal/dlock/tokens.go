@@ -37,10 +37,11 @@ func tokenAllows(t *netserve.Token, req *pb.Request) error {
 // authorize checks req's access token, when the server has tokens: it must
 // be one of them, and allow req.
 func (s *Server) authorize(req *pb.Request) error {
-	if len(s.cfg.Tokens) == 0 {
+	toks := *s.tokens.Load()
+	if len(toks) == 0 {
 		return nil
 	}
-	tok := netserve.Match(s.cfg.Tokens, []byte(req.GetAccessToken()))
+	tok := netserve.Match(toks, []byte(req.GetAccessToken()))
 	if tok == nil {
 		return errUnauthorized
 	}

@@ -100,3 +100,37 @@ func TestReadOnlyTokenSession(t *testing.T) {
 		}
 	}
 }
+
+// TestSetTokens: new tokens apply to the next request, an open
+// connection's included; no tokens serve every request; an invalid list
+// keeps the tokens in force.
+func TestSetTokens(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Tokens = []netserve.Token{{Value: "old"}} })
+	c := e.dial(t)
+	ping := func(token string) pb.ResponseStatus {
+		return c.do(&pb.Request{Version: 3, Id: 1, Type: pb.RequestType_Ping, AccessToken: token}).GetStatus()
+	}
+	steps := []struct {
+		name    string
+		set     []netserve.Token
+		err     bool
+		allowed map[string]bool // token: served
+	}{
+		{name: "start", allowed: map[string]bool{"old": true, "new": false, "": false}},
+		{name: "rotated", set: []netserve.Token{{Value: "new"}}, allowed: map[string]bool{"old": false, "new": true}},
+		{name: "invalid kept", set: []netserve.Token{{Value: "x"}, {Value: "x"}}, err: true, allowed: map[string]bool{"new": true, "x": false}},
+		{name: "none", set: []netserve.Token{}, allowed: map[string]bool{"": true, "anything": true}},
+	}
+	for _, st := range steps {
+		if st.set != nil {
+			if err := e.srv.SetTokens(st.set); (err != nil) != st.err {
+				t.Fatalf("%s: SetTokens() = %v, want error %v", st.name, err, st.err)
+			}
+		}
+		for tok, ok := range st.allowed {
+			if got := ping(tok); (got == pb.ResponseStatus_Ok) != ok {
+				t.Errorf("%s: ping with %q: %v, want served %v", st.name, tok, got, ok)
+			}
+		}
+	}
+}

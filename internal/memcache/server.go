@@ -197,6 +197,10 @@ func (s *Server) startSweep() {
 	go s.sweep()
 }
 
+// SetAllow replaces the networks served (Config.Allow) for the
+// connections accepted from now on; open ones stay (netserve.Server.SetAllow).
+func (s *Server) SetAllow(allow string) error { return s.ns.SetAllow(allow) }
+
 // Addr returns the address the server listens on, once started.
 func (s *Server) Addr() net.Addr { return s.ns.Addr() }
 

@@ -77,8 +77,10 @@ type Server struct {
 	loopP  LoopProtocol // proto, when it can be served by loops and loops run
 	nloops int          // the loops to start
 	name   string
-	allow  []netip.Prefix
-	log    *slog.Logger
+	// allow holds the networks served (Config.Allow, SetAllow); nil or
+	// empty: all.
+	allow atomic.Pointer[[]netip.Prefix]
+	log   *slog.Logger
 
 	refuser *refuse.Refuser
 
@@ -112,10 +114,10 @@ func New(p Protocol, cfg Config, loops int) (*Server, error) {
 		cfg:   cfg,
 		proto: p,
 		name:  p.Name(),
-		allow: allow,
 		log:   log,
 		conns: make(map[*Conn]struct{}),
 	}
+	s.allow.Store(&allow)
 	s.refuser = refuse.New(&s.wg)
 	if lp, ok := p.(LoopProtocol); ok && loops > 0 {
 		s.loopP, s.nloops = lp, loops
@@ -210,6 +212,18 @@ func (s *Server) Addr() net.Addr {
 	return s.ln.Addr()
 }
 
+// SetAllow replaces the networks served (Config.Allow, in its syntax;
+// empty: all) for the connections accepted from now on. Connections open
+// stay open. On a syntax error the networks in force stay.
+func (s *Server) SetAllow(allow string) error {
+	nets, err := ParseNetworks(allow)
+	if err != nil {
+		return fmt.Errorf("%s: allow %q: %w", s.name, allow, err)
+	}
+	s.allow.Store(&nets)
+	return nil
+}
+
 // Stats returns the server's connection counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
@@ -266,7 +280,7 @@ func (s *Server) accept(ln net.Listener) {
 			continue
 		}
 		backoff = 0
-		if len(s.allow) > 0 && !Allowed(nc.RemoteAddr(), s.allow) {
+		if allow := *s.allow.Load(); len(allow) > 0 && !Allowed(nc.RemoteAddr(), allow) {
 			s.refusedAllow.Add(1)
 			s.cfg.Metrics.ConnRefused(ReasonAllow)
 			s.log.Debug(s.name+": connection from outside "+s.name+"-allow closed", "peer", nc.RemoteAddr().String())

@@ -19,6 +19,7 @@ import (
 	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/idleread"
 	"github.com/latchd/latch/internal/metrics"
+	"github.com/latchd/latch/internal/tlsconf"
 	"github.com/latchd/latch/internal/tlsconf/tlstest"
 )
 
@@ -284,6 +285,73 @@ func TestAllow(t *testing.T) {
 	if _, err := New(&lines{}, Config{Allow: "10.0.0.0/33"}, 0); err == nil {
 		t.Error("New with an invalid allow-list: no error")
 	}
+}
+
+// TestSetAllow: a new allow-list applies to the connections accepted
+// after it; one open before stays served; a bad list keeps the one in
+// force.
+func TestSetAllow(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			s := start(t, m.proto(), Config{Allow: "127.0.0.0/8"}, m.loops)
+			before := dial(t, s, nil)
+			before.do("a\n", "A\n")
+			steps := []struct {
+				allow  string
+				err    bool
+				served bool
+			}{
+				{allow: "10.0.0.0/8", served: false},
+				{allow: "10.0.0.0/33", err: true, served: false}, // kept: 10.0.0.0/8
+				{allow: "", served: true},
+				{allow: "10.0.0.0/8", served: false},
+				{allow: "10.0.0.0/8,127.0.0.1", served: true},
+			}
+			for i, st := range steps {
+				if err := s.SetAllow(st.allow); (err != nil) != st.err {
+					t.Fatalf("step %d: SetAllow(%q) = %v, want error %v", i, st.allow, err, st.err)
+				}
+				c := dial(t, s, nil)
+				if st.served {
+					c.do("b\n", "B\n")
+				} else {
+					c.closed("")
+				}
+				before.do("c\n", "C\n") // the connection open before is untouched
+			}
+			if got := s.Stats().RefusedAllow; got != 3 {
+				t.Errorf("%d refused by the allow-list, want 3", got)
+			}
+		})
+	}
+}
+
+// TestTLSFiles: over a tlsconf.Files configuration, a certificate rotated
+// on disk and reloaded is presented to the next connection, while the one
+// open before goes on.
+func TestTLSFiles(t *testing.T) {
+	pki := tlstest.New(t)
+	files, err := tlsconf.NewFiles("tls", pki.ServerCertFile, pki.ServerKeyFile, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, &loopLines{}, Config{TLS: files.Server()}, 2)
+	serial := func(c *client) string {
+		return c.nc.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := dial(t, s, pki.ClientConfig(false))
+	before.do("a\n", "A\n")
+	old := serial(before)
+	rotated := pki.Reissue(t, false).Leaf.SerialNumber.String()
+	if changed, err := files.Reload(); err != nil || !changed {
+		t.Fatalf("Reload() = %v, %v", changed, err)
+	}
+	after := dial(t, s, pki.ClientConfig(false))
+	after.do("b\n", "B\n")
+	if got := serial(after); got != rotated || old == rotated {
+		t.Errorf("after the reload, served serial %s, want %s (before: %s)", got, rotated, old)
+	}
+	before.do("c\n", "C\n")
 }
 
 // TestTLS: TLS connections are served by goroutines beside event loops,

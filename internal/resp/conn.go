@@ -119,7 +119,7 @@ func (c *conn) giveBuffers() {
 func (c *conn) init() {
 	c.rd = NewReader(c.br, c.srv.cfg.Limits)
 	c.w = NewWriter(c.bw)
-	c.authed = len(c.srv.cfg.Tokens) == 0
+	c.authed = len(c.srv.tokens()) == 0
 }
 
 // more reports whether more input than the current request is at hand,

@@ -173,7 +173,7 @@ func cmdHello(c *conn, args [][]byte) {
 // auth checks a token, comparing with every one so that the time taken
 // does not tell which matched; on a match the connection takes its rights.
 func (c *conn) auth(secret []byte) bool {
-	match := netserve.Match(c.srv.cfg.Tokens, secret)
+	match := netserve.Match(c.srv.tokens(), secret)
 	if match == nil {
 		return false
 	}
@@ -186,7 +186,7 @@ func cmdAuth(c *conn, args [][]byte) {
 		c.w.Error("ERR syntax error")
 		return
 	}
-	if len(c.srv.cfg.Tokens) == 0 {
+	if len(c.srv.tokens()) == 0 {
 		c.w.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 		return
 	}
@@ -296,7 +296,7 @@ func cmdReset(c *conn, _ [][]byte) {
 	c.endTx()
 	c.name = ""
 	c.w.Proto = 2
-	c.authed, c.token = len(c.srv.cfg.Tokens) == 0, nil
+	c.authed, c.token = len(c.srv.tokens()) == 0, nil
 	c.w.Simple("RESET")
 }
 

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
@@ -32,6 +33,9 @@ type Server struct {
 	loaded    map[string]loadedScript
 
 	lastID atomic.Int64 // CLIENT ID
+
+	// toks are the tokens AUTH accepts (Config.Tokens, SetTokens).
+	toks atomic.Pointer[[]netserve.Token]
 }
 
 // rTooManyConns answers a connection over Config.MaxConns, as Redis does.
@@ -54,6 +58,7 @@ func New(svc Service, cfg Config) (*Server, error) {
 		started: time.Now(),
 		loaded:  make(map[string]loadedScript),
 	}
+	s.toks.Store(&cfg.Tokens)
 	s.cmds = make(map[string]*command, len(commandTable))
 	for i := range commandTable {
 		c := commandTable[i]
@@ -91,6 +96,26 @@ func (s *Server) Start() error { return s.ns.Start() }
 
 // Serve serves connections accepted from ln in the background.
 func (s *Server) Serve(ln net.Listener) error { return s.ns.Serve(ln) }
+
+// SetTokens replaces the tokens AUTH accepts (Config.Tokens; none: no
+// AUTH needed) for the connections made and the AUTHs run from now on. A
+// connection authenticated before keeps its rights until it
+// authenticates again or RESETs. On an invalid list
+// (netserve.CheckTokens) the tokens in force stay.
+func (s *Server) SetTokens(toks []netserve.Token) error {
+	if err := netserve.CheckTokens(toks); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	s.toks.Store(&toks)
+	return nil
+}
+
+// tokens returns the tokens in force.
+func (s *Server) tokens() []netserve.Token { return *s.toks.Load() }
+
+// SetAllow replaces the networks served (Config.Allow) for the
+// connections accepted from now on; open ones stay (netserve.Server.SetAllow).
+func (s *Server) SetAllow(allow string) error { return s.ns.SetAllow(allow) }
 
 // Addr returns the address the server listens on, once started.
 func (s *Server) Addr() net.Addr { return s.ns.Addr() }

@@ -28,6 +28,8 @@ func (s *Server) adminServer(tlsCfg *tls.Config) (*admin.Server, error) {
 	}
 	ac.Metrics = s.metrics
 	ac.Token = token
+	s.adminToken = token
+	ac.Reload = s.Reload
 	ac.Ready = s.readiness
 	ac.Snapshot = s.snapshot
 	ac.Logger = s.logger

@@ -42,7 +42,7 @@ func (s *Server) replicated(cfg config.ClusterConfig, nc *node.Config) error {
 	}
 	rc := raftConfig(cfg, id, peers, s.logger)
 	if cfg.Clustered() {
-		sec, err := peerTLS(cfg)
+		sec, err := s.peerTLS(cfg)
 		if err != nil {
 			return err
 		}
@@ -101,20 +101,18 @@ func raftConfig(cfg config.ClusterConfig, id string, peers []raftrep.Peer, logge
 }
 
 // peerTLS returns the mutual TLS of the connections between nodes, or nil
-// when the configuration sets none.
-func peerTLS(cfg config.ClusterConfig) (*raftrep.PeerTLS, error) {
+// when the configuration sets none. Its certificates follow their files
+// (s.peerTLS).
+func (s *Server) peerTLS(cfg config.ClusterConfig) (*raftrep.PeerTLS, error) {
 	if cfg.PeerTLSCert == "" {
 		return nil, nil
 	}
-	srv, err := tlsconf.Server(cfg.PeerTLSCert, cfg.PeerTLSKey, cfg.PeerTLSCA)
+	f, err := tlsconf.NewFiles("peer-tls", cfg.PeerTLSCert, cfg.PeerTLSKey, cfg.PeerTLSCA, s.logger)
 	if err != nil {
 		return nil, fmt.Errorf("server: peer TLS: %w", err)
 	}
-	cli, err := tlsconf.Client(cfg.PeerTLSCA, cfg.PeerTLSCert, cfg.PeerTLSKey, "")
-	if err != nil {
-		return nil, fmt.Errorf("server: peer TLS: %w", err)
-	}
-	return &raftrep.PeerTLS{Server: srv, Client: cli}, nil
+	s.peerFiles = f
+	return &raftrep.PeerTLS{Server: f.Server(), ClientConfig: f.Client}, nil
 }
 
 // clusterView is the node's cluster as the admin server shows it.

@@ -66,6 +66,7 @@ func (s *Server) frontEnds() ([]component, error) {
 				return nil, fmt.Errorf("server: dlock-tokens-file: %w", err)
 			}
 			dc.Tokens = toks
+			s.dlockTokens = toks
 		}
 		dl, err := dlock.New(s.node, dc)
 		if err != nil {
@@ -86,6 +87,7 @@ func (s *Server) frontEnds() ([]component, error) {
 				return nil, fmt.Errorf("server: redis-tokens-file: %w", err)
 			}
 			rc.Tokens = toks
+			s.redisTokens = toks
 		}
 		rs, err := resp.New(s.node, rc)
 		if err != nil {

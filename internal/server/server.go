@@ -15,9 +15,11 @@ import (
 	"github.com/latchd/latch/internal/dlock"
 	"github.com/latchd/latch/internal/memcache"
 	"github.com/latchd/latch/internal/metrics"
+	"github.com/latchd/latch/internal/netserve"
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/replica/raftrep"
 	"github.com/latchd/latch/internal/resp"
+	"github.com/latchd/latch/internal/tlsconf"
 	"github.com/latchd/latch/internal/zookeeper"
 )
 
@@ -44,6 +46,15 @@ type Server struct {
 
 	// started holds the components that started, in start order.
 	started []component
+
+	// tls and peerFiles are the certificates of the listeners and of the
+	// connections between nodes; nil without TLS.
+	tls, peerFiles *tlsconf.Files
+	// reloadMu serializes reloads (reload.go); it guards cfg after New,
+	// and the tokens in force.
+	reloadMu                 sync.Mutex
+	dlockTokens, redisTokens []netserve.Token
+	adminToken               string
 
 	shutdownOnce sync.Once
 	shutdownErr  error

@@ -5,5 +5,7 @@
 //
 // Every configuration it returns requires TLS 1.2 or later and otherwise
 // keeps crypto/tls's defaults (cipher suites, curves), which are safe.
-// Certificates are read once: replacing the files takes a restart.
+// Server and Client read their files once; Files keeps a configuration in
+// step with its files, read again on Reload and, when they change, during
+// handshakes, so that certificates rotate without a restart.
 package tlsconf

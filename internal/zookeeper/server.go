@@ -133,6 +133,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	return nil
 }
 
+// SetAllow replaces the networks served (Config.Allow) for the
+// connections accepted from now on; open ones stay (netserve.Server.SetAllow).
+func (s *Server) SetAllow(allow string) error { return s.ns.SetAllow(allow) }
+
 // Addr returns the address the server listens on, or nil.
 func (s *Server) Addr() net.Addr { return s.ns.Addr() }
 

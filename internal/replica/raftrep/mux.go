@@ -43,7 +43,18 @@ const (
 // holding a certificate of the cluster's CA reach Raft and forwarding:
 // forwarded batches change the lock table. Client's ServerName, when
 // empty, is the host of the address dialed.
-type PeerTLS struct{ Server, Client *tls.Config }
+//
+// Certificates rotate without a restart when Server picks its
+// certificate per handshake (GetConfigForClient, GetCertificate) and
+// ClientConfig is set: each connection the Mux makes then takes the
+// configuration ClientConfig returns, instead of Client (tlsconf.Files'
+// Server and Client).
+type PeerTLS struct {
+	Server, Client *tls.Config
+	// ClientConfig, when set, returns the client configuration of one new
+	// connection; the Mux may change what it returns.
+	ClientConfig func() *tls.Config
+}
 
 // Listen binds addr for a Mux. advertise, when not empty, is the address
 // the other nodes reach this one at (the same as addr when empty).
@@ -52,7 +63,7 @@ func Listen(addr, advertise string) (*Mux, error) { return ListenTLS(addr, adver
 // ListenTLS is Listen for a Mux whose connections are mutual TLS (sec
 // nil: plain TCP).
 func ListenTLS(addr, advertise string, sec *PeerTLS) (*Mux, error) {
-	if sec != nil && (sec.Server == nil || sec.Client == nil || sec.Server.ClientAuth != tls.RequireAndVerifyClientCert) {
+	if sec != nil && (sec.Server == nil || (sec.Client == nil && sec.ClientConfig == nil) || sec.Server.ClientAuth != tls.RequireAndVerifyClientCert) {
 		return nil, errors.New("raftrep: peer TLS needs a server configuration that requires client certificates and a client configuration")
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -166,9 +177,14 @@ func (m *Mux) dial(ctx context.Context, addr string, kind byte) (net.Conn, error
 	}
 	if m.sec != nil {
 		cfg := m.sec.Client
+		if m.sec.ClientConfig != nil {
+			cfg = m.sec.ClientConfig() // a copy of its own
+		}
 		if cfg.ServerName == "" {
 			host, _, _ := net.SplitHostPort(addr)
-			cfg = cfg.Clone()
+			if m.sec.ClientConfig == nil {
+				cfg = cfg.Clone()
+			}
 			cfg.ServerName = host
 		}
 		tc := tls.Client(c, cfg)

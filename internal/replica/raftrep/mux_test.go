@@ -2,6 +2,7 @@ package raftrep
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/latchd/latch/internal/tlsconf"
 	"github.com/latchd/latch/internal/tlsconf/tlstest"
 )
 
@@ -160,6 +162,66 @@ func TestMuxPeerTLS(t *testing.T) {
 	}
 	if _, err := ListenTLS("127.0.0.1:0", "", &PeerTLS{Server: pki.ServerConfig(false), Client: pki.ClientConfig(true)}); err == nil {
 		t.Error("ListenTLS took a server configuration that does not require client certificates")
+	}
+}
+
+// TestMuxPeerTLSRotation: over tlsconf.Files, a peer certificate rotated
+// on disk and reloaded is the one both ends of the next connection
+// present; a connection made before stays open.
+func TestMuxPeerTLSRotation(t *testing.T) {
+	pki := tlstest.New(t)
+	files := map[*Mux]*tlsconf.Files{}
+	mux := func() *Mux {
+		f, err := tlsconf.NewFiles("peer-tls", pki.PeerCertFile, pki.PeerKeyFile, pki.CAFile, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ListenTLS("127.0.0.1:0", "", &PeerTLS{Server: f.Server(), ClientConfig: f.Client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		files[m] = f
+		return m
+	}
+	a, b := mux(), mux()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// serials returns the serial numbers of the certificates a's dialing
+	// end and b's accepting end got from each other.
+	serials := func() (string, string, net.Conn) {
+		t.Helper()
+		c, err := a.DialForward(ctx, b.Addr().String())
+		if err != nil {
+			t.Fatalf("forward dial: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		go c.Write([]byte("x"))
+		got, err := b.ForwardListener().Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { got.Close() })
+		io.ReadFull(got, make([]byte, 1))
+		return c.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String(),
+			got.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String(), c
+	}
+	first := pki.Peer.Leaf.SerialNumber.String()
+	if s1, s2, _ := serials(); s1 != first || s2 != first {
+		t.Fatalf("before the rotation: serials %s and %s, want %s", s1, s2, first)
+	}
+	_, _, before := serials()
+	rotated := pki.Reissue(t, true).Leaf.SerialNumber.String()
+	for _, m := range []*Mux{a, b} {
+		if changed, err := files[m].Reload(); err != nil || !changed {
+			t.Fatalf("Reload() = %v, %v", changed, err)
+		}
+	}
+	if s1, s2, _ := serials(); s1 != rotated || s2 != rotated {
+		t.Errorf("after the rotation: serials %s and %s, want %s", s1, s2, rotated)
+	}
+	if _, err := before.Write([]byte("still open")); err != nil {
+		t.Errorf("a connection made before the rotation: %v", err)
 	}
 }
 

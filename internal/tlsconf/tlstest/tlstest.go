@@ -37,6 +37,9 @@ type PKI struct {
 	// and the peer's certificates and keys.
 	CAFile, ServerCertFile, ServerKeyFile, ClientCertFile, ClientKeyFile string
 	PeerCertFile, PeerKeyFile                                            string
+
+	caKey  *ecdsa.PrivateKey
+	serial int64 // the last serial number issued
 }
 
 // New returns a new PKI whose files live in t.TempDir(). It fails t on any
@@ -72,37 +75,62 @@ func New(t testing.TB) *PKI {
 	p.CA = ca
 	writePEM(t, p.CAFile, "CERTIFICATE", caDER)
 
-	leaf := func(serial int64, cn string, usage []x509.ExtKeyUsage, server bool, certFile, keyFile string) tls.Certificate {
-		key := newKey(t)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: cn},
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.Add(24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  usage,
-		}
-		if server {
-			tmpl.DNSNames = []string{"localhost"}
-			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-		}
-		der := createCert(t, tmpl, ca, key, caKey)
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writePEM(t, certFile, "CERTIFICATE", der)
-		writePEM(t, keyFile, "PRIVATE KEY", keyDER)
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cert
-	}
-	p.Server = leaf(2, "localhost", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, true, p.ServerCertFile, p.ServerKeyFile)
-	p.Client = leaf(3, "latch-test-client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false, p.ClientCertFile, p.ClientKeyFile)
-	p.Peer = leaf(4, "latch-test-peer", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, true, p.PeerCertFile, p.PeerKeyFile)
+	p.caKey, p.serial = caKey, 1
+	p.Server = p.leaf(t, "localhost", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, true, p.ServerCertFile, p.ServerKeyFile)
+	p.Client = p.leaf(t, "latch-test-client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, false, p.ClientCertFile, p.ClientKeyFile)
+	p.Peer = p.leaf(t, "latch-test-peer", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, true, p.PeerCertFile, p.PeerKeyFile)
 	return p
+}
+
+// leaf issues a certificate signed by the CA, with the next serial
+// number, and writes it and its key to certFile and keyFile.
+func (p *PKI) leaf(t testing.TB, cn string, usage []x509.ExtKeyUsage, server bool, certFile, keyFile string) tls.Certificate {
+	t.Helper()
+	now := time.Now()
+	p.serial++
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(p.serial),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  usage,
+	}
+	if server {
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	der := createCert(t, tmpl, p.CA, key, p.caKey)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// Reissue issues a new server certificate (and key) from the same CA,
+// with a new serial number, writes it over ServerCertFile and
+// ServerKeyFile, and returns it: a certificate rotated on disk. With peer,
+// it does the same for the peer certificate (PeerCertFile, PeerKeyFile).
+// The new certificate's leaf is parsed (Leaf is set).
+func (p *PKI) Reissue(t testing.TB, peer bool) tls.Certificate {
+	t.Helper()
+	var cert tls.Certificate
+	if peer {
+		cert = p.leaf(t, "latch-test-peer", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, true, p.PeerCertFile, p.PeerKeyFile)
+		p.Peer = cert
+	} else {
+		cert = p.leaf(t, "localhost", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, true, p.ServerCertFile, p.ServerKeyFile)
+		p.Server = cert
+	}
+	return cert
 }
 
 // Pool returns a certificate pool holding the CA.
