@@ -93,6 +93,7 @@ type node struct {
 	t                   *testing.T
 	bin, name           string
 	args                []string
+	env                 []string // added to its environment
 	dlock, mc, adminURL string
 	zk                  string // the ZooKeeper front end's address
 	cmd                 *exec.Cmd
@@ -121,7 +122,7 @@ func (p *node) start() {
 	}
 	p.log = f
 	p.cmd = exec.Command(p.bin, p.args...)
-	p.cmd.Env = append(cleanEnv(), "LATCH_LOG_LEVEL=debug")
+	p.cmd.Env = append(append(cleanEnv(), "LATCH_LOG_LEVEL=debug"), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)

@@ -179,11 +179,13 @@ func readLog(t *testing.T, r io.Reader, lines chan<- logLine) {
 }
 
 // cleanEnv returns the test's environment without LATCH_* variables, so
-// that the user's settings do not leak into the server under test.
+// that the user's settings do not leak into the server under test, and
+// without NOTIFY_SOCKET, so that a test run by systemd does not speak for
+// the servers it starts.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LATCH_") {
+		if !strings.HasPrefix(kv, "LATCH_") && !strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
 			env = append(env, kv)
 		}
 	}

@@ -28,7 +28,10 @@ restart: it reads the settings again and applies the certificates (of
 every listener and of the connections between nodes), the token files,
 the admin token, the allow-lists and the log level; open connections and
 their locks are untouched (docs/configuration.md names the settings that
-need a restart). SIGUSR1 and SIGPIPE are ignored. Every flag can also be
+need a restart). SIGUSR1 and SIGPIPE are ignored. Under systemd
+(Type=notify, NOTIFY_SOCKET set) it sends READY=1 once it serves and has
+caught up with its cluster, RELOADING=1 and READY=1 around a SIGHUP
+reload, and STOPPING=1 when it shuts down. Every flag can also be
 set by the LATCH_* environment variable named beside it, or in the TOML
 file named by --config. Flags win over the environment, the environment
 over the file.
@@ -81,11 +84,15 @@ Flags:
 		fs.SetOutput(io.Discard)
 		return config.Load(fs, args, env.getenv)
 	}
+	// Under systemd (Type=notify), READY=1 once the server serves and
+	// has caught up with its cluster, STOPPING=1 when shutdown begins.
+	sm := newServiceManager(env.getenv("NOTIFY_SOCKET"), logger)
 	srv, err := server.New(cfg, logger)
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		return 1
 	}
+	sm.watchReady(srv.Ready)
 	logger.Info("serving",
 		"version", buildVersion(),
 		"pid", os.Getpid(),
@@ -97,7 +104,7 @@ Flags:
 		switch {
 		case sig == syscall.SIGHUP:
 			logger.Debug("SIGHUP: reloading")
-			srv.Reload() // logs what it did
+			sm.reload(srv.Reload) // Reload logs what it did
 		case sig == sigUSR1:
 			logger.Info("SIGUSR1 ignored")
 		}
@@ -109,6 +116,7 @@ Flags:
 	signal.Stop(sigs)
 	signal.Ignore(caught[2:]...) // SIGHUP, SIGPIPE, SIGUSR1
 	logger.Info("shutting down", "signal", sig.String(), "timeout", cfg.Server.ShutdownTimeout)
+	sm.stopping()
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()

@@ -69,3 +69,10 @@ func (s *Server) AdminAddr() net.Addr {
 func (s *Server) Metrics() *metrics.Metrics {
 	return s.metrics
 }
+
+// Ready is nil once the server serves: New has returned, Shutdown has not
+// begun, and its node has caught up with its cluster. It is what /readyz
+// answers, and what "latch serve" tells systemd (READY=1).
+func (s *Server) Ready() error {
+	return s.readiness()
+}
