@@ -14,9 +14,10 @@ FUZZTIME ?= 10s
 # whose own test suite runs with python3-pytest and python3-mock,
 # libcurator-recipes-java its Java client (Curator's recipes, pulling the
 # framework, the client and the ZooKeeper jars), default-jdk-headless the
-# javac that compiles the Curator harness). "make deps" installs the
-# missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless
+# javac that compiles the Curator harness); systemd gives systemd-analyze,
+# systemd-sysusers and systemd-tmpfiles, which check contrib/systemd/ (no
+# systemd running needed). "make deps" installs the missing ones.
+DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless systemd
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
