@@ -14,9 +14,11 @@ FUZZTIME ?= 10s
 # whose own test suite runs with python3-pytest and python3-mock,
 # libcurator-recipes-java its Java client (Curator's recipes, pulling the
 # framework, the client and the ZooKeeper jars), default-jdk-headless the
-# javac that compiles the Curator harness). "make deps" installs the
+# javac that compiles the Curator harness; prometheus gives promtool, which
+# checks and tests contrib/mixin's alert rules, and jq turns its dashboard's
+# queries into rules for promtool to parse). "make deps" installs the
 # missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless
+DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
@@ -30,9 +32,9 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen
+.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin
 
-test: deps fmt vet cross staticcheck unit powerloss fuzz jepsen
+test: deps fmt vet cross staticcheck unit mixin powerloss fuzz jepsen
 
 # npm clients of the memcached, Redis and ZooKeeper front ends' tests,
 # pinned by the lock files in NPM_DIR, REDIS_NPM_DIR and ZK_NPM_DIR;
@@ -92,6 +94,20 @@ staticcheck: $(STATICCHECK)
 unit:
 	$(GO) test -race ./...
 	LATCH_MEMCACHE_LOOPS=-1 LATCH_REDIS_LOOPS=-1 LATCH_DLOCK_LOOPS=-1 $(GO) test -race ./internal/memcache ./internal/resp ./internal/dlock
+
+# The alert rules and dashboard of contrib/mixin: promtool (Debian's
+# prometheus) checks the rules and runs their unit tests; every query of
+# the dashboard, made a recording rule by jq, must parse; and every metric
+# either names must be in latch's registry (the Go test).
+MIXIN := contrib/mixin
+mixin: deps
+	promtool check rules $(MIXIN)/alerts.yaml
+	promtool test rules $(MIXIN)/tests.yaml
+	@rules=$$(mktemp --suffix=.json) && trap 'rm -f "$$rules"' EXIT && \
+	jq '{groups: [{name: "dashboard", rules: ([.panels[] | .targets[]? | .expr | gsub("\\$$__rate_interval"; "5m") | gsub("\\$$(job|instance)"; ".+")] | to_entries | map({record: "dashboard:expr_\(.key)", expr: .value}))}]}' \
+		$(MIXIN)/dashboard.json >"$$rules" && \
+	promtool check rules "$$rules"
+	$(GO) test -count=1 -run '^TestMixinNamesExist$$' ./internal/server
 
 # The power-loss test (internal/replica/raftrep/powerloss_test.go):
 # in-process clusters on crashable file systems under kills, power loss,
