@@ -107,7 +107,7 @@ mixin: deps
 	jq '{groups: [{name: "dashboard", rules: ([.panels[] | .targets[]? | .expr | gsub("\\$$__rate_interval"; "5m") | gsub("\\$$(job|instance)"; ".+")] | to_entries | map({record: "dashboard:expr_\(.key)", expr: .value}))}]}' \
 		$(MIXIN)/dashboard.json >"$$rules" && \
 	promtool check rules "$$rules"
-	$(GO) test -count=1 -run '^TestMixinNamesExist$$' ./internal/server
+	$(GO) test -count=1 -run '^TestMixin' ./internal/server
 
 # The power-loss test (internal/replica/raftrep/powerloss_test.go):
 # in-process clusters on crashable file systems under kills, power loss,

@@ -102,3 +102,35 @@ func TestMixinNamesExist(t *testing.T) {
 		}
 	}
 }
+
+// TestMixinAlertsComplete: every alert rule of contrib/mixin has a
+// severity, a summary and a description, and tests.yaml tests it.
+func TestMixinAlertsComplete(t *testing.T) {
+	read := func(f string) string {
+		b, err := os.ReadFile(filepath.Join(mixinDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	alerts, tests := read("alerts.yaml"), read("tests.yaml")
+	rules := strings.Split(alerts, "- alert: ")[1:]
+	if len(rules) < 10 {
+		t.Fatalf("alerts.yaml has %d rules, want more", len(rules))
+	}
+	severity := regexp.MustCompile(`\n\s+severity: (critical|warning|info)\n`)
+	for _, r := range rules {
+		name, _, _ := strings.Cut(r, "\n")
+		if !severity.MatchString(r) {
+			t.Errorf("alert %s has no severity of critical, warning or info", name)
+		}
+		for _, a := range []string{"summary: ", "description: "} {
+			if !strings.Contains(r, "\n          "+a) {
+				t.Errorf("alert %s has no %s annotation", name, strings.TrimSuffix(a, ": "))
+			}
+		}
+		if !strings.Contains(tests, "alertname: "+name+"\n") {
+			t.Errorf("tests.yaml does not test alert %s", name)
+		}
+	}
+}
