@@ -14,9 +14,10 @@ FUZZTIME ?= 10s
 # whose own test suite runs with python3-pytest and python3-mock,
 # libcurator-recipes-java its Java client (Curator's recipes, pulling the
 # framework, the client and the ZooKeeper jars), default-jdk-headless the
-# javac that compiles the Curator harness). "make deps" installs the
-# missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless
+# javac that compiles the Curator harness; groff-base (groff) renders the
+# man page in cmd/latch's TestManPage). "make deps" installs the missing
+# ones.
+DEB_PKGS ?= groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
@@ -30,7 +31,7 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen
+.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen man
 
 test: deps fmt vet cross staticcheck unit powerloss fuzz jepsen
 
@@ -138,3 +139,9 @@ fuzz:
 proto: deps
 	@test -x "$(PROTOC_GEN_GO)" || GOBIN=$(dir $(PROTOC_GEN_GO)) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOBUF_VERSION)
 	protoc -I proto --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=module=github.com/latchd/latch dlock.proto
+
+# Regenerate contrib/man/latch.1, the man page "latch man" prints (made
+# from the commands' help texts and flags; cmd/latch's TestManPage checks
+# that this was done).
+man:
+	$(GO) run ./cmd/latch man > contrib/man/latch.1
