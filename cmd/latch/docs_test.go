@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -80,7 +81,7 @@ func completeBash(t *testing.T, script, line string) []string {
 	}
 	prog := "source " + script + "\n" +
 		"COMP_WORDS=(" + strings.Join(quoted, " ") + ")\n" +
-		"COMP_CWORD=" + string(rune('0'+len(words)-1)) + "\n" +
+		"COMP_CWORD=" + strconv.Itoa(len(words)-1) + "\n" +
 		"_latch\n" +
 		`printf '%s\n' "${COMPREPLY[@]}"` + "\n"
 	out, err := exec.Command("bash", "--norc", "--noprofile", "-c", prog).CombinedOutput()
