@@ -16,9 +16,10 @@ FUZZTIME ?= 10s
 # framework, the client and the ZooKeeper jars), default-jdk-headless the
 # javac that compiles the Curator harness; prometheus gives promtool, which
 # checks and tests contrib/mixin's alert rules, and jq turns its dashboard's
-# queries into rules for promtool to parse). "make deps" installs the
-# missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq
+# queries into rules for promtool to parse; groff-base (groff) renders the
+# man page in cmd/latch's TestManPage). "make deps" installs the missing
+# ones.
+DEB_PKGS ?= groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
@@ -32,7 +33,7 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin
+.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man
 
 test: deps fmt vet cross staticcheck unit mixin powerloss fuzz jepsen
 
@@ -154,3 +155,9 @@ fuzz:
 proto: deps
 	@test -x "$(PROTOC_GEN_GO)" || GOBIN=$(dir $(PROTOC_GEN_GO)) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOBUF_VERSION)
 	protoc -I proto --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=module=github.com/latchd/latch dlock.proto
+
+# Regenerate contrib/man/latch.1, the man page "latch man" prints (made
+# from the commands' help texts and flags; cmd/latch's TestManPage checks
+# that this was done).
+man:
+	$(GO) run ./cmd/latch man > contrib/man/latch.1
