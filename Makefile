@@ -14,10 +14,14 @@ FUZZTIME ?= 10s
 # whose own test suite runs with python3-pytest and python3-mock,
 # libcurator-recipes-java its Java client (Curator's recipes, pulling the
 # framework, the client and the ZooKeeper jars), default-jdk-headless the
-# javac that compiles the Curator harness); systemd gives systemd-analyze,
-# systemd-sysusers and systemd-tmpfiles, which check contrib/systemd/ (no
-# systemd running needed). "make deps" installs the missing ones.
-DEB_PKGS ?= protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless systemd
+# javac that compiles the Curator harness; prometheus gives promtool, which
+# checks and tests contrib/mixin's alert rules, and jq turns its dashboard's
+# queries into rules for promtool to parse; groff-base (groff) renders the
+# man page in cmd/latch's TestManPage; systemd gives systemd-analyze,
+# systemd-sysusers and systemd-tmpfiles, which check contrib/systemd/ in
+# cmd/latch's TestSystemd* tests, with no systemd running). "make deps"
+# installs the missing ones.
+DEB_PKGS ?= groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq systemd
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
@@ -31,9 +35,9 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen
+.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man
 
-test: deps fmt vet cross staticcheck unit powerloss fuzz jepsen
+test: deps fmt vet cross staticcheck unit mixin powerloss fuzz jepsen
 
 # npm clients of the memcached, Redis and ZooKeeper front ends' tests,
 # pinned by the lock files in NPM_DIR, REDIS_NPM_DIR and ZK_NPM_DIR;
@@ -94,6 +98,20 @@ unit:
 	$(GO) test -race ./...
 	LATCH_MEMCACHE_LOOPS=-1 LATCH_REDIS_LOOPS=-1 LATCH_DLOCK_LOOPS=-1 $(GO) test -race ./internal/memcache ./internal/resp ./internal/dlock
 
+# The alert rules and dashboard of contrib/mixin: promtool (Debian's
+# prometheus) checks the rules and runs their unit tests; every query of
+# the dashboard, made a recording rule by jq, must parse; and every metric
+# either names must be in latch's registry (the Go test).
+MIXIN := contrib/mixin
+mixin: deps
+	promtool check rules $(MIXIN)/alerts.yaml
+	promtool test rules $(MIXIN)/tests.yaml
+	@rules=$$(mktemp --suffix=.json) && trap 'rm -f "$$rules"' EXIT && \
+	jq '{groups: [{name: "dashboard", rules: ([.panels[] | .targets[]? | .expr | gsub("\\$$__rate_interval"; "5m") | gsub("\\$$(job|instance)"; ".+")] | to_entries | map({record: "dashboard:expr_\(.key)", expr: .value}))}]}' \
+		$(MIXIN)/dashboard.json >"$$rules" && \
+	promtool check rules "$$rules"
+	$(GO) test -count=1 -run '^TestMixin' ./internal/server
+
 # The power-loss test (internal/replica/raftrep/powerloss_test.go):
 # in-process clusters on crashable file systems under kills, power loss,
 # disk errors and partitions, POWERLOSS_SEEDS seeds, without the race
@@ -139,3 +157,9 @@ fuzz:
 proto: deps
 	@test -x "$(PROTOC_GEN_GO)" || GOBIN=$(dir $(PROTOC_GEN_GO)) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOBUF_VERSION)
 	protoc -I proto --plugin=protoc-gen-go=$(PROTOC_GEN_GO) --go_out=. --go_opt=module=github.com/latchd/latch dlock.proto
+
+# Regenerate contrib/man/latch.1, the man page "latch man" prints (made
+# from the commands' help texts and flags; cmd/latch's TestManPage checks
+# that this was done).
+man:
+	$(GO) run ./cmd/latch man > contrib/man/latch.1

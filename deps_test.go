@@ -64,6 +64,7 @@ var allowedImports = map[string][]string{
 	"internal/tlsconf/tlstest":          {},
 	"internal/statuscmd":                {"", "internal/admin"},
 	"internal/backup":                   {},
+	"internal/clidoc":                   {},
 	"internal/sdnotify":                 {},
 	"internal/snapcmd":                  {"", "internal/admin", "internal/backup", "internal/fsm", "internal/replica/raftrep", "internal/vfs"},
 	"internal/server":                   {"*"},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,8 +16,7 @@ import (
 // failed or any reply was unexpected.
 func runBench(args []string, env *environment) int {
 	cfg := bench.DefaultConfig()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("bench")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch bench [flags]
 

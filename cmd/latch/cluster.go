@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -20,8 +19,7 @@ func runCluster(args []string, env *environment) int {
 		opts.Addr = addr
 	}
 	opts.Token = env.getenv("LATCH_ADMIN_TOKEN")
-	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("cluster")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch cluster [flags] status
        latch cluster [flags] add ID RAFT_ADDR

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 
 	"github.com/latchd/latch/internal/replica/raftrep"
@@ -10,8 +9,7 @@ import (
 // runDatadir implements "latch datadir": what an operator does to a
 // stopped node's data dir.
 func runDatadir(args []string, env *environment) int {
-	fs := flag.NewFlagSet("datadir", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("datadir")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch datadir --data-dir DIR clear-halt
 

@@ -6,21 +6,25 @@
 //
 // The commands are:
 //
-//	serve    run a lock server
-//	run      run a command while holding a lock
-//	status   show the holders, waiters and sessions of a server
-//	cluster  show a cluster's members, change them, move its leader
-//	snapshot save, inspect or restore a backup of the state
-//	datadir  let a node halted by a disk error start again
-//	recover  make a node of a cluster that lost its quorum a cluster of one
-//	bench    load a lock or memcached server and measure it
-//	version  print latch's version
-//	help     show help for latch or one of its commands
+//	serve      run a lock server
+//	run        run a command while holding a lock
+//	status     show the holders, waiters and sessions of a server
+//	cluster    show a cluster's members, change them, move its leader
+//	snapshot   save, inspect or restore a backup of the state
+//	datadir    let a node halted by a disk error start again
+//	recover    make a node of a cluster that lost its quorum a cluster of one
+//	bench      load a lock or memcached server and measure it
+//	config     check a configuration file
+//	completion print a shell completion script
+//	man        print latch's man page
+//	version    print latch's version
+//	help       show help for latch or one of its commands
 //
 // Run "latch help <command>" for a command's flags.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +43,20 @@ type command struct {
 type environment struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	// flagSet, when set, is given every flag set a command makes (by
+	// newFlagSet); commandDocs runs each command with -h to learn its
+	// flags.
+	flagSet func(*flag.FlagSet)
+}
+
+// newFlagSet returns a command's flag set, reporting to env.stderr.
+func (env *environment) newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	if env.flagSet != nil {
+		env.flagSet(fs)
+	}
+	return fs
 }
 
 // commands lists the subcommands in usage order. It is filled in init
@@ -55,6 +73,9 @@ func init() {
 		{"datadir", "let a node halted by a disk error start again", runDatadir},
 		{"recover", "make a node of a cluster that lost its quorum a cluster of one", runRecover},
 		{"bench", "load a lock or memcached server and measure it", runBench},
+		{"config", "check a configuration file", runConfig},
+		{"completion", "print a shell completion script", runCompletion},
+		{"man", "print latch's man page", runMan},
 		{"version", "print latch's version", runVersion},
 		{"help", "show help for latch or one of its commands", runHelp},
 	}
@@ -101,7 +122,7 @@ func lookup(name string) *command {
 func usage(w io.Writer) {
 	fmt.Fprint(w, "latch is a lock server.\n\nUsage:\n\n\tlatch <command> [flags]\n\nThe commands are:\n\n")
 	for _, c := range commands {
-		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "\t%-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, "\nRun \"latch help <command>\" for a command's flags.\n")
 }

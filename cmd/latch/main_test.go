@@ -19,10 +19,10 @@ func TestRun(t *testing.T) {
 	}{
 		{name: "no command", args: nil, wantCode: 2, wantStderr: "Usage:"},
 		{name: "unknown command", args: []string{"lock"}, wantCode: 2, wantStderr: `unknown command "lock"`},
-		{name: "unknown command shows usage", args: []string{"srve"}, wantCode: 2, wantStderr: "serve    run a lock server"},
+		{name: "unknown command shows usage", args: []string{"srve"}, wantCode: 2, wantStderr: "serve      run a lock server"},
 		{name: "-h", args: []string{"-h"}, wantCode: 0, wantStdout: "The commands are:"},
 		{name: "--help", args: []string{"--help"}, wantCode: 0, wantStdout: "The commands are:"},
-		{name: "help", args: []string{"help"}, wantCode: 0, wantStdout: "version  print latch's version"},
+		{name: "help", args: []string{"help"}, wantCode: 0, wantStdout: "version    print latch's version"},
 		{name: "help serve", args: []string{"help", "serve"}, wantCode: 0, wantStderr: "LATCH_SHUTDOWN_TIMEOUT"},
 		{name: "help version", args: []string{"help", "version"}, wantCode: 0, wantStderr: "Usage: latch version"},
 		{name: "help unknown", args: []string{"help", "nope"}, wantCode: 2, wantStderr: `unknown command "nope"`},

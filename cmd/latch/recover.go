@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,8 +13,7 @@ import (
 // runRecover implements "latch recover": a stopped node of a cluster that
 // lost its quorum becomes a cluster of one.
 func runRecover(args []string, env *environment) int {
-	fs := flag.NewFlagSet("recover", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("recover")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch recover [--force | --dry-run] --data-dir DIR [serve's flags]
 

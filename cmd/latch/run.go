@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,8 +23,7 @@ func runRun(args []string, env *environment) int {
 	}
 	cfg.Token = env.getenv("LATCH_ACCESS_TOKEN")
 
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("run")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch run [flags] KEY... -- COMMAND [ARG...]
 

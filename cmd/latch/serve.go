@@ -18,8 +18,7 @@ import (
 // runServe implements "latch serve": it runs a server until SIGINT or
 // SIGTERM, then shuts it down gracefully within the shutdown-timeout.
 func runServe(args []string, env *environment) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("serve")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch serve [flags]
 

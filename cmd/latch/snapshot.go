@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,8 +17,7 @@ import (
 // runSnapshot implements "latch snapshot": flag parsing; internal/snapcmd
 // does the rest.
 func runSnapshot(args []string, env *environment) int {
-	fs := flag.NewFlagSet("snapshot", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("snapshot")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch snapshot save FILE [--admin-addr ADDR] [--admin-token TOKEN]
        latch snapshot inspect FILE [--json]

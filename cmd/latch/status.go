@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,8 +17,7 @@ func runStatus(args []string, env *environment) int {
 	if addr := env.getenv("LATCH_ADMIN_ADDR"); addr != "" {
 		opts.Addr = addr
 	}
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("status")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: latch status [flags]
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -16,8 +15,7 @@ var version string
 
 // runVersion implements "latch version".
 func runVersion(args []string, env *environment) int {
-	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.newFlagSet("version")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: latch version\n\nPrint latch's version and the Go version it was built with.\n")
 	}

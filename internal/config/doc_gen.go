@@ -30,6 +30,15 @@ that latch does not know is an error, so a typo never goes unnoticed.
 Durations are written like ` + "`250ms`, `10s` or `1m30s`" + `; in the TOML file they
 are strings.
 
+` + "`latch config check FILE`" + ` checks a file before a server reads it: it
+loads FILE over the defaults as ` + "`latch serve --config FILE`" + ` would, and
+validates the result. It checks the file alone: the ` + "`LATCH_*`" + ` environment
+variables and flags, which ` + "`latch serve`" + ` applies over the file, are not
+read. It prints ` + "`ok`" + ` and exits 0, or prints every error, each naming
+its setting (an unknown key, a value of the wrong type, an invalid value),
+and exits 2. The conventional place of the file is
+` + "`/etc/latch/latch.toml`" + `.
+
 | flag | environment | TOML key | default | meaning |
 |---|---|---|---|---|
 `)
