@@ -164,8 +164,9 @@ func TestSystemdUsersAndDirs(t *testing.T) {
 
 // TestContribConfig loads contrib/latch.toml as "latch serve --config"
 // does: every front end at its default address on localhost, the data
-// dir /var/lib/latch; then runs "latch serve --config" on it (with the
-// addresses and data dir of the test, which flags override).
+// dir /var/lib/latch; "latch config check" finds nothing wrong in it; and
+// "latch serve --config" serves with it (with the addresses and data dir
+// of the test, which flags override).
 func TestContribConfig(t *testing.T) {
 	load := func(args ...string) config.Config {
 		t.Helper()
@@ -197,6 +198,13 @@ func TestContribConfig(t *testing.T) {
 
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
+	}
+	bin, err := builtLatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "config", "check", contribTOML).CombinedOutput(); err != nil {
+		t.Errorf("latch config check %s: %v\n%s", contribTOML, err, out)
 	}
 	p := newProc(t, "contrib", "--config", contribTOML, "--data-dir", t.TempDir())
 	p.start()
