@@ -135,6 +135,11 @@ func (s *State) endZ(now int64, id latch.SessionID) {
 // Tree returns the ZooKeeper data tree, for reads only, as Engine.
 func (s *State) Tree() *znode.Tree { return s.tree }
 
+// ZPending reports whether TakeZ has anything to take: most commands
+// (every memcached one) change nothing of the tree, and its caller skips
+// the call then.
+func (s *State) ZPending() bool { return len(s.zEnded) > 0 || s.tree.HasEvents() }
+
 // TakeZ appends to evs the watch triggers of the data tree's changes, and
 // to ended the ZooKeeper sessions that ended, since the last call, in the
 // order they happened, and forgets them.

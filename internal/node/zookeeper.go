@@ -52,6 +52,9 @@ func (n *Node) SetZListener(l ZListener) {
 // and what the tree's sessions did. Called with mu held, after each
 // command applied.
 func (n *Node) zApplied(c *fsm.Command, r *fsm.Result) {
+	if !n.st.ZPending() && c.Op != fsm.OpZAttach {
+		return // the usual case (every memcached command): the tree is as it was
+	}
 	n.zevs, n.zended = n.st.TakeZ(n.zevs[:0], n.zended[:0])
 	if n.zl == nil {
 		return

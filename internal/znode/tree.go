@@ -256,6 +256,9 @@ func (t *Tree) TakeEvents(dst []Event) []Event {
 	return dst
 }
 
+// HasEvents reports whether watch triggers wait to be taken (TakeEvents).
+func (t *Tree) HasEvents() bool { return len(t.events) > 0 }
+
 func (t *Tree) emit(typ EventType, p string) { t.events = append(t.events, Event{typ, p}) }
 
 // fixACL checks an ACL list given to create or setACL and returns the one
