@@ -153,22 +153,15 @@ func (n *Node) ZClose(id latch.SessionID, gen uint64) (int64, error) {
 // generation gen, and returns their results and the tree's zxid after
 // them. ops' slices are borrowed for the call.
 func (n *Node) ZWrite(id latch.SessionID, gen uint64, ops []znode.Op, multi bool) ([]znode.Result, int64, error) {
-	n.mu.Lock()
-	defer n.unlock()
-	if n.shutdown {
-		return nil, 0, fmt.Errorf("znode write: %w", n.shutdownErr())
+	type outcome struct {
+		rs   []znode.Result
+		zxid int64
+		err  error
 	}
-	n.zbuf = fsm.AppendZOps(n.zbuf[:0], ops)
-	c := n.command(fsm.OpZWrite)
-	c.Session, c.Gen, c.Value, c.Exptime = id, gen, n.zbuf, wallMillis()
-	if multi {
-		c.Flags = fsm.ZMulti
-	}
-	r := n.propose()
-	if r.Err != nil {
-		return nil, r.Zxid, r.Err
-	}
-	return r.Z, r.Zxid, nil
+	ch := make(chan outcome, 1)
+	n.ZWriteFunc(id, gen, ops, multi, func(rs []znode.Result, zxid int64, err error) { ch <- outcome{rs, zxid, err} })
+	o := <-ch
+	return o.rs, o.zxid, o.err
 }
 
 // ZWriteFunc is ZWrite for a caller that does not wait: done gets the
