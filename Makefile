@@ -23,6 +23,11 @@ FUZZTIME ?= 10s
 # installs the missing ones.
 DEB_PKGS ?= groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq systemd
 
+# runc runs the OCI image (make image) in cmd/latch's TestImage*, as a
+# container would, with no daemon; ca-certificates is the CA bundle the
+# image holds.
+DEB_PKGS += runc ca-certificates
+
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
 TOOLS       := $(CURDIR)/.bin
@@ -35,9 +40,9 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man
+.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man image deploy-check
 
-test: deps fmt vet cross staticcheck unit mixin powerloss fuzz jepsen
+test: deps fmt vet cross staticcheck deploy-check unit mixin powerloss fuzz jepsen
 
 # npm clients of the memcached, Redis and ZooKeeper front ends' tests,
 # pinned by the lock files in NPM_DIR, REDIS_NPM_DIR and ZK_NPM_DIR;
@@ -163,3 +168,41 @@ proto: deps
 # that this was done).
 man:
 	$(GO) run ./cmd/latch man > contrib/man/latch.1
+
+# deploy/ is a module of its own (the OCI image builder and the Kubernetes
+# manifests' checks, with their libraries kept out of latch's go.mod):
+# the root's fmt, vet and staticcheck do not descend into it, so its tidy,
+# vet, staticcheck and tests run here.
+DEPLOY := deploy
+deploy-check: $(STATICCHECK)
+	cd $(DEPLOY) && $(GO) mod tidy -diff
+	cd $(DEPLOY) && $(GO) vet ./...
+	cd $(DEPLOY) && $(STATICCHECK) ./...
+	cd $(DEPLOY) && $(GO) test -count=1 ./...
+
+# The OCI image (docs/install.md, "Container image"), built without a
+# daemon by deploy/cmd/latch-image: FROM scratch, the static latch binary
+# of each of IMAGE_PLATFORMS and the build machine's CA bundle, into
+# $(DIST)/latch-image (an OCI layout of a multi-platform index) and
+# $(DIST)/latch-image-linux-ARCH.tar (docker-archive, for docker load and
+# podman load). Reproducible: the binaries are built with -trimpath and no
+# build id, and every time in the image is the commit's date, so one
+# commit gives one digest.
+DIST              ?= dist
+VERSION           ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION          ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_PLATFORMS   ?= linux/amd64 linux/arm64
+IMAGE_LICENSES    ?=
+image:
+	@set -e; bins=; \
+	for p in $(IMAGE_PLATFORMS); do \
+		out=$(abspath $(DIST))/image-bin/$${p%/*}-$${p#*/}/latch; \
+		echo "image: latch for $$p"; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath \
+			-ldflags '-s -w -buildid= -X main.version=$(VERSION)' -o "$$out" ./cmd/latch; \
+		bins="$$bins --binary $$p=$$out"; \
+	done; \
+	cd $(DEPLOY) && $(GO) run ./cmd/latch-image build --out $(abspath $(DIST)) \
+		--version '$(VERSION)' --revision '$(REVISION)' --created '$(SOURCE_DATE_EPOCH)' \
+		--licenses '$(IMAGE_LICENSES)' $$bins
