@@ -180,8 +180,8 @@ func checkImageConfig(t *testing.T, img imageInspect) {
 	if created, err := time.Parse(time.RFC3339, img.Config.Created); err != nil || !created.Equal(commitTime) {
 		t.Errorf("created %q, want the commit's date %v", img.Config.Created, commitTime)
 	}
-	if img.Manifest.MediaType != "application/vnd.oci.image.manifest.v1+json" || len(img.Manifest.Layers) != 2 {
-		t.Errorf("manifest %s with %d layers, want an OCI manifest with 2", img.Manifest.MediaType, len(img.Manifest.Layers))
+	if len(img.Manifest.Layers) != 2 {
+		t.Errorf("%d layers, want 2 (the CA bundle and /data, the binary)", len(img.Manifest.Layers))
 	}
 }
 
@@ -379,7 +379,7 @@ func runImage(t *testing.T, rootfs string, img imageInspect) {
 	if !strings.Contains(logText(), "shut down cleanly") {
 		t.Errorf("no clean shutdown in its log:\n%s", logText())
 	}
-	for _, f := range []string{"node-id", "stable", "log", "snap"} {
+	for _, f := range []string{"node-id", "stable", "log", "lock"} {
 		if _, err := os.Stat(filepath.Join(data, f)); err != nil {
 			t.Errorf("the /data volume lacks the data dir's %s: %v", f, err)
 		}
