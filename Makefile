@@ -23,10 +23,11 @@ FUZZTIME ?= 10s
 # installs the missing ones.
 DEB_PKGS ?= groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq systemd
 
-# runc runs the OCI image (make image) in cmd/latch's TestImage*, as a
-# container would, with no daemon; ca-certificates is the CA bundle the
+# runc runs the OCI image (make image) in cmd/latch's TestImage as a
+# container, with no daemon; podman loads its tarball there, as
+# docs/install.md tells a user to; ca-certificates is the CA bundle the
 # image holds.
-DEB_PKGS += runc ca-certificates
+DEB_PKGS += runc podman ca-certificates
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
