@@ -78,6 +78,22 @@ func gitOut(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// imageVersion is the version make image names the image: the v* tag at
+// HEAD, else a Go pseudo-version of the commit (as make release does).
+func imageVersion(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("git", "describe", "--tags", "--exact-match", "--match", "v[0-9]*", "HEAD")
+	cmd.Dir = "../.."
+	if out, err := cmd.Output(); err == nil {
+		return strings.TrimSpace(string(out))
+	}
+	when, err := time.Parse(time.RFC3339, gitOut(t, "log", "-1", "--format=%cI"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "v0.0.0-" + when.UTC().Format("20060102150405") + "-" + gitOut(t, "rev-parse", "--short=12", "HEAD")
+}
+
 // TestImage builds the OCI image as docs/install.md says (make image),
 // checks that a second build into another directory is the same to the
 // byte, reads the tarball back with go-containerregistry's reader (its
@@ -167,10 +183,11 @@ func checkImageConfig(t *testing.T, img imageInspect) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"org.opencontainers.image.version":  gitOut(t, "describe", "--tags", "--always", "--dirty"),
+		"org.opencontainers.image.version":  imageVersion(t),
 		"org.opencontainers.image.revision": gitOut(t, "rev-parse", "HEAD"),
 		"org.opencontainers.image.created":  commitTime.UTC().Format(time.RFC3339),
 		"org.opencontainers.image.source":   "https://github.com/latchd/latch",
+		"org.opencontainers.image.licenses": "LicenseRef-latch-unlicensed",
 	}
 	for k, v := range want {
 		if c.Labels[k] != v {
@@ -193,7 +210,7 @@ func checkPodmanLoad(t *testing.T, img imageInspect) {
 	block := installBlock(t, "image-load")
 	block = strings.ReplaceAll(block, "linux-amd64", "linux-"+runtime.GOARCH)
 	out := installShell(t, "../..", block)
-	tag := "localhost/latch:" + gitOut(t, "describe", "--tags", "--always", "--dirty")
+	tag := "localhost/latch:" + imageVersion(t)
 	if !strings.Contains(out, "Loaded image: "+tag) {
 		t.Fatalf("podman load printed %q, want it to load %s", out, tag)
 	}
