@@ -142,7 +142,8 @@ jepsen: deps
 	$(GO) test -c -o $(JEPSEN_TEST) ./internal/latchtest/jepsen
 	cd internal/latchtest/jepsen && JEPSEN=1 $(JEPSEN_TEST) -test.run '^TestJepsen$$' -test.timeout 0
 
-# Run every fuzz target of the module for FUZZTIME each. A package is
+# Run every fuzz target of the module for FUZZTIME each, then the deploy/
+# module's (the Kubernetes variable expansion). A package is
 # searched when one of its test files defines a Fuzz function; go test -list
 # names its targets. scripts/fuzz-target.sh runs one (and tells a Go fuzz
 # coordinator race from a failure).
@@ -156,6 +157,8 @@ fuzz:
 			GO=$(GO) scripts/fuzz-target.sh "$$pkg" "$$dir" "$$name" $(FUZZTIME); \
 		done; \
 	done
+	@echo "fuzz: $(DEPLOY)/kube FuzzExpand for $(FUZZTIME)"
+	@cd $(DEPLOY) && GO=$(GO) ../scripts/fuzz-target.sh ./kube kube FuzzExpand $(FUZZTIME)
 
 # Regenerate dlockpb/ from proto/dlock.proto (dlockpb's drift test checks
 # that this was done). Installs protoc (Debian's protobuf-compiler, the
@@ -173,13 +176,17 @@ man:
 # deploy/ is a module of its own (the OCI image builder and the Kubernetes
 # manifests' checks, with their libraries kept out of latch's go.mod):
 # the root's fmt, vet and staticcheck do not descend into it, so its tidy,
-# vet, staticcheck and tests run here.
+# vet, staticcheck and tests run here. Then cmd/latch's TestImage (make
+# image, run with runc, as root) and TestKubernetes (contrib/kubernetes
+# checked, its three pods run in network namespaces, as root), which go
+# test ./... skips without LATCH_DEPLOY_TESTS=1.
 DEPLOY := deploy
-deploy-check: $(STATICCHECK)
+deploy-check: deps $(STATICCHECK)
 	cd $(DEPLOY) && $(GO) mod tidy -diff
 	cd $(DEPLOY) && $(GO) vet ./...
 	cd $(DEPLOY) && $(STATICCHECK) ./...
 	cd $(DEPLOY) && $(GO) test -count=1 ./...
+	LATCH_DEPLOY_TESTS=1 $(GO) test -count=1 -timeout 20m -run '^(TestImage|TestKubernetes)$$' ./cmd/latch
 
 # The OCI image (docs/install.md, "Container image"), built without a
 # daemon by deploy/cmd/latch-image: FROM scratch, the static latch binary

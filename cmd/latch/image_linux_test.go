@@ -103,9 +103,7 @@ func imageVersion(t *testing.T) string {
 // of its own. It must become ready, serve a lock over each protocol, stop
 // cleanly on SIGTERM and leave its data dir in /data.
 func TestImage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds latch for two platforms and runs it in a container")
-	}
+	needDeployRun(t)
 	needRoot(t, "runc", "podman", "make", "git")
 
 	// Build, as written, then again elsewhere: the same bytes.

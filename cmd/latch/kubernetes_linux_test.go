@@ -37,9 +37,7 @@ type kubePod struct {
 // test instead of the pod's volume. The three must form one cluster: a
 // leader, three members, every node's readiness and liveness probes 200.
 func TestKubernetes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds latch and kustomize's checks")
-	}
+	needDeployRun(t)
 	block := installBlock(t, "kubernetes-apply")
 	fields := strings.Fields(block)
 	if len(fields) != 4 || fields[0] != "kubectl" || fields[1] != "apply" || fields[2] != "-k" {

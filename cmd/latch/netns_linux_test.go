@@ -21,6 +21,20 @@ import (
 // like make jepsen, these tests fail rather than skip without root), with
 // the tools of the deploy/ module.
 
+// deployEnv, set to 1 by make deploy-check, runs TestImage and
+// TestKubernetes: they build latch for two platforms and the deploy/
+// module's tools, and take network namespaces, so go test ./... alone
+// skips them (as make jepsen's test is skipped without JEPSEN=1).
+const deployEnv = "LATCH_DEPLOY_TESTS"
+
+// needDeployRun skips t unless make deploy-check runs it.
+func needDeployRun(t *testing.T) {
+	t.Helper()
+	if os.Getenv(deployEnv) != "1" {
+		t.Skipf("run by make deploy-check (%s=1)", deployEnv)
+	}
+}
+
 // needRoot fails t unless the test runs as root with the commands named.
 func needRoot(t *testing.T, tools ...string) {
 	t.Helper()

@@ -163,3 +163,28 @@ func TestPods(t *testing.T) {
 		t.Errorf("pod %+v", p)
 	}
 }
+
+// FuzzExpand: Expand never panics; with no variables set it never
+// lengthens its input (only $$ changes) and leaves text without a $ as
+// it is; a reference to a set variable, between any texts without a $,
+// becomes its value.
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{"--node-id=$(POD_NAME)", "$$(X)", "$(", "$)", "a$(B)c$$d$", ""} {
+		f.Add(s, "B", "value")
+	}
+	f.Fuzz(func(t *testing.T, s, name, value string) {
+		if got := Expand(s, nil); len(got) > len(s) {
+			t.Errorf("Expand(%q, nil) = %q: longer", s, got)
+		}
+		if !strings.Contains(s, "$") && Expand(s, map[string]string{name: value}) != s {
+			t.Errorf("Expand(%q) changed text without a $", s)
+		}
+		if strings.ContainsAny(name, ")") || strings.Contains(s, "$") {
+			return
+		}
+		in := s + "$(" + name + ")" + s
+		if got := Expand(in, map[string]string{name: value}); got != s+value+s {
+			t.Errorf("Expand(%q) = %q, want %q", in, got, s+value+s)
+		}
+	})
+}
