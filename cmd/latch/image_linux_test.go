@@ -138,6 +138,7 @@ func TestImage(t *testing.T) {
 	checkImageConfig(t, img)
 
 	checkPodmanLoad(t, img)
+	checkPodmanLayout(t, dist)
 
 	// Its file system: the binary, static, and the CA bundle; nothing else.
 	rootfs := filepath.Join(t.TempDir(), "rootfs")
@@ -222,6 +223,38 @@ func checkPodmanLoad(t *testing.T, img imageInspect) {
 	want := fmt.Sprintf("%s 65532:65532 [/usr/bin/latch serve] linux/%s", config, runtime.GOARCH)
 	if strings.TrimSpace(got) != want {
 		t.Errorf("podman image inspect: %q, want %q", got, want)
+	}
+}
+
+// checkPodmanLayout has podman (containers/image) read the OCI layout:
+// for each platform, the image it picks from the index is the one whose
+// config the tarball of that platform holds.
+func checkPodmanLayout(t *testing.T, dist string) {
+	t.Helper()
+	for _, arch := range []string{"amd64", "arm64"} {
+		out, err := exec.Command(deployTool(t, "latch-image"), "inspect", filepath.Join(dist, "latch-image-linux-"+arch+".tar")).Output()
+		if err != nil {
+			t.Fatalf("latch-image inspect: %v", err)
+		}
+		var want imageInspect
+		if err := json.Unmarshal(out, &want); err != nil {
+			t.Fatal(err)
+		}
+		// From the repository's root, so that the name podman gives the
+		// image (localhost/PATH) is a valid one.
+		pull := exec.Command("podman", "pull", "-q", "--arch", arch, "oci:dist/latch-image:"+imageVersion(t))
+		pull.Dir = "../.."
+		out, err = pull.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", pull, err, out)
+		}
+		id := strings.TrimSpace(string(out))
+		if exec.Command("podman", "rmi", "-f", id).Run() != nil {
+			t.Errorf("podman rmi %s failed", id)
+		}
+		if "sha256:"+id != want.Manifest.Config.Digest {
+			t.Errorf("podman pull --arch %s of the layout: image %s, want the tarball's %s", arch, id, want.Manifest.Config.Digest)
+		}
 	}
 }
 
