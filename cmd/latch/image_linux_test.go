@@ -303,6 +303,14 @@ func runImage(t *testing.T, rootfs string, img imageInspect) {
 	id := fmt.Sprintf("latch-image-test-%d", os.Getpid())
 	ns := id
 	addNetns(t, ns)
+	// The container's own interface and address, as a runtime's network
+	// gives it: the clients below reach it there, which they could not
+	// if latch listened on loopback only.
+	const ip = "10.88.0.2"
+	mustRun(t, "ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
+	mustRun(t, "ip", "-n", ns, "addr", "add", ip+"/24", "dev", "eth0")
+	mustRun(t, "ip", "-n", ns, "link", "set", "eth0", "up")
+	mustRun(t, "ip", "-n", ns, "link", "set", "eth1", "up")
 	data := filepath.Join(bundle, "data")
 	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
@@ -343,13 +351,13 @@ func runImage(t *testing.T, rootfs string, img imageInspect) {
 	})
 
 	hc := nsHTTPClient(ns)
-	waitNsReady(t, hc, "http://127.0.0.1:11280/readyz", exited, time.Minute, logText)
+	waitNsReady(t, hc, "http://"+ip+":11280/readyz", exited, time.Minute, logText)
 	dial := nsDialer(ns)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	// memcached, with yrmcds's lock.
-	mc, err := dial(ctx, "tcp", "127.0.0.1:11211")
+	mc, err := dial(ctx, "tcp", ip+":11211")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +374,7 @@ func runImage(t *testing.T, rootfs string, img imageInspect) {
 	}
 
 	// Redis: SET NX PX, once granted, then refused.
-	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", Dialer: dial, MaxRetries: -1})
+	rc := redis.NewClient(&redis.Options{Addr: ip + ":6379", Dialer: dial, MaxRetries: -1})
 	defer rc.Close()
 	if ok, err := rc.SetNX(ctx, "job", "a", 30*time.Second).Result(); err != nil || !ok {
 		t.Fatalf("redis SET NX PX: %v %v", ok, err)
@@ -381,7 +389,7 @@ func runImage(t *testing.T, rootfs string, img imageInspect) {
 		defer cancel()
 		return dial(dctx, network, addr)
 	}
-	zc, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second, zk.WithDialer(zdial), zk.WithLogInfo(false))
+	zc, _, err := zk.Connect([]string{ip + ":2181"}, 10*time.Second, zk.WithDialer(zdial), zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +397,7 @@ func runImage(t *testing.T, rootfs string, img imageInspect) {
 	if _, err := zc.Create("/lock", []byte("me"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatalf("zookeeper create ephemeral: %v", err)
 	}
-	zc2, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second, zk.WithDialer(zdial), zk.WithLogInfo(false))
+	zc2, _, err := zk.Connect([]string{ip + ":2181"}, 10*time.Second, zk.WithDialer(zdial), zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,11 +412,13 @@ func runImage(t *testing.T, rootfs string, img imageInspect) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("ip", "netns", "exec", ns, bin, "run", "-n", "--addr", "127.0.0.1:11212", "build", "--", "true").CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "netns", "exec", ns, bin, "run", "-n", "--addr", ip+":11212", "build", "--", "true").CombinedOutput(); err != nil {
 		t.Fatalf("latch run on a free key: %v\n%s", err, out)
 	}
-	if out, err := exec.Command("ip", "netns", "exec", ns, bin, "run", "-n", "--addr", "127.0.0.1:11212", "deploy", "--", "true").CombinedOutput(); err == nil {
-		t.Fatalf("latch run took deploy, which the memcached connection holds\n%s", out)
+	out, err := exec.Command("ip", "netns", "exec", ns, bin, "run", "-n", "--addr", ip+":11212", "deploy", "--", "true").CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("latch run -n on deploy, which the memcached connection holds: %v, want exit status 1 (busy)\n%s", err, out)
 	}
 
 	// SIGTERM, as a runtime stops a container.
