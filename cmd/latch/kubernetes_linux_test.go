@@ -135,9 +135,10 @@ func TestKubernetes(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 
+	leaders := map[string]bool{}
 	for _, n := range nodes {
 		hc := nsHTTPClient(n.ns)
-		base := fmt.Sprintf("http://127.0.0.1:%d", n.pod.AdminPort)
+		base := fmt.Sprintf("http://%s:%d", n.pod.IP, n.pod.AdminPort) // as the kubelet probes a pod
 		waitNsReady(t, hc, base+n.pod.ReadinessPath, n.exited, 2*time.Minute, func() string { return n.pod.Name + ":\n" + n.log.String() })
 		resp, err := hc.Get(base + n.pod.LivenessPath)
 		if err != nil {
@@ -149,7 +150,7 @@ func TestKubernetes(t *testing.T) {
 		}
 		// The cluster as this node sees it, from the client side of its
 		// pod IP: a leader and the three pods, by their DNS names.
-		resp, err = hc.Get(fmt.Sprintf("http://%s:%d/v1/cluster", n.pod.IP, n.pod.AdminPort))
+		resp, err = hc.Get(base + "/v1/cluster")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,11 +170,16 @@ func TestKubernetes(t *testing.T) {
 		if cl.Mode != "cluster" || cl.Leader == "" || len(cl.Members) != 3 {
 			t.Errorf("%s: /v1/cluster: %s, want a cluster of 3 with a leader", n.pod.Name, body)
 		}
+		leaders[cl.Leader] = true
 		for _, m := range cl.Members {
 			if m.RaftAddr != fmt.Sprintf("%s.latch-peers.%s.svc:11290", m.ID, namespace) {
 				t.Errorf("%s: member %s at %s, want its pod's DNS name", n.pod.Name, m.ID, m.RaftAddr)
 			}
 		}
+	}
+
+	if len(leaders) != 1 {
+		t.Errorf("the nodes name %d leaders: %v", len(leaders), leaders)
 	}
 
 	// SIGTERM, as the kubelet stops a pod: each shuts down cleanly.
