@@ -46,6 +46,7 @@ type imageInspect struct {
 		Created      string `json:"created"`
 		Config       struct {
 			User         string              `json:"User"`
+			WorkingDir   string              `json:"WorkingDir"`
 			Env          []string            `json:"Env"`
 			Entrypoint   []string            `json:"Entrypoint"`
 			Cmd          []string            `json:"Cmd"`
@@ -159,6 +160,9 @@ func checkImageConfig(t *testing.T, img imageInspect) {
 	}
 	if !slices.Equal(c.Entrypoint, []string{"/usr/bin/latch", "serve"}) || len(c.Cmd) != 0 {
 		t.Errorf("Entrypoint %q Cmd %q, want [/usr/bin/latch serve] and none", c.Entrypoint, c.Cmd)
+	}
+	if c.WorkingDir != "/data" {
+		t.Errorf("WorkingDir %q, want /data", c.WorkingDir)
 	}
 	if _, ok := c.Volumes["/data"]; !ok || len(c.Volumes) != 1 {
 		t.Errorf("Volumes %v, want /data", c.Volumes)
@@ -467,7 +471,7 @@ func writeRuncSpec(t *testing.T, bundle, hostname, ns, data string, img imageIns
 	proc["terminal"] = false
 	proc["args"] = img.Config.Config.Entrypoint
 	proc["env"] = img.Config.Config.Env
-	proc["cwd"] = "/"
+	proc["cwd"] = img.Config.Config.WorkingDir
 	proc["user"] = map[string]any{"uid": uid, "gid": gid}
 	proc["capabilities"] = map[string]any{"bounding": []string{}, "effective": []string{}, "permitted": []string{}}
 	proc["noNewPrivileges"] = true

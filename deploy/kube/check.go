@@ -200,6 +200,10 @@ func Check(objs *Objects) []error {
 		}
 	}
 
+	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+		fail("StatefulSet %s: enableServiceLinks must be false: the Service latch would put LATCH_SERVICE_HOST and the like in latch's environment", s.Name)
+	}
+
 	// Security: not root, read-only, no capabilities, RuntimeDefault.
 	psc, sc := spec.SecurityContext, c.SecurityContext
 	if psc == nil || !isTrue(psc.RunAsNonRoot) || !is(psc.RunAsUser, UID) || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {

@@ -86,6 +86,7 @@ func TestCheckCatches(t *testing.T) {
 			o.PDBs[0].Spec.Selector.MatchLabels = map[string]string{"app": "other"}
 		}},
 		{"root filesystem writable", "readOnlyRootFilesystem", func(o *Objects) { f := false; container(o).SecurityContext.ReadOnlyRootFilesystem = &f }},
+		{"service links", "enableServiceLinks", func(o *Objects) { o.StatefulSets[0].Spec.Template.Spec.EnableServiceLinks = nil }},
 		{"data dir off the volume", "LATCH_DATA_DIR", func(o *Objects) { setEnv(o, "LATCH_DATA_DIR", "/tmp/data") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
