@@ -23,12 +23,6 @@ FUZZTIME ?= 10s
 # installs the missing ones.
 DEB_PKGS ?= groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq systemd
 
-# runc runs the OCI image (make image) in cmd/latch's TestImage as a
-# container, with no daemon; podman loads its tarball there, as
-# docs/install.md tells a user to; ca-certificates is the CA bundle the
-# image holds.
-DEB_PKGS += runc podman ca-certificates
-
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
 TOOLS       := $(CURDIR)/.bin
@@ -41,7 +35,7 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man image deploy-check
+.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man
 
 test: deps fmt vet cross staticcheck deploy-check unit mixin powerloss fuzz jepsen
 
@@ -172,6 +166,14 @@ proto: deps
 # that this was done).
 man:
 	$(GO) run ./cmd/latch man > contrib/man/latch.1
+
+.PHONY: image deploy-check
+
+# runc runs the OCI image (make image) in cmd/latch's TestImage as a
+# container, with no daemon; podman loads its tarball there, as
+# docs/install.md tells a user to; ca-certificates is the CA bundle the
+# image holds. (deps, above, installs them.)
+DEB_PKGS += runc podman ca-certificates
 
 # deploy/ is a module of its own (the OCI image builder and the Kubernetes
 # manifests' checks, with their libraries kept out of latch's go.mod):
