@@ -111,7 +111,7 @@ func TestDecodeStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, stream, want string }{
-		{"typo", strings.Replace(string(y), "  image: latch:latest", "  imagee: latch:latest", 1), "imagee"},
+		{"typo", strings.Replace(string(y), "  image: ", "  imagee: ", 1), "imagee"},
 		{"string replicas", strings.Replace(string(y), "replicas: 3", "replicas: three", 1), "replicas"},
 		{"unknown kind", string(y) + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", "ConfigMap"},
 		{"twice", string(y) + "---\n" + string(y), "twice"},
