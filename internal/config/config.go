@@ -18,8 +18,8 @@ import (
 	"github.com/latchd/latch/internal/node"
 	"github.com/latchd/latch/internal/resp"
 	"github.com/latchd/latch/internal/znode"
-	"github.com/latchd/latch/internal/zset"
 	"github.com/latchd/latch/internal/zookeeper"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // Config is the configuration of one latch server. The zero value is not
