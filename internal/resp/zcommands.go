@@ -374,8 +374,12 @@ func zsetErrorReply(err error) (string, bool) {
 			return e.Error(), true
 		}
 	}
-	if errors.Is(err, fsm.ErrZSetLimit) {
-		return "ERR latch: " + err.Error(), true
+	if le := (*fsm.ZSetLimitError)(nil); errors.As(err, &le) {
+		flag := "redis-zset-max-members"
+		if le.Total {
+			flag = "redis-zset-max-total"
+		}
+		return fmt.Sprintf("ERR latch: %v (%s)", le, flag), true
 	}
 	return "", false
 }

@@ -1,11 +1,15 @@
 package resp_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latchd/latch/internal/config"
+	"github.com/latchd/latch/internal/server"
 )
 
 // zsetScenarios are sorted-set command sequences whose replies must be
@@ -159,6 +163,37 @@ var zsetScenarios = [][][]string{
 		{"TYPE", "Ks"},
 		{"TYPE", "Kz"},
 		{"DEL", "Ks", "Kz"},
+	},
+	{ // redis-semaphore 5.8's scripts, as the commands they call, in
+		// transactions: Semaphore acquire (limit 2), refresh, release
+		// (a plain ZREM), MultiSemaphore acquire of 2 permits and release.
+		{"MULTI"},
+		{"ZREMRANGEBYSCORE", "Ksem", "-inf", "1732770000000"},
+		{"ZCARD", "Ksem"},
+		{"ZADD", "Ksem", "1732770010000", "id-1"},
+		{"PEXPIRE", "Ksem", "10000"},
+		{"EXEC"},
+		{"ZREMRANGEBYSCORE", "Ksem", "-inf", "1732770001000"},
+		{"ZCARD", "Ksem"},
+		{"ZADD", "Ksem", "1732770011000", "id-2"},
+		{"PEXPIRE", "Ksem", "10000"},
+		{"ZCARD", "Ksem"},
+		{"ZREMRANGEBYSCORE", "Ksem", "-inf", "1732770005000"},
+		{"ZSCORE", "Ksem", "id-1"},
+		{"ZADD", "Ksem", "1732770015000", "id-1"},
+		{"PEXPIRE", "Ksem", "10000"},
+		{"ZSCORE", "Ksem", "id-9"},
+		{"ZREM", "Ksem", "id-1"},
+		{"ZREM", "Ksem", "id-1"},
+		{"ZRANGE", "Ksem", "0", "-1", "WITHSCORES"},
+		{"ZREMRANGEBYSCORE", "Ksem", "-inf", "1732770012000"},
+		{"EXISTS", "Ksem"},
+		{"ZREMRANGEBYSCORE", "Kmulti", "-inf", "1732770000000"},
+		{"ZCARD", "Kmulti"},
+		{"ZADD", "Kmulti", "1732770010000", "id_0", "1732770010000", "id_1"},
+		{"PEXPIRE", "Kmulti", "10000"},
+		{"ZREM", "Kmulti", "id_0", "id_1"},
+		{"EXISTS", "Kmulti"},
 	},
 	{ // transactions and watches
 		{"ZADD", "Kw", "1", "a"},
@@ -385,5 +420,40 @@ func TestDifferentialZSetGenerated(t *testing.T) {
 				t.Logf("the sequence:\n%s", b.String())
 			}
 		})
+	}
+}
+
+// TestZSetLimits: a ZADD past the members of one set, or of all sets,
+// fails with latch's error and changes nothing; a ZADD that only updates
+// goes on.
+func TestZSetLimits(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Redis.Addr = "127.0.0.1:0"
+	cfg.Memcache.Addr, cfg.DLock.Addr, cfg.ZooKeeper.Addr, cfg.Admin.Addr = "", "", "", ""
+	cfg.Redis.ZSetMaxMembers, cfg.Redis.ZSetMaxTotal = 3, 5
+	s, err := server.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	c := dial(t, s.RedisAddr().String())
+	steps := []struct{ cmd, want string }{
+		{"ZADD a 1 x 2 y 3 z", ":3\r\n"},
+		{"ZADD a 4 w", `-ERR latch: sorted set "a" would hold 4 members, at most 3 (redis-zset-max-members)` + "\r\n"},
+		{"ZADD a CH 5 x 6 y", ":2\r\n"},
+		{"ZADD b 1 p 2 q 3 r", `-ERR latch: sorted sets would hold 6 members in all, at most 5 (redis-zset-max-total)` + "\r\n"},
+		{"ZADD b 1 p 2 q", ":2\r\n"},
+		{"ZCARD b", ":2\r\n"},
+		{"ZREM a x", ":1\r\n"},
+		{"ZADD b 3 r", ":1\r\n"},
+	}
+	for _, st := range steps {
+		if got := c.do(strings.Fields(st.cmd)...); got != st.want {
+			t.Errorf("%s: %q, want %q", st.cmd, got, st.want)
+		}
 	}
 }
