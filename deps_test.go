@@ -45,7 +45,7 @@ var allowedImports = map[string][]string{
 	// A front end is its codec, handlers and error table: netserve serves
 	// its connections.
 	"internal/memcache": {"", "internal/cache", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
-	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
+	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve", "internal/zset"},
 	"internal/dlock":    {"", "dlockpb", "internal/evloop", "internal/frame", "internal/metrics", "internal/netserve", "internal/timedwrite"},
 	// Every front end's server: listening, accepting, limits, tracking,
 	// the read path, shutdown.
