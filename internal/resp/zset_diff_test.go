@@ -2,6 +2,7 @@ package resp_test
 
 import (
 	"context"
+	"path/filepath"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -455,5 +456,72 @@ func TestZSetLimits(t *testing.T) {
 		if got := c.do(strings.Fields(st.cmd)...); got != st.want {
 			t.Errorf("%s: %q, want %q", st.cmd, got, st.want)
 		}
+	}
+}
+
+// TestZSetDurable: on a durable node (Raft's log and snapshots on disk),
+// sorted sets written one command at a time, in transactions and
+// pipelined are what a restarted node reads back, from its snapshot and
+// the log after it, expiry included.
+func TestZSetDurable(t *testing.T) {
+	dir := t.TempDir()
+	start := func() (*server.Server, *rconn) {
+		cfg := config.DefaultConfig()
+		cfg.Redis.Addr = "127.0.0.1:0"
+		cfg.Memcache.Addr, cfg.DLock.Addr, cfg.ZooKeeper.Addr, cfg.Admin.Addr = "", "", "", ""
+		cfg.Cluster.DataDir = dir
+		cfg.Cluster.SnapshotEntries, cfg.Cluster.SnapshotTrailingEntries, cfg.Cluster.SnapshotInterval = 16, 4, 100*time.Millisecond
+		s, err := server.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, dial(t, s.RedisAddr().String())
+	}
+	stop := func(s *server.Server) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, c := start()
+	for i := range 40 {
+		if got := c.do("ZADD", "sem", fmt.Sprint(i), fmt.Sprint("m", i)); got != ":1\r\n" {
+			t.Fatalf("ZADD %d: %q", i, got)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a snapshot is taken meanwhile
+	c.do("ZREMRANGEBYSCORE", "sem", "-inf", "(37")
+	c.do("MULTI")
+	c.do("ZADD", "sem", "INCR", "0.5", "m39")
+	c.do("PEXPIRE", "sem", "600000")
+	if got := c.do("EXEC"); got != "*2\r\n$4\r\n39.5\r\n:1\r\n" {
+		t.Fatalf("EXEC: %q", got)
+	}
+	if _, err := c.nc.Write(append(encode("ZADD", "other", "1", "a"), encode("ZREM", "other", "a", "b")...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.read() + c.read(); got != ":1\r\n:1\r\n" {
+		t.Fatalf("pipelined: %q", got)
+	}
+	want := c.do("ZRANGE", "sem", "0", "-1", "WITHSCORES")
+	if want != "*6\r\n$3\r\nm37\r\n$2\r\n37\r\n$3\r\nm38\r\n$2\r\n38\r\n$3\r\nm39\r\n$4\r\n39.5\r\n" {
+		t.Fatalf("ZRANGE: %q", want)
+	}
+	stop(s)
+	if snaps, _ := filepath.Glob(filepath.Join(dir, "snap", "*.snap")); len(snaps) == 0 {
+		t.Fatalf("no snapshot in %s: the restart would read only the log", dir)
+	}
+
+	s, c = start()
+	defer stop(s)
+	if got := c.do("ZRANGE", "sem", "0", "-1", "WITHSCORES"); got != want {
+		t.Fatalf("after a restart: %q, want %q", got, want)
+	}
+	if got := c.do("TTL", "sem"); got != ":600\r\n" && got != ":599\r\n" {
+		t.Fatalf("TTL after a restart: %q", got)
+	}
+	if got := c.do("EXISTS", "other"); got != ":0\r\n" {
+		t.Fatalf("EXISTS other: %q", got)
 	}
 }
