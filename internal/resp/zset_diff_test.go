@@ -2,9 +2,9 @@ package resp_test
 
 import (
 	"context"
-	"path/filepath"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
