@@ -18,6 +18,11 @@ import (
 // Redis commands (DEL, PEXPIRE, PERSIST, TYPE, EXISTS, PTTL) work on both
 // through OwnedRelease, OwnedRenew and OwnedGet.
 //
+// The lock table does not know sorted sets: a session's lock (memcached,
+// dlock) may take the name of a key that holds one, and while both exist
+// the Redis front end sees the sorted set (the sorted-set kinds act on it,
+// the lock kinds count it in ZKeys).
+//
 // A sorted-set key may expire (an absolute instant of the replicated
 // clock, as a lease): from its command's At on it is gone. It is deleted
 // lazily, by the first command that touches it at or after that instant,
@@ -198,7 +203,7 @@ func zdescribe(k *zkey, r *Result) {
 func (s *State) applyZSet(c *Command, key string, r *Result) {
 	now, z := c.At, &s.z
 	k := z.touch(now, key)
-	if k == nil && c.Owned != OwnedZPut {
+	if k == nil {
 		if st := s.eng.Owned(now, key); st.Held {
 			r.Foreign = foreign(st)
 			r.Err = fmt.Errorf("owned %v %q: a lock: %w", c.Owned, key, ErrWrongType)
@@ -331,11 +336,6 @@ func (k *zkey) score(m string) (float64, bool) {
 // OwnedKeepTTL, the expiry it had.
 func (s *State) zput(c *Command, key string, k *zkey, r *Result) {
 	z, now := &s.z, c.At
-	if st := s.eng.Owned(now, key); st.Held {
-		r.Foreign = foreign(st)
-		r.Err = fmt.Errorf("owned %v %q: a lock: %w", c.Owned, key, ErrWrongType)
-		return
-	}
 	if c.Req.Lease < 0 {
 		r.Err = fmt.Errorf("owned %v: negative lease: %w", c.Owned, latch.ErrInvalidRequest)
 		return
