@@ -383,7 +383,13 @@ func (g *zgen) next() []string {
 		}
 		return cmd
 	case 14:
-		return []string{[]string{"DEL", "EXPIRE"}[g.rng.IntN(2)], key, "100"}[:2+g.rng.IntN(2)]
+		switch g.rng.IntN(3) {
+		case 0:
+			return []string{"DEL", key}
+		case 1:
+			return []string{"EXPIRE", key, "100"}
+		}
+		return []string{"PEXPIRE", key, g.pick([]string{"0", "-5", "100000", "x"})}
 	default:
 		if key == "Ks" {
 			return []string{"SET", key, "v", "NX"}
@@ -392,13 +398,17 @@ func (g *zgen) next() []string {
 	}
 }
 
+// zgenSeeds is how many generated sequences TestDifferentialZSetGenerated
+// runs.
+var zgenSeeds = 16
+
 // TestDifferentialZSetGenerated: random sequences of sorted-set commands,
 // errors and wrong types included, get Redis's replies byte for byte, in
 // RESP2 and RESP3.
 func TestDifferentialZSetGenerated(t *testing.T) {
 	lt := startLatch(t)
 	rd := startRedis(t)
-	for seed := range uint64(8) {
+	for seed := range uint64(zgenSeeds) {
 		proto := []string{"2", "3"}[seed%2]
 		t.Run(fmt.Sprintf("seed%d/resp%s", seed, proto), func(t *testing.T) {
 			g := &zgen{rng: rand.New(rand.NewPCG(seed, 0x5eed))}
@@ -409,8 +419,23 @@ func TestDifferentialZSetGenerated(t *testing.T) {
 				r.do("HELLO", "3")
 			}
 			var cmds [][]string
-			for range 400 {
-				cmds = append(cmds, g.next())
+			for len(cmds) < 400 {
+				switch g.rng.IntN(20) {
+				case 0: // a transaction, watched or not
+					if g.rng.IntN(2) == 0 {
+						cmds = append(cmds, []string{"WATCH", g.pick(zgenKeys)})
+						if g.rng.IntN(2) == 0 {
+							cmds = append(cmds, g.next()) // may change the watched key
+						}
+					}
+					cmds = append(cmds, []string{"MULTI"})
+					for range 1 + g.rng.IntN(4) {
+						cmds = append(cmds, g.next())
+					}
+					cmds = append(cmds, []string{"EXEC"})
+				default:
+					cmds = append(cmds, g.next())
+				}
 			}
 			runDiff(t, l, r, prefix, cmds)
 			if t.Failed() {
