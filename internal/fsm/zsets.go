@@ -3,6 +3,8 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/zset"
@@ -167,7 +169,7 @@ func (z *zsets) sweep(now int64) {
 	}
 }
 
-// checkLimits fails if adding added members to k (nil: a new set) would
+// checkZLimits fails if adding added members to k (nil: a new set) would
 // go past the limits.
 func (s *State) checkZLimits(key string, k *zkey, added int) error {
 	lim := s.cfg.ZSet
@@ -188,6 +190,15 @@ func (k *zkey) card() int {
 		return 0
 	}
 	return k.set.Card()
+}
+
+// expiry returns the instant lease (positive) after now, at most the
+// largest instant.
+func expiry(now int64, lease time.Duration) int64 {
+	if int64(lease) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(lease)
 }
 
 // zdescribe fills r with what a read of k tells: Found, ZKeys, Expires,
@@ -289,7 +300,7 @@ func (s *State) applyZSet(c *Command, key string, r *Result) {
 			z.del(key)
 		default:
 			r.Count = 1
-			z.setExpires(key, k, now+int64(c.Req.Lease))
+			z.setExpires(key, k, expiry(now, c.Req.Lease))
 		}
 	case OwnedZDel:
 		if k != nil {
@@ -357,7 +368,7 @@ func (s *State) zput(c *Command, key string, k *zkey, r *Result) {
 	if c.OwnedFlags&OwnedKeepTTL != 0 && k != nil {
 		expires = k.expires
 	} else if c.Req.Lease > 0 {
-		expires = now + int64(c.Req.Lease)
+		expires = expiry(now, c.Req.Lease)
 	}
 	z.del(key)
 	if set.Card() > 0 {
