@@ -93,8 +93,8 @@ func (s *State) appendHead(dst []byte) []byte {
 type Capture struct {
 	head  []byte // the part before the lock table
 	eng   *engine.Capture
-	cache []byte // the item cache's snapshot
-	tree  []byte // the data tree's
+	cache []byte   // the item cache's snapshot
+	tree  []byte   // the data tree's
 	zsets zcapture // the sorted sets, copied on write
 }
 
