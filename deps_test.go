@@ -32,19 +32,20 @@ var allowedImports = map[string][]string{
 	"internal/wal":         {"internal/vfs"},
 	"internal/vfs":         {},
 	"internal/vfs/crashfs": {"internal/vfs"},
-	"internal/fsm":         {"", "internal/engine", "internal/cache", "internal/znode"},
+	"internal/fsm":         {"", "internal/engine", "internal/cache", "internal/znode", "internal/zset"},
+	"internal/zset":        {},
 	"internal/znode":       {},
 	"internal/replica":     {"", "internal/fsm"},
 	// The only importer of hashicorp/raft.
 	"internal/replica/raftrep": {"", "internal/fsm", "internal/replica", "internal/vfs", "internal/wal"},
-	"internal/node":            {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap", "internal/znode"},
+	"internal/node":            {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap", "internal/znode", "internal/zset"},
 	// The memcached front end names items and item commands in the
 	// vocabulary of cache and fsm, but holds no cache: it reaches items
 	// only through its Service (internal/node).
 	// A front end is its codec, handlers and error table: netserve serves
 	// its connections.
 	"internal/memcache": {"", "internal/cache", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
-	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
+	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve", "internal/zset"},
 	"internal/dlock":    {"", "dlockpb", "internal/evloop", "internal/frame", "internal/metrics", "internal/netserve", "internal/timedwrite"},
 	// Every front end's server: listening, accepting, limits, tracking,
 	// the read path, shutdown.
@@ -59,7 +60,7 @@ var allowedImports = map[string][]string{
 	"internal/metrics":   {"", "internal/cache", "internal/node"}, // implements node.Observer; reads the item cache's stats
 	// The configuration's sections are the components' own Configs,
 	// decoded from flags, environment and file in place.
-	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/netserve", "internal/node", "internal/resp", "internal/zookeeper", "internal/znode"},
+	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/netserve", "internal/node", "internal/resp", "internal/zookeeper", "internal/znode", "internal/zset"},
 	"internal/tlsconf":                  {},
 	"internal/tlsconf/tlstest":          {},
 	"internal/statuscmd":                {"", "internal/admin"},
@@ -86,7 +87,7 @@ var allowedImports = map[string][]string{
 
 // deterministic packages are state machines driven by their caller: no I/O,
 // no goroutines, no clock of their own.
-var deterministic = []string{"internal/engine", "internal/cache", "internal/fsm", "internal/znode"}
+var deterministic = []string{"internal/engine", "internal/cache", "internal/fsm", "internal/znode", "internal/zset"}
 
 var (
 	forbiddenInDeterministic = []string{"net", "os", "sync", "sync/atomic", "math/rand", "math/rand/v2", "crypto/rand"}

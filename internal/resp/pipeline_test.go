@@ -176,6 +176,7 @@ func FuzzLoopInput(f *testing.F) {
 	f.Add([]byte("EVAL \"return redis.call('del',KEYS[1])\" 1 k\r\nHELLO 3\r\nCLIENT INFO\r\nINFO\r\nQUIT\r\nPING\r\n"), uint8(5))
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$-5\r\n*1\r\n$4\r\nPING\r\n"), uint8(2))
 	f.Add([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$3\r\nab"), uint8(4))
+	f.Add([]byte("ZADD z 1 a 2 b\r\nZRANGE z 0 -1 WITHSCORES\r\nWATCH z\r\nMULTI\r\nZREM z a\r\nZCARD z\r\nEXEC\r\nZADD z INCR 1 b\r\nZRANGEBYSCORE z (1 +inf LIMIT 0 1\r\nPEXPIRE z 100\r\nTYPE z\r\nZSCORE z b\r\n"), uint8(6))
 	f.Fuzz(func(t *testing.T, input []byte, cut uint8) {
 		synctest.Test(t, func(t *testing.T) {
 			want, _ := serveChunks(t, [][]byte{input}, false)
