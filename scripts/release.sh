@@ -14,7 +14,9 @@
 # V is VERSION without its "v"; PV is V with "-" made "~" (what deb and
 # rpm order before the release). Every byte depends only on the commit
 # (and the Go toolchain and tools): the binaries are built with
-# -trimpath and no build id, the date stamped in them is the commit's
+# -trimpath, no build id and no VCS stamp (which would say whether some
+# untracked file was there: the commit is stamped by -ldflags instead,
+# "+dirty" when tracked files have changes), the date stamped is the commit's
 # (SOURCE_DATE_EPOCH), and archives and packages have fixed mtimes,
 # owners and order. Two runs give the same files.
 #
@@ -81,7 +83,7 @@ for p in $RELEASE_PLATFORMS; do
 	[ "$os" = windows ] && exe=latch.exe
 	echo "release: $p"
 	mkdir -p "$work/$name"
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -ldflags "$ldflags" -o "$work/$name/$exe" ./cmd/latch
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$work/$name/$exe" ./cmd/latch
 	if [ "$p" = "$("$GO" env GOHOSTOS)/$("$GO" env GOHOSTARCH)" ]; then
 		hostbin=$work/$name/latch
 	fi
