@@ -19,9 +19,12 @@ FUZZTIME ?= 10s
 # queries into rules for promtool to parse; groff-base (groff) renders the
 # man page in cmd/latch's TestManPage; systemd gives systemd-analyze,
 # systemd-sysusers and systemd-tmpfiles, which check contrib/systemd/ in
-# cmd/latch's TestSystemd* tests, with no systemd running). "make deps"
-# installs the missing ones.
-DEB_PKGS ?= groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq systemd
+# cmd/latch's TestSystemd* tests, with no systemd running); minisign
+# signs and verifies make release's SHA256SUMS, zip makes its windows
+# archive, lintian and rpmlint check its deb and rpm packages, and rpm
+# (rpm -qpl, rpm --root) and dpkg install them in cmd/latch's TestPackages
+# and TestInstallFromPackage). "make deps" installs the missing ones.
+DEB_PKGS ?= minisign zip lintian rpm rpmlint groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq systemd
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
