@@ -19,7 +19,7 @@ FUZZTIME ?= 10s
 # queries into rules for promtool to parse; groff-base (groff) renders the
 # man page in cmd/latch's TestManPage; systemd gives systemd-analyze,
 # systemd-sysusers and systemd-tmpfiles, which check contrib/systemd/ in
-# cmd/latch's TestSystemd* tests, with no systemd running); minisign
+# cmd/latch's TestSystemd* tests, with no systemd running; minisign
 # signs and verifies make release's SHA256SUMS, zip makes its windows
 # archive, lintian and rpmlint check its deb and rpm packages, and rpm
 # (rpm -qpl, rpm --root) and dpkg install them in cmd/latch's TestPackages
