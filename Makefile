@@ -120,7 +120,9 @@ release: $(CYCLONEDX) $(NFPM)
 
 # The memcached, Redis and dlock front ends' suites run on event loops (a
 # node in memory's way), then again on a goroutine per connection.
-unit:
+# cmd/latch's release tests run make release, whose tools are installed
+# first, outside go test's time limit.
+unit: $(CYCLONEDX) $(NFPM)
 	$(GO) test -race ./...
 	LATCH_MEMCACHE_LOOPS=-1 LATCH_REDIS_LOOPS=-1 LATCH_DLOCK_LOOPS=-1 $(GO) test -race ./internal/memcache ./internal/resp ./internal/dlock
 

@@ -135,7 +135,9 @@ if [ -n "$pkgarches" ]; then
 		    - note: "latch $VERSION, from commit $(printf %.12s "$commit")"
 	EOF
 	stamp "$work/latch.bash" "$work/latch.1.gz" "$work/changelog.yaml"
-	ln -s "$(pwd)/contrib" "$(pwd)/README.md" "$work/"
+	ln -s "$(pwd)/contrib" "$work/"
+	cp README.md "$work/"
+	stamp "$work/README.md"
 	for arch in $pkgarches; do
 		for packager in deb rpm; do
 			(cd "$work" && LATCH_PKG_VERSION=$pv LATCH_ARCH=$arch LATCH_BIN="$work/latch_${fv}_linux_${arch}/latch" \

@@ -185,15 +185,15 @@ func TestInstallFromPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range append(append(units, sliceUnits...), kill) {
-		dst := filepath.Join(root, "usr/lib/systemd/system", filepath.Base(f))
+		dst, mode := filepath.Join(root, "usr/lib/systemd/system", filepath.Base(f)), os.FileMode(0o644)
 		if f == kill {
-			dst = filepath.Join(root, "bin/kill")
+			dst, mode = filepath.Join(root, "bin/kill"), 0o755
 		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(dst, data, 0o755); err != nil {
+		if err := os.WriteFile(dst, data, mode); err != nil {
 			t.Fatal(err)
 		}
 	}
