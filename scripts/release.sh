@@ -20,6 +20,9 @@
 # (SOURCE_DATE_EPOCH), and archives and packages have fixed mtimes,
 # owners and order. Two runs give the same files.
 #
+# Needs git, GNU tar, gzip, date and touch (Debian's), zip, and minisign
+# to sign.
+#
 # Environment (the Makefile sets the first four):
 #   GO, CYCLONEDX, NFPM    the go command and the pinned tools
 #   RELEASE_PLATFORMS      GOOS/GOARCH list

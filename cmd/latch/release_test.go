@@ -430,8 +430,9 @@ var packageFiles = []string{
 	"/usr/share/man/man1/latch.1.gz",
 }
 
-// TestPackages checks the deb and rpm packages: lintian and rpmlint find
-// nothing (but what contrib/packaging's overrides say is by design), they
+// TestPackages checks the deb and rpm packages: lintian finds no error or
+// warning and rpmlint nothing (but what contrib/packaging's overrides say
+// is by design), they
 // hold packageFiles, the configuration is a configuration file, and the
 // man page and completion are what latch makes.
 func TestPackages(t *testing.T) {
@@ -450,10 +451,14 @@ func TestPackages(t *testing.T) {
 	}
 
 	t.Run("lintian", func(t *testing.T) {
-		out := run(t, nil, "lintian", "--pedantic", "--info", "--display-experimental", "--fail-on", "error,warning,info,pedantic,experimental", deb)
+		// Errors and warnings fail; the info and pedantic levels are
+		// shown (contrib/packaging/lintian-overrides says why).
+		out := run(t, nil, "lintian", "--pedantic", "--info", "--fail-on", "error,warning", deb)
 		for _, l := range strings.Split(out, "\n") {
-			if len(l) > 2 && l[1] == ':' && l[0] != 'N' && l[0] != 'O' {
+			if strings.HasPrefix(l, "E: ") || strings.HasPrefix(l, "W: ") {
 				t.Errorf("lintian: %s", l)
+			} else if strings.HasPrefix(l, "I: ") || strings.HasPrefix(l, "P: ") {
+				t.Logf("lintian: %s", l)
 			}
 		}
 	})
