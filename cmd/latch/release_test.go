@@ -453,7 +453,7 @@ func TestPackages(t *testing.T) {
 	t.Run("lintian", func(t *testing.T) {
 		// Errors and warnings fail; the info and pedantic levels are
 		// shown (contrib/packaging/lintian-overrides says why).
-		out := run(t, nil, "lintian", "--pedantic", "--info", "--fail-on", "error,warning", deb)
+		out := run(t, nil, "lintian", "--pedantic", "--display-info", "--fail-on", "error,warning", deb)
 		for _, l := range strings.Split(out, "\n") {
 			if strings.HasPrefix(l, "E: ") || strings.HasPrefix(l, "W: ") {
 				t.Errorf("lintian: %s", l)
