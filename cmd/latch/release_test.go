@@ -34,16 +34,19 @@ const releasePlatforms = "linux/amd64 windows/amd64"
 
 // releaseBuild is make release's output, built twice.
 type releaseBuild struct {
-	dir, again string // the two builds' DIST
-	pub        string // the minisign public key of the key they were signed with
+	dir string // the first build's DIST
+	pub string // the minisign public key of the key it was signed with
+	// The second build's files, and those of the first that differ from
+	// it (the build is removed once compared).
+	againFiles, differ []string
 	// What the binaries must say: the version (and the same without
 	// its v, as the archives' names have it, and with "-" made "~", as
 	// the packages'), the commit and its date.
 	version, fileVersion, pkgVersion string
 	commit, date                     string
 	epoch                            int64
-	unsignedLog                      string // make release's output without a key
-	unsigned                         string // its DIST
+	unsignedLog                      string   // make release's output without a key
+	unsignedFiles                    []string // the files it made
 }
 
 // releaseExpect computes what make release must stamp, from git, as
@@ -96,12 +99,8 @@ var builtRelease = sync.OnceValues(func() (*releaseBuild, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &releaseBuild{
-		dir:      filepath.Join(tmp, "dist"),
-		again:    filepath.Join(tmp, "dist-again"),
-		unsigned: filepath.Join(tmp, "dist-unsigned"),
-		pub:      filepath.Join(tmp, "latch.pub"),
-	}
+	b := &releaseBuild{dir: filepath.Join(tmp, "dist"), pub: filepath.Join(tmp, "latch.pub")}
+	again, unsigned := filepath.Join(tmp, "dist-again"), filepath.Join(tmp, "dist-unsigned")
 	if err := releaseExpect(b); err != nil {
 		return nil, err
 	}
@@ -123,13 +122,37 @@ var builtRelease = sync.OnceValues(func() (*releaseBuild, error) {
 		return nil, err
 	}
 	first := time.Since(start)
-	if _, err := makeRelease(b.again, "RELEASE_SIGN_KEY="+key); err != nil {
+	if _, err := makeRelease(again, "RELEASE_SIGN_KEY="+key); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "make release (%s): %.0f s, then %.0f s\n",
 		releasePlatforms, first.Seconds(), (time.Since(start) - first).Seconds())
-	if b.unsignedLog, err = makeRelease(b.unsigned, "RELEASE_SIGN_KEY="); err != nil {
+	if b.unsignedLog, err = makeRelease(unsigned, "RELEASE_SIGN_KEY="); err != nil {
 		return nil, err
+	}
+	if b.unsignedFiles, err = listDir(unsigned); err != nil {
+		return nil, err
+	}
+	if b.againFiles, err = listDir(again); err != nil {
+		return nil, err
+	}
+	for _, name := range b.againFiles {
+		x, err := os.ReadFile(filepath.Join(b.dir, name))
+		if err != nil && !os.IsNotExist(err) {
+			return nil, err
+		}
+		y, err := os.ReadFile(filepath.Join(again, name))
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(x, y) {
+			b.differ = append(b.differ, name)
+		}
+	}
+	for _, d := range []string{again, unsigned} {
+		if err := os.RemoveAll(d); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 })
@@ -159,15 +182,24 @@ func (b *releaseBuild) releaseFiles() []string {
 	return files
 }
 
-func dirFiles(t *testing.T, dir string) []string {
-	t.Helper()
+// listDir returns the names in dir, sorted.
+func listDir(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var names []string
 	for _, e := range ents {
 		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
+func dirFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := listDir(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return names
 }
@@ -187,22 +219,11 @@ func TestRelease(t *testing.T) {
 	}
 
 	t.Run("reproducible", func(t *testing.T) {
-		got, again := dirFiles(t, b.dir), dirFiles(t, b.again)
-		if !slices.Equal(got, again) {
-			t.Fatalf("two builds made different files: %q and %q", got, again)
+		if got := dirFiles(t, b.dir); !slices.Equal(got, b.againFiles) {
+			t.Fatalf("two builds made different files: %q and %q", got, b.againFiles)
 		}
-		for _, name := range got {
-			x, err := os.ReadFile(filepath.Join(b.dir, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			y, err := os.ReadFile(filepath.Join(b.again, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(x, y) {
-				t.Errorf("%s differs between two builds", name)
-			}
+		for _, name := range b.differ {
+			t.Errorf("%s differs between two builds", name)
 		}
 	})
 
@@ -256,7 +277,7 @@ func TestRelease(t *testing.T) {
 		if !strings.Contains(b.unsignedLog, "RELEASE_SIGN_KEY is not set: SHA256SUMS is not signed") {
 			t.Errorf("make release without a key does not say it did not sign:\n%s", b.unsignedLog)
 		}
-		got := dirFiles(t, b.unsigned)
+		got := b.unsignedFiles
 		if wantUnsigned := slices.DeleteFunc(slices.Clone(want), func(s string) bool { return s == "SHA256SUMS.minisig" }); !slices.Equal(got, wantUnsigned) {
 			t.Errorf("make release without a key made %q, want %q", got, wantUnsigned)
 		}
