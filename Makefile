@@ -19,14 +19,22 @@ FUZZTIME ?= 10s
 # queries into rules for promtool to parse; groff-base (groff) renders the
 # man page in cmd/latch's TestManPage; systemd gives systemd-analyze,
 # systemd-sysusers and systemd-tmpfiles, which check contrib/systemd/ in
-# cmd/latch's TestSystemd* tests, with no systemd running). "make deps"
-# installs the missing ones.
-DEB_PKGS ?= groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq systemd
+# cmd/latch's TestSystemd* tests, with no systemd running; minisign
+# signs and verifies make release's SHA256SUMS, zip makes its windows
+# archive, lintian and rpmlint check its deb and rpm packages, and rpm
+# (rpm -qpl, rpm --root) and dpkg install them in cmd/latch's TestPackages
+# and TestInstallFromPackage). "make deps" installs the missing ones.
+DEB_PKGS ?= minisign zip lintian rpm rpmlint groff-base protobuf-compiler chromium yrmcds memcached libmemcached-tools python3-pymemcache redis-server redis-tools python3-redis nftables zookeeper python3-kazoo python3-pytest python3-mock libcurator-recipes-java default-jdk-headless prometheus jq systemd
 
 # Tools installed with "go install" into .bin/, pinned.
 STATICCHECK_VERSION ?= v0.8.2
 TOOLS       := $(CURDIR)/.bin
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+# make release's: the SBOM generator and the deb/rpm packager.
+CYCLONEDX_VERSION ?= v1.10.0
+CYCLONEDX := $(TOOLS)/cyclonedx-gomod-$(CYCLONEDX_VERSION)/cyclonedx-gomod
+NFPM_VERSION ?= v2.45.2
+NFPM := $(TOOLS)/nfpm-$(NFPM_VERSION)/nfpm
 
 # protoc-gen-go is pinned to the google.golang.org/protobuf runtime in go.mod,
 # so that generated code and runtime always match.
@@ -35,7 +43,7 @@ PROTOC_GEN_GO    = $(TOOLS)/protoc-gen-go-$(PROTOBUF_VERSION)/protoc-gen-go
 
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man
+.PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man release
 
 test: deps fmt vet cross staticcheck deploy-check unit mixin powerloss fuzz jepsen
 
@@ -92,9 +100,29 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
+$(CYCLONEDX):
+	GOBIN=$(dir $@) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+
+$(NFPM):
+	GOBIN=$(dir $@) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+
+# The release, into DIST (scripts/release.sh says what it holds): static,
+# reproducible binaries for RELEASE_PLATFORMS in tar.gz archives (zip for
+# windows), their SBOMs, deb and rpm packages for the linux ones,
+# SHA256SUMS, and its minisign signature when RELEASE_SIGN_KEY names a
+# secret key (RELEASE_SIGN_PASSWORD_FILE its password). VERSION: the v*
+# tag at HEAD, else a pseudo-version. cmd/latch's TestRelease builds it
+# twice and compares.
+DIST ?= dist
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64 freebsd/arm64 windows/amd64
+release: $(CYCLONEDX) $(NFPM)
+	GO=$(GO) CYCLONEDX=$(CYCLONEDX) NFPM=$(NFPM) DIST=$(DIST) RELEASE_PLATFORMS="$(RELEASE_PLATFORMS)" scripts/release.sh
+
 # The memcached, Redis and dlock front ends' suites run on event loops (a
 # node in memory's way), then again on a goroutine per connection.
-unit:
+# cmd/latch's release tests run make release, whose tools are installed
+# first, outside go test's time limit.
+unit: $(CYCLONEDX) $(NFPM)
 	$(GO) test -race ./...
 	LATCH_MEMCACHE_LOOPS=-1 LATCH_REDIS_LOOPS=-1 LATCH_DLOCK_LOOPS=-1 $(GO) test -race ./internal/memcache ./internal/resp ./internal/dlock
 

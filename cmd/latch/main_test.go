@@ -87,6 +87,25 @@ func TestBuildVersion(t *testing.T) {
 	}
 }
 
+// TestBuildCommit: the commit and date set by -ldflags are printed on
+// latch version's second line; without them, "unknown" (a test binary
+// records no VCS revision).
+func TestBuildCommit(t *testing.T) {
+	oldCommit, oldDate := commit, date
+	t.Cleanup(func() { commit, date = oldCommit, oldDate })
+	for _, tt := range []struct{ commit, date, want string }{
+		{"0123456789abcdef0123456789abcdef01234567", "2026-11-28T05:12:16Z", "\ncommit 0123456789abcdef0123456789abcdef01234567 2026-11-28T05:12:16Z\n"},
+		{"", "", "\ncommit unknown unknown\n"},
+	} {
+		commit, date = tt.commit, tt.date
+		var stdout, stderr strings.Builder
+		code := run([]string{"version"}, &environment{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" }})
+		if code != 0 || !strings.HasSuffix(stdout.String(), tt.want) {
+			t.Errorf("commit %q, date %q: latch version = %d, %q; want it to end in %q", tt.commit, tt.date, code, stdout.String(), tt.want)
+		}
+	}
+}
+
 // TestDatadirClearHalt: clear-halt removes the mark a node halted by a
 // disk error left, and says when there was none.
 func TestDatadirClearHalt(t *testing.T) {

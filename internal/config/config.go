@@ -328,6 +328,11 @@ type ServerConfig struct {
 	// that tell it (memcached's version command). Set by the program, not
 	// a setting.
 	Version string `toml:"-"`
+	// Commit is the commit the binary was built from when the program
+	// was told it (a release build's -ldflags), for latch_build_info;
+	// "": the one the Go toolchain recorded. Set by the program, not a
+	// setting.
+	Commit string `toml:"-"`
 	// Load, when set, reads the configuration again as the program read
 	// it at start (flags, environment, file), for a reload (SIGHUP,
 	// POST /v1/reload); nil: a reload keeps the configuration and reads

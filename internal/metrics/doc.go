@@ -20,7 +20,7 @@
 //     the ZooKeeper front end's watch count, which WatchZooKeeper reads
 //     at scrape time.
 //   - the server, which tells it at start what runs and its limits
-//     (SetVersion, SetLimits), and where the memcached items' counts
+//     (SetVersion, SetCommit, SetLimits), and where the memcached items' counts
 //     are read (WatchItems).
 //   - the Go runtime and the process, through client_golang's collectors.
 //
@@ -67,7 +67,7 @@
 //	                                          locked ones, and their count (once
 //	                                          WatchItems is called; with
 //	                                          latch_memcache_evictions_total, a counter)
-//	latch_build_info{version,commit,go_version} 1: what runs (SetVersion)
+//	latch_build_info{version,commit,go_version} 1: what runs (SetVersion, SetCommit)
 //	latch_limit{name,protocol}                the configured limits, each named for
 //	                                          what it bounds (SetLimits); protocol is
 //	                                          empty for the node's own

@@ -56,6 +56,18 @@ func (m *Metrics) SetVersion(version string) {
 	m.build.Store(&b)
 }
 
+// SetCommit sets the commit latch_build_info reports, when the program
+// was told it (a release's -ldflags, built without Go's VCS stamp); ""
+// keeps the one the Go toolchain recorded.
+func (m *Metrics) SetCommit(commit string) {
+	if commit == "" {
+		return
+	}
+	b := *m.build.Load()
+	b.commit = commit
+	m.build.Store(&b)
+}
+
 // SetLimits sets the limits latch_limit reports, replacing those set
 // before. A Limit of 0 (no limit) is not reported: an alert's ratio of a
 // gauge to it would be infinite.

@@ -46,6 +46,14 @@ func TestBuildInfo(t *testing.T) {
 	if _, ok := lookup(t, m, "latch_build_info", "version=unknown"); ok {
 		t.Error("latch_build_info still reports version unknown after SetVersion")
 	}
+	m.SetCommit("")
+	if got := value(t, m, "latch_build_info", "commit="+commitOf(info)); got != 1 {
+		t.Errorf("latch_build_info after SetCommit(\"\") = %v, want the recorded commit", got)
+	}
+	m.SetCommit("0123456789abcdef0123456789abcdef01234567")
+	if got := value(t, m, "latch_build_info", "version=v1.2.3", "commit=0123456789abcdef0123456789abcdef01234567"); got != 1 {
+		t.Errorf("latch_build_info after SetCommit = %v, want 1", got)
+	}
 }
 
 func TestLimits(t *testing.T) {

@@ -87,6 +87,7 @@ func New(cfg config.Config, logger *slog.Logger) (*Server, error) {
 	m.Watch(s.node)
 	m.WatchItems(s.node.ItemStats)
 	m.SetVersion(cfg.Server.Version)
+	m.SetCommit(cfg.Server.Commit)
 	m.SetLimits(limits(cfg))
 	if s.rep != nil {
 		m.Registry().MustRegister(raftCollector{s.rep})
