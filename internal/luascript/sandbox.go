@@ -30,10 +30,10 @@ type sandbox struct {
 	handler *lua.LFunction
 
 	// The run: its caller, the RESP version the script chose.
-	caller  Caller
-	resp    int
-	ctx     context.Context
-	broken  bool // the state may be inconsistent: not reused
+	caller Caller
+	resp   int
+	ctx    context.Context
+	broken bool // the state may be inconsistent: not reused
 }
 
 // Redis 7's messages.

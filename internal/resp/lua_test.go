@@ -1,0 +1,122 @@
+package resp_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Hand-written lock scripts, as applications write them: variants of the
+// documented release and extend scripts that the known-script table does
+// not recognise, so that they run in Lua.
+const (
+	releaseEnd   = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) end return 0`
+	releaseUnlnk = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("unlink",KEYS[1]) else return 0 end`
+	releaseLocal = "local v = redis.call('GET', KEYS[1])\nif v == ARGV[1] then\n  return redis.call('DEL', KEYS[1])\nend\nreturn 0"
+	releasePcall = `local v = redis.pcall("get", KEYS[1]) if v == ARGV[1] then return redis.pcall("del", KEYS[1]) end return 0`
+	extendEnd    = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) end return 0`
+	extendExpire = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("expire",KEYS[1],ARGV[2]) else return 0 end`
+)
+
+// luaScenarios are command sequences with Lua scripts whose replies must be
+// byte for byte Redis's ("K" in an argument: the scenario's key prefix).
+var luaScenarios = [][][]string{
+	{ // the hand-written release and extend variants
+		{"SET", "K1", "tokA", "NX", "PX", "100000"},
+		{"EVAL", releaseEnd, "1", "K1", "tokB"},
+		{"EVAL", extendEnd, "1", "K1", "tokB", "5000"},
+		{"EVAL", extendEnd, "1", "K1", "tokA", "50000"},
+		{"PTTL", "K1"},
+		{"EVAL", extendExpire, "1", "K1", "tokA", "70"},
+		{"TTL", "K1"},
+		{"EVAL", releaseEnd, "1", "K1", "tokA"},
+		{"EVAL", releaseEnd, "1", "K1", "tokA"},
+		{"SET", "K1", "tokC", "NX", "PX", "100000"},
+		{"EVAL", releaseUnlnk, "1", "K1", "tokC"},
+		{"SET", "K1", "tokD", "NX", "PX", "100000"},
+		{"EVAL", releaseLocal, "1", "K1", "tokX"},
+		{"EVAL", releaseLocal, "1", "K1", "tokD"},
+		{"SET", "K1", "tokE", "NX"},
+		{"EVAL", releasePcall, "1", "K1", "tokE"},
+		{"EXISTS", "K1"},
+	},
+	{ // lock commands inside a script, time frozen at its start
+		{"EVAL", "return {redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 1500), redis.call('pttl', KEYS[1]), redis.call('ttl', KEYS[1])}", "1", "K2", "me"},
+		{"EVAL", "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 1500)", "1", "K2", "other"},
+		{"EVAL", "return {redis.call('get', KEYS[1]), redis.call('exists', KEYS[1], KEYS[2], KEYS[1]), redis.call('type', KEYS[1]), redis.call('type', KEYS[2])}", "2", "K2", "Knone"},
+		{"EVAL", "return redis.call('setnx', KEYS[1], 'x')", "1", "K3"},
+		{"EVAL", "return {redis.call('setnx', KEYS[1], 'y'), redis.call('getset', KEYS[1], 'z'), redis.call('get', KEYS[1])}", "1", "K3"},
+		{"EVAL", "return {redis.call('set', KEYS[1], 'z', 'XX', 'KEEPTTL'), redis.call('pttl', KEYS[1])}", "1", "K3"},
+		{"EVAL", "return redis.call('set', KEYS[1], 'v', 'XX')", "1", "Knew"},
+		{"EVAL", "return {redis.call('del', KEYS[1], KEYS[2], KEYS[3], KEYS[1]), redis.call('exists', KEYS[1])}", "3", "K2", "K3", "Knone"},
+		{"EVAL", "redis.call('set', KEYS[1], 'a'); return redis.call('pexpire', KEYS[1], 0)", "1", "K4"},
+		{"EXISTS", "K4"},
+		{"EVAL", "redis.call('set', KEYS[1], 'a', 'EX', 100); redis.call('del', KEYS[1]); return redis.call('set', KEYS[1], 'b', 'NX', 'PX', 100000)", "1", "K5"},
+		{"GET", "K5"},
+		{"EVAL", "return redis.call('set', KEYS[1], 'v', 'EX', 'x')", "1", "K6"},
+		{"EVAL", "return redis.pcall('set', KEYS[1], 'v', 'PX', 0)", "1", "K6"},
+		{"EVAL", "return redis.call('set', KEYS[1], 'v', 'NX', 'XX')", "1", "K6"},
+		{"EVAL", "return redis.call('get', KEYS[1], 'x')", "1", "K6"},
+		{"EVAL", "return redis.call('ping')", "0"},
+		{"EVAL", "return redis.call('ping', 'x')", "0"},
+		{"EVAL", "return redis.call('echo', 'x')", "0"},
+		{"EVAL", "return redis.call('select', '0')", "0"},
+		{"EVAL", "return redis.call('nosuchcommand')", "0"},
+		{"EVAL", "return redis.call('multi')", "0"},
+		{"EVAL", "return redis.call('eval', 'return 1', '0')", "0"},
+		{"EVAL", "return redis.call('watch', 'x')", "0"},
+		{"EVAL", "return redis.call('script', 'flush')", "0"},
+		{"EVAL", "return #redis.call('time')", "0"},
+		{"EXISTS", "K6"},
+	},
+	{ // EVAL_RO, EVALSHA, SCRIPT
+		{"SET", "K7", "v", "PX", "100000"},
+		{"EVAL_RO", "return redis.call('get', KEYS[1])", "1", "K7"},
+		{"EVAL_RO", "return redis.call('set', KEYS[1], 'w')", "1", "K7"},
+		{"EVAL_RO", "return redis.pcall('del', KEYS[1])", "1", "K7"},
+		{"GET", "K7"},
+		{"SCRIPT", "LOAD", "return redis.call('get', KEYS[1]) .. ARGV[1]"},
+		{"EVALSHA", "8a6d80b9c54f3b45f0b7ba6b6a4e8b8cf46cd7e5", "1", "K7", "!"},
+		{"SCRIPT", "EXISTS", "8a6d80b9c54f3b45f0b7ba6b6a4e8b8cf46cd7e5", "0000000000000000000000000000000000000000"},
+		{"EVALSHA_RO", "8a6d80b9c54f3b45f0b7ba6b6a4e8b8cf46cd7e5", "1", "K7", "?"},
+		{"EVALSHA", "0000000000000000000000000000000000000000", "0"},
+		{"EVAL", "return 1", "-1"},
+		{"EVAL", "return 1", "2", "a"},
+		{"EVAL", "return 1", "x"},
+		{"SCRIPT", "FLUSH", "x"},
+		{"SCRIPT", "FLUSH", "ASYNC"},
+		{"SCRIPT", "EXISTS", "8a6d80b9c54f3b45f0b7ba6b6a4e8b8cf46cd7e5"},
+		{"EVAL", "error('boom')", "0"},
+		{"EVAL", "return x", "0"},
+	},
+}
+
+func TestLuaDifferential(t *testing.T) {
+	lt := startLatch(t)
+	rd := startRedis(t)
+	for _, proto := range []string{"2", "3"} {
+		for i, sc := range luaScenarios {
+			t.Run(fmt.Sprintf("resp%s/%d", proto, i), func(t *testing.T) {
+				prefix := fmt.Sprintf("lua:%s:%d:%d:", proto, i, time.Now().UnixNano())
+				l, r := dial(t, lt.redis), dial(t, rd)
+				if proto == "3" {
+					l.do("HELLO", "3")
+					r.do("HELLO", "3")
+				}
+				for _, cmd := range sc {
+					args := make([]string, len(cmd))
+					for j, a := range cmd {
+						if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
+							a = prefix + a[1:]
+						}
+						args[j] = a
+					}
+					lr, rr := l.do(args...), r.do(args...)
+					if lr != rr {
+						t.Errorf("%q:\nlatch %q\nredis %q", cmd, lr, rr)
+					}
+				}
+			})
+		}
+	}
+}
