@@ -32,7 +32,8 @@ var allowedImports = map[string][]string{
 	"internal/wal":         {"internal/vfs"},
 	"internal/vfs":         {},
 	"internal/vfs/crashfs": {"internal/vfs"},
-	"internal/fsm":         {"", "internal/engine", "internal/cache", "internal/znode"},
+	"internal/fsm":         {"", "internal/engine", "internal/cache", "internal/znode", "internal/zset"},
+	"internal/zset":        {},
 	"internal/znode":       {},
 	"internal/replica":     {"", "internal/fsm"},
 	// The only importer of hashicorp/raft.
@@ -89,7 +90,7 @@ var allowedImports = map[string][]string{
 
 // deterministic packages are state machines driven by their caller: no I/O,
 // no goroutines, no clock of their own.
-var deterministic = []string{"internal/engine", "internal/cache", "internal/fsm", "internal/znode"}
+var deterministic = []string{"internal/engine", "internal/cache", "internal/fsm", "internal/znode", "internal/zset"}
 
 var (
 	forbiddenInDeterministic = []string{"net", "os", "sync", "sync/atomic", "math/rand", "math/rand/v2", "crypto/rand"}
