@@ -191,10 +191,7 @@ func (r *scriptRun) read(key string) (*scratchKey, error) {
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	k := &scratchKey{watch: fsm.Watch{Key: key}, st: res}
-	if res.Found == 1 {
-		k.watch.Token, k.watch.Expires, k.watch.Owner = res.Token, res.Expires, res.Owner
-	}
+	k := &scratchKey{watch: fsm.WatchOfResult(key, &res), st: res}
 	r.keys[key] = k
 	r.order = append(r.order, key)
 	return k, nil
@@ -215,11 +212,7 @@ func (r *scriptRun) commit() (done bool, err error) {
 			if res.Err != nil {
 				return false, res.Err
 			}
-			w := fsm.Watch{Key: key}
-			if res.Found == 1 {
-				w.Token, w.Expires, w.Owner = res.Token, res.Expires, res.Owner
-			}
-			if w != r.keys[key].watch {
+			if fsm.WatchOfResult(key, &res) != r.keys[key].watch {
 				return false, nil
 			}
 		}
@@ -314,6 +307,20 @@ func (r *scriptRun) apply(sub *fsm.Command) (fsm.Result, error) {
 			k.st.Expires = r.at + int64(lease)
 		}
 	}
+	// A lock command on a sorted-set key: as the state machine, OwnedGet
+	// describes it, OwnedRelease and OwnedRenew act on it, OwnedSet fails,
+	// the others change nothing.
+	if sub.Owned != fsm.OwnedGet && sub.Owned != fsm.OwnedRelease && sub.Owned != fsm.OwnedRenew {
+		for _, k := range keys {
+			res.ZKeys += r.keys[k].st.ZKeys
+		}
+		if res.ZKeys > 0 {
+			if sub.Owned == fsm.OwnedSet {
+				res.Err = fmt.Errorf("owned %v %q: a sorted set: %w", sub.Owned, keys[0], fsm.ErrWrongType)
+			}
+			return res, nil
+		}
+	}
 	switch sub.Owned {
 	case fsm.OwnedGet:
 		return k0.st, nil
@@ -360,34 +367,59 @@ func (r *scriptRun) apply(sub *fsm.Command) (fsm.Result, error) {
 			res.Err = &latch.BusyError{Err: latch.ErrWouldBlock, Keys: []string{keys[0]}}
 		}
 	case fsm.OwnedRelease, fsm.OwnedRenew:
-		if sub.OwnedFlags&^fsm.OwnedMatch != 0 {
-			return res, fmt.Errorf("script: owned %v flags %#x: %w", sub.Owned, uint8(sub.OwnedFlags), latch.ErrInvalidRequest)
-		}
-		chosen := func(st *fsm.Result) bool {
-			return st.Count == 1 && (sub.OwnedFlags&fsm.OwnedMatch == 0 || st.Owner == string(sub.Value))
-		}
-		for _, key := range keys {
-			st := &r.keys[key].st
-			res.Found += st.Found
-			res.Foreign += st.Foreign
-		}
-		for i, key := range keys {
-			st := &r.keys[key].st
-			if slices.Contains(keys[:i], key) || !chosen(st) {
-				continue
-			}
-			if sub.Owned == fsm.OwnedRelease || sub.Req.Lease <= 0 {
-				*st = fsm.Result{}
-			} else {
-				st.Expires = r.at + int64(sub.Req.Lease)
-			}
-			res.Count++
-		}
+		r.releaseOrRenew(sub, &res)
 	default:
 		return res, fmt.Errorf("script: owned %v: %w", sub.Owned, latch.ErrInvalidRequest)
 	}
 	r.keep(sub, res)
 	return res, nil
+}
+
+// releaseOrRenew is OwnedRelease and OwnedRenew on the scratch view, as
+// the state machine's.
+func (r *scriptRun) releaseOrRenew(sub *fsm.Command, res *fsm.Result) {
+	keys, fl := sub.Req.Keys, sub.OwnedFlags
+	chosen := func(st *fsm.Result) bool {
+		return st.Count == 1 && (fl&fsm.OwnedMatch == 0 || st.Owner == string(sub.Value))
+	}
+	for _, key := range keys {
+		st := &r.keys[key].st
+		res.Found += st.Found
+		if st.ZKeys > 0 {
+			res.ZKeys++
+			if fl&fsm.OwnedMatch != 0 && fl&fsm.OwnedAll != 0 {
+				return
+			}
+			continue
+		}
+		res.Foreign += st.Foreign
+		if !chosen(st) && fl&fsm.OwnedAll != 0 {
+			return
+		}
+	}
+	for i, key := range keys {
+		st := &r.keys[key].st
+		if slices.Contains(keys[:i], key) || st.ZKeys == 0 && !chosen(st) || st.ZKeys > 0 && fl&fsm.OwnedMatch != 0 {
+			continue
+		}
+		if fl&fsm.OwnedPersist != 0 {
+			if (sub.Owned == fsm.OwnedRenew || st.ZKeys > 0) && st.Expires != 0 {
+				st.Expires = 0
+				res.Count++
+			}
+			continue
+		}
+		lease := sub.Req.Lease
+		if sub.Owned == fsm.OwnedRenew && fl&fsm.OwnedAdd != 0 && st.Expires > r.at {
+			lease += time.Duration(st.Expires - r.at)
+		}
+		if sub.Owned == fsm.OwnedRelease || lease <= 0 {
+			*st = fsm.Result{}
+		} else {
+			st.Expires = r.at + int64(lease)
+		}
+		res.Count++
+	}
 }
 
 // keep records a write command and the scratch view's result of it, if
