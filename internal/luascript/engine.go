@@ -145,6 +145,10 @@ func (e *Engine) Load(body []byte) (*Script, error) {
 	if err != nil {
 		return nil, &CompileError{"ERR Error compiling script (new function): " + oneLine(err.Error())}
 	}
+	// The main chunk takes "...": Lua 5.0's compatible "arg" table would
+	// be made for each run, but a main chunk has no local of that name to
+	// see it by.
+	proto.IsVarArg &^= lua.VarArgNeedsArg
 	s := &Script{SHA: sha, Body: bytes.Clone(body), proto: proto}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -163,8 +163,6 @@ func (sb *sandbox) isProxy(v lua.LValue) bool {
 func (sb *sandbox) reset() bool {
 	sb.caller, sb.ctx = nil, nil
 	sb.resp = 2
-	sb.globals.RawSetString("KEYS", lua.LNil)
-	sb.globals.RawSetString("ARGV", lua.LNil)
 	sb.L.SetTop(0)
 	return !sb.broken
 }

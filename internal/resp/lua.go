@@ -114,7 +114,13 @@ func (c *conn) evalLua(name string, args [][]byte, ro bool) (string, luascript.R
 	} else if s = c.srv.lua.Get(string(lowerInPlace(args[1]))); s == nil {
 		return "NOSCRIPT No matching script. Please use EVAL.", luascript.Reply{}
 	}
-	run := &scriptRun{c: c, ro: ro}
+	run := c.script
+	if run == nil {
+		run = &scriptRun{c: c}
+		c.script = run
+	}
+	run.ro = ro
+	defer run.clear()
 	for try := 0; try < maxScriptTries; try++ {
 		run.start()
 		r, raised := c.srv.lua.Run(s, keys, argv, run, c.w.Proto)
@@ -155,6 +161,7 @@ type scriptRun struct {
 	order []string      // the keys in the order first touched
 	tx    []fsm.Command // the writes, in order
 	pred  []fsm.Result  // what the scratch view answered for each
+	watch []fsm.Watch
 
 	// sc plans the script's commands with the connection's rights, and
 	// answers them into out.
@@ -173,13 +180,25 @@ type scratchKey struct {
 // start readies the run for a try.
 func (r *scriptRun) start() {
 	r.at = r.c.srv.svc.Now()
-	r.keys = make(map[string]*scratchKey)
-	r.order, r.tx, r.pred = r.order[:0], r.tx[:0], r.pred[:0]
+	if r.keys == nil {
+		r.keys = make(map[string]*scratchKey)
+	}
+	r.clear()
 	if r.sc == nil {
 		r.sc = &conn{srv: r.c.srv, token: r.c.token, authed: true}
 		r.bw = bufio.NewWriter(&r.out)
 		r.sc.w = NewWriter(r.bw)
 	}
+}
+
+// clear drops what the run refers to, once answered.
+func (r *scriptRun) clear() {
+	clear(r.keys)
+	clear(r.order)
+	clear(r.tx)
+	clear(r.pred)
+	r.order, r.tx, r.pred = r.order[:0], r.tx[:0], r.pred[:0]
+	r.watch = r.watch[:0]
 }
 
 // read returns the scratch state of key, reading it on first touch.
@@ -218,10 +237,11 @@ func (r *scriptRun) commit() (done bool, err error) {
 		}
 		return true, nil
 	}
-	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: make([]fsm.Watch, 0, len(r.order))}
+	r.watch = r.watch[:0]
 	for _, key := range r.order {
-		in.Watch = append(in.Watch, r.keys[key].watch)
+		r.watch = append(r.watch, r.keys[key].watch)
 	}
+	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch}
 	res := svc.Owned(&in)
 	if errors.Is(res.Err, fsm.ErrWatchChanged) {
 		return false, nil
