@@ -1,9 +1,13 @@
 package resp_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	redigolib "github.com/gomodule/redigo/redis"
+	goredislib "github.com/redis/go-redis/v9"
 )
 
 // Hand-written lock scripts, as applications write them: variants of the
@@ -117,6 +121,80 @@ func TestLuaDifferential(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestHandWrittenScripts: the hand-written release and extend variants,
+// through go-redis's Script (EVALSHA, then EVAL on NOSCRIPT) and redigo's
+// Script, on latch and on redis-server: the same answers, and the lock
+// changes as they say.
+func TestHandWrittenScripts(t *testing.T) {
+	ctx := context.Background()
+	for _, server := range []string{"latch", "redis"} {
+		addr := ""
+		if server == "latch" {
+			addr = startLatch(t).redis
+		} else {
+			addr = startRedis(t)
+		}
+		gr := goredislib.NewClient(&goredislib.Options{Addr: addr})
+		defer gr.Close()
+		rg, err := redigolib.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rg.Close()
+		for _, release := range []string{releaseEnd, releaseUnlnk, releaseLocal, releasePcall} {
+			for _, extend := range []string{extendEnd, extendExpire} {
+				key := prefix(t) + "hw"
+				// go-redis: acquire, extend by the wrong value and the
+				// right one, release by the wrong value and the right one.
+				rel, ext := goredislib.NewScript(release), goredislib.NewScript(extend)
+				n, want := 50000, 50*time.Second // PEXPIRE's ms, EXPIRE's s
+				if extend == extendExpire {
+					n, want = 50, 50*time.Second
+				}
+				if ok, err := gr.SetNX(ctx, key, "me", 10*time.Second).Result(); !ok || err != nil {
+					t.Fatalf("%s: SET NX: %v %v", server, ok, err)
+				}
+				for _, c := range []struct {
+					s    *goredislib.Script
+					argv []any
+					want int64
+				}{{ext, []any{"other", n}, 0}, {ext, []any{"me", n}, 1}, {rel, []any{"other"}, 0}, {rel, []any{"me"}, 1}, {rel, []any{"me"}, 0}} {
+					got, err := c.s.Run(ctx, gr, []string{key}, c.argv...).Int64()
+					if err != nil || got != c.want {
+						t.Fatalf("%s go-redis %q %v: %d %v, want %d", server, c.s.Hash(), c.argv, got, err, c.want)
+					}
+					if c.want == 1 && c.s == ext {
+						if ttl := gr.PTTL(ctx, key).Val(); ttl > want || ttl < want-5*time.Second {
+							t.Fatalf("%s: PTTL after extend: %v", server, ttl)
+						}
+					}
+				}
+				if n := gr.Exists(ctx, key).Val(); n != 0 {
+					t.Fatalf("%s: key held after release", server)
+				}
+				// redigo: the same with its Script (EVALSHA, then EVAL).
+				rrel, rext := redigolib.NewScript(1, release), redigolib.NewScript(1, extend)
+				if _, err := redigolib.String(rg.Do("SET", key, "you", "NX", "PX", 10000)); err != nil {
+					t.Fatalf("%s redigo SET NX: %v", server, err)
+				}
+				for _, c := range []struct {
+					s    *redigolib.Script
+					argv []any
+					want int
+				}{{rext, []any{key, "me", 50}, 0}, {rext, []any{key, "you", 90}, 1}, {rrel, []any{key, "me"}, 0}, {rrel, []any{key, "you"}, 1}} {
+					got, err := redigolib.Int(c.s.Do(rg, c.argv...))
+					if err != nil || got != c.want {
+						t.Fatalf("%s redigo %v: %d %v, want %d", server, c.argv, got, err, c.want)
+					}
+				}
+				if n, _ := redigolib.Int(rg.Do("EXISTS", key)); n != 0 {
+					t.Fatalf("%s: key held after redigo release", server)
+				}
+			}
 		}
 	}
 }
