@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"regexp"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,9 +79,53 @@ func (l *Limits) defaults() {
 
 // Script is a compiled script.
 type Script struct {
-	SHA   string // the hex SHA1 of its text, lower case
-	Body  []byte
-	proto *lua.FunctionProto
+	SHA  string // the hex SHA1 of its text, lower case
+	Body []byte
+	// Shebang: the script starts with Redis 7's "#!lua" line; NoWrites:
+	// its flags include no-writes (it runs as read-only).
+	Shebang, NoWrites bool
+	proto             *lua.FunctionProto
+}
+
+// shebangFlags are the flags of a "#!lua flags=..." line Redis 7 knows.
+var shebangFlags = map[string]bool{"no-writes": true, "allow-oom": true, "allow-stale": true,
+	"no-cluster": true, "allow-cross-slot-keys": true}
+
+// shebang parses a script's first line when it is a shebang ("#!lua
+// flags=no-writes,..."), as Redis 7 does: whether it has one, whether
+// no-writes is among its flags, and Redis's error for a bad one.
+func shebang(body []byte) (has, noWrites bool, err error) {
+	if !bytes.HasPrefix(body, []byte("#!")) {
+		return false, false, nil
+	}
+	end := bytes.IndexByte(body, '\n')
+	if end < 0 {
+		return true, false, &CompileError{"ERR Invalid script shebang"}
+	}
+	parts := strings.Fields(string(body[:end]))
+	if len(parts) == 0 || parts[0] != "#!lua" {
+		engine := string(body[:end])
+		if len(parts) > 0 {
+			engine = parts[0]
+		}
+		return true, false, &CompileError{"ERR Unexpected engine in script shebang: " + engine}
+	}
+	for _, p := range parts[1:] {
+		flags, ok := strings.CutPrefix(p, "flags=")
+		if !ok {
+			return true, false, &CompileError{"ERR Unknown lua shebang option: " + p}
+		}
+		for f := range strings.SplitSeq(flags, ",") {
+			switch {
+			case f == "":
+			case !shebangFlags[f]:
+				return true, false, &CompileError{"ERR Unexpected flag in script shebang: " + f}
+			case f == "no-writes":
+				noWrites = true
+			}
+		}
+	}
+	return true, noWrites, nil
 }
 
 // Engine compiles, caches and runs scripts. It is safe for concurrent
@@ -129,7 +174,16 @@ func (e *Engine) Load(body []byte) (*Script, error) {
 	if s := e.Get(sha); s != nil {
 		return s, nil
 	}
-	chunk, err := parse.Parse(bytes.NewReader(body), "user_script")
+	has, noWrites, err := shebang(body)
+	if err != nil {
+		return nil, err
+	}
+	src := body
+	if has {
+		// The shebang line becomes a comment: the lines keep their numbers.
+		src = append([]byte("--"), body[2:]...)
+	}
+	chunk, err := parse.Parse(bytes.NewReader(src), "user_script")
 	if err != nil {
 		msg := err.Error()
 		if m := syntaxRE.FindStringSubmatch(msg); m != nil {
@@ -149,7 +203,7 @@ func (e *Engine) Load(body []byte) (*Script, error) {
 	// be made for each run, but a main chunk has no local of that name to
 	// see it by.
 	proto.IsVarArg &^= lua.VarArgNeedsArg
-	s := &Script{SHA: sha, Body: bytes.Clone(body), proto: proto}
+	s := &Script{SHA: sha, Body: bytes.Clone(body), Shebang: has, NoWrites: noWrites, proto: proto}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if old, ok := e.scripts[sha]; ok {

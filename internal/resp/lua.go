@@ -114,6 +114,12 @@ func (c *conn) evalLua(name string, args [][]byte, ro bool) (string, luascript.R
 	} else if s = c.srv.lua.Get(string(lowerInPlace(args[1]))); s == nil {
 		return "NOSCRIPT No matching script. Please use EVAL.", luascript.Reply{}
 	}
+	switch {
+	case ro && s.Shebang && !s.NoWrites:
+		return "ERR Can not execute a script with write flag using *_ro command.", luascript.Reply{}
+	case s.NoWrites:
+		ro = true
+	}
 	run := c.script
 	if run == nil {
 		run = &scriptRun{c: c}
