@@ -168,8 +168,12 @@ type CompileError struct{ Msg string }
 
 func (e *CompileError) Error() string { return e.Msg }
 
-// gopher-lua's syntax error: "user_script line:1(column:9) near 'EOF':   syntax error".
-var syntaxRE = regexp.MustCompile(`^user_script line:(\d+)\(column:\d+\) near '(.*)':\s*(.*?)\s*$`)
+// gopher-lua's syntax errors: "user_script line:1(column:9) near 'EOF':
+// syntax error", "user_script at EOF:   unterminated string".
+var (
+	syntaxRE    = regexp.MustCompile(`^user_script line:(\d+)\(column:\d+\) near '(.*)':\s*(.*?)\s*$`)
+	syntaxEOFRE = regexp.MustCompile(`^user_script at EOF:\s*(.*?)\s*$`)
+)
 
 // Load compiles body and keeps it by its SHA1 (no copy of body is kept
 // that the caller may change).
@@ -196,6 +200,12 @@ func (e *Engine) Load(body []byte) (*Script, error) {
 				near = "<eof>"
 			}
 			msg = fmt.Sprintf("user_script:%s: %s near '%s'", m[1], m[3], near)
+		} else if m := syntaxEOFRE.FindStringSubmatch(msg); m != nil {
+			what := m[1]
+			if what == "unterminated string" {
+				what = "unfinished string" // Lua 5.1's words
+			}
+			msg = fmt.Sprintf("user_script:%d: %s near '<eof>'", 1+bytes.Count(body, []byte("\n")), what)
 		}
 		return nil, &CompileError{"ERR Error compiling script (new function): " + oneLine(msg)}
 	}

@@ -84,6 +84,17 @@ func newSandbox(e *Engine) *sandbox {
 	set(g, "rawset", sb.rawset)
 	set(g, "setmetatable", sb.setmetatable)
 	set(g, "getmetatable", sb.getmetatable)
+	tostr := g.RawGetString("tostring")
+	set(g, "tostring", func(L *lua.LState) int {
+		if n, ok := L.Get(1).(lua.LNumber); ok {
+			L.Push(lua.LString(formatNumber(float64(n))))
+			return 1
+		}
+		L.Push(tostr)
+		L.Push(L.CheckAny(1))
+		L.Call(1, 1)
+		return 1
+	})
 	set(g, "gcinfo", func(L *lua.LState) int { L.Push(lua.LNumber(heapBytes() / 1024)); return 1 })
 	math := g.RawGetString("math").(*lua.LTable)
 	set(math, "random", sb.random)
@@ -394,6 +405,23 @@ func (sb *sandbox) getmetatable(L *lua.LState) int {
 	}
 	L.Push(mt)
 	return 1
+}
+
+// formatNumber writes a number as Lua 5.1 does ("%.14g", C's inf and
+// nan): tostring's; gopher-lua's own (Go's shortest form) stays that of
+// the concatenation operator.
+func formatNumber(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "-nan" // what 0/0 gives on amd64
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case f == 0 && math.Signbit(f):
+		return "-0"
+	}
+	return fmt.Sprintf("%.14g", f)
 }
 
 // Redis's PRNG: the 48-bit linear congruential generator of its rand.c,
