@@ -46,6 +46,11 @@ var noScriptCall = map[string]bool{
 	"config": true, "wait": true, "latch.token": true,
 }
 
+// inLua reports whether a known script of template t runs in Lua all the
+// same: redis-py's extend (3.5+) answers 0 and changes nothing on a key
+// without a lease, which its native operation would renew.
+func inLua(t template) bool { return t == tmplExtendPy }
+
 // scriptLua reports whether an EVAL or EVALSHA request (not queued in
 // MULTI) runs in Lua rather than as a known lock script's native
 // operation (planEval).
@@ -59,16 +64,27 @@ func (c *conn) scriptLua(args [][]byte) bool {
 			return true
 		}
 		sha := scriptSHA(args[1])
-		if _, _, ok := s.script([]byte(sha)); ok {
-			return false
+		if t, _, ok := s.script([]byte(sha)); ok {
+			return inLua(t)
 		}
-		return s.lua.Get(sha) != nil || recognise(args[1]) == tmplNone
+		if s.lua.Get(sha) != nil {
+			return true
+		}
+		t := recognise(args[1])
+		return t == tmplNone || inLua(t)
 	}
 	sha := lowerInPlace(args[1])
-	if _, _, ok := s.script(sha); ok && !s.noTemplates {
+	if t, _, ok := s.script(sha); ok && !s.noTemplates && !inLua(t) {
 		return false
 	}
-	return s.lua.Get(string(sha)) != nil
+	return s.lua.Get(string(sha)) != nil || !s.noTemplates && knownLua(sha)
+}
+
+// knownLua reports whether sha names a known script that runs in Lua
+// (inLua): EVALSHA of it runs it, or answers NOSCRIPT until it is loaded.
+func knownLua(sha []byte) bool {
+	t, ok := knownScripts[string(sha)]
+	return ok && inLua(t)
 }
 
 // cmdEvalLua runs EVAL, EVALSHA, EVAL_RO or EVALSHA_RO in Lua.
