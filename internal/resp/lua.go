@@ -145,6 +145,12 @@ func (c *conn) evalLua(name string, args [][]byte, ro bool) (string, luascript.R
 	run.ro = ro
 	defer run.clear()
 	for try := 0; try < maxScriptTries; try++ {
+		if try > 0 && c.srv.svc.Execution() == latch.Replicated {
+			// A cluster node may read its keys before it has applied what
+			// failed the watches: give it the time to catch up (a
+			// goroutine's connection: no loop waits).
+			time.Sleep(time.Duration(try) * time.Millisecond)
+		}
 		run.start()
 		r, raised := c.srv.lua.Run(s, keys, argv, run, c.w.Proto)
 		if raised {
