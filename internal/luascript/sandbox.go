@@ -618,13 +618,23 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 	if n == 0 {
 		return fail(msgCallNoArgs)
 	}
-	args := make([][]byte, n)
-	for i := range args {
-		s, ok := argString(L.Get(i + 1))
+	// The arguments, copied into one buffer.
+	var strs [8]string
+	ss := strs[:0]
+	size := 0
+	for i := 1; i <= n; i++ {
+		s, ok := argString(L.Get(i))
 		if !ok {
 			return fail(msgCallArgType)
 		}
-		args[i] = []byte(s)
+		ss = append(ss, s)
+		size += len(s)
+	}
+	buf := make([]byte, 0, size)
+	args := make([][]byte, n)
+	for i, s := range ss {
+		buf = append(buf, s...)
+		args[i] = buf[len(buf)-len(s) : len(buf) : len(buf)]
 	}
 	r := sb.caller.Call(args, sb.resp)
 	if r.Kind == Error {

@@ -312,7 +312,17 @@ func (r *scriptRun) commit() (done bool, err error) {
 
 // Call runs one of the script's commands (luascript.Caller).
 func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
-	name := strings.ToLower(string(args[0]))
+	var lower [32]byte
+	name := "" // lower case, if it may name a command
+	if len(args[0]) <= len(lower) {
+		for i, b := range args[0] {
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			lower[i] = b
+		}
+		name = string(lower[:len(args[0])])
+	}
 	if name == "time" {
 		if len(args) != 1 {
 			return luascript.ErrorReply("ERR Wrong number of args calling Redis command from script")
