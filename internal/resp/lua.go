@@ -30,6 +30,8 @@ import (
 // nothing proposes nothing; when it read several keys, they are read
 // again at its end, and it runs again if one changed, so that its reads
 // are of one instant. A script that raised an error applies nothing.
+// Pipelined scripts run as a batch (flushLua): one scratch view, one
+// transaction.
 
 // maxScriptTries bounds how often a script runs because the keys it
 // touched changed while it ran.
