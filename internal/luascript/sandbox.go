@@ -197,6 +197,11 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 	L.Push(L.NewFunctionFromProto(s.proto))
 	err := L.PCall(0, 1, sb.handler)
 	sb.e.leave(sb)
+	if err == nil && ctx.Err() != nil {
+		// Stopped by a limit where the script caught it (a coroutine's
+		// resume): the run fails all the same.
+		err = errors.New("stopped")
+	}
 	if err == nil {
 		return fromLua(L.Get(-1), sb.resp, 0), false
 	}

@@ -164,6 +164,8 @@ func TestScriptLimits(t *testing.T) {
 		{"redis.call('set', KEYS[1], 'a'); while true do end", "-ERR latch: script stopped: it ran past the time limit of 200ms"},
 		{"redis.call('set', KEYS[1], 'a'); while true do pcall(function() while true do end end) end", "-ERR latch: script stopped: it ran past the time limit of 200ms"},
 		{"redis.call('set', KEYS[1], 'a'); local function f(n) return 1 + f(n + 1) end; return f(1)", "-ERR latch: script stopped: its call stack is too deep"},
+		{"redis.call('set', KEYS[1], 'a'); local co = coroutine.create(function() while true do end end); return coroutine.resume(co)", "-ERR latch: script stopped: it ran past the time limit of 200ms"},
+		{"redis.call('set', KEYS[1], 'a'); local co = coroutine.wrap(function() local function f(n) return 1 + f(n + 1) end; return f(1) end); return co()", "-ERR latch: script stopped: its call stack is too deep"},
 		{"redis.call('set', KEYS[1], 'a'); local t = {}; for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end", "-ERR latch: script stopped: it used more than 64 MiB of memory"},
 		{"redis.call('set', KEYS[1], 'a'); return string.rep('x', 1e10)", "-ERR user_script:1: resulting string too large"},
 	} {
