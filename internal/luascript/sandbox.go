@@ -95,6 +95,18 @@ func newSandbox(e *Engine) *sandbox {
 		L.Call(1, 1)
 		return 1
 	})
+	// collectgarbage: a script's garbage is the process's (Go's
+	// collector), whose full collection would stop every other client: it
+	// answers as Lua's does and collects nothing ("count": the heap in KB).
+	set(g, "collectgarbage", func(L *lua.LState) int {
+		switch L.OptString(1, "collect") {
+		case "count":
+			L.Push(lua.LNumber(float64(heapBytes()) / 1024))
+		default:
+			L.Push(lua.LNumber(0))
+		}
+		return 1
+	})
 	set(g, "gcinfo", func(L *lua.LState) int { L.Push(lua.LNumber(heapBytes() / 1024)); return 1 })
 	math := g.RawGetString("math").(*lua.LTable)
 	set(math, "random", sb.random)
