@@ -2,7 +2,8 @@
 // in the environment Redis 7 gives EVAL, and the conversions between Lua
 // values and Redis replies both ways.
 //
-// It owns the sandbox (the libraries Redis loads, without os, io, debug,
+// It owns the sandbox (the libraries Redis loads, bit among them but not
+// cjson, struct or cmsgpack; without os, io, debug,
 // dofile, loadfile, print...; globals and library tables read-only, with
 // Redis 7's errors; math.random seeded identically for every run, as
 // Redis does), the redis table (call, pcall, error_reply, status_reply,

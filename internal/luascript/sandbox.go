@@ -125,10 +125,10 @@ func newSandbox(e *Engine) *sandbox {
 		return 1
 	})
 	g.RawSetString("redis", sb.redisLib())
-	g.RawSetString("bit", lua.LNil)
+	g.RawSetString("bit", bitLib(L))
 
 	// Globals: reads of a missing name fail; the libraries are proxies.
-	for _, n := range []string{"string", "table", "math", "coroutine", "redis"} {
+	for _, n := range []string{"string", "table", "math", "coroutine", "redis", "bit"} {
 		g.RawSetString(n, sb.protect(g.RawGetString(n).(*lua.LTable)))
 	}
 	if sm, ok := L.GetMetatable(lua.LString("")).(*lua.LTable); ok {
