@@ -236,6 +236,8 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTime):
 		msg = fmt.Sprintf("ERR latch: script stopped: it ran past the time limit of %v, and nothing it did was applied", sb.e.lim.Time)
+	case errors.Is(cause, errKilled):
+		msg = "ERR Script killed by user with SCRIPT KILL..."
 	case errors.Is(cause, errMemory):
 		msg = fmt.Sprintf("ERR latch: script stopped: it used more than %d MiB of memory, and nothing it did was applied", sb.e.lim.Memory>>20)
 		sb.broken = true

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/node"
@@ -267,5 +268,36 @@ func TestLuaBatch(t *testing.T) {
 	}
 	if want := int64(3); svc.owned.Load() > want {
 		t.Errorf("%d commands applied, want at most %d (SET, the batch of scripts, GET's batch)", svc.owned.Load(), want)
+	}
+}
+
+// TestScriptKill: SCRIPT KILL stops another connection's running script,
+// which applies nothing; with none running it answers NOTBUSY.
+func TestScriptKill(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Loops = -1 // a goroutine per connection: one may run a script while another asks
+	s := startServer(t, cfg)
+	a, b := dialLine(t, s.Addr().String()), dialLine(t, s.Addr().String())
+	if got := b.do("SCRIPT", "KILL"); got != "-NOTBUSY No scripts in execution right now.\r\n" {
+		t.Fatalf("SCRIPT KILL with none running: %q", got)
+	}
+	done := make(chan string)
+	go func() {
+		done <- a.do("EVAL", `"redis.call('set', KEYS[1], 'v') while true do end"`, "1", "killed")
+	}()
+	var got string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got = b.do("SCRIPT", "KILL"); got == "+OK\r\n" {
+			break
+		}
+	}
+	if got != "+OK\r\n" {
+		t.Fatalf("SCRIPT KILL: %q", got)
+	}
+	if rep := <-done; !strings.HasPrefix(rep, "-ERR Script killed by user with SCRIPT KILL... script: ") {
+		t.Fatalf("the killed script answered %q", rep)
+	}
+	if got := b.do("EXISTS", "killed"); got != ":0\r\n" {
+		t.Fatalf("EXISTS after the killed script: %q", got)
 	}
 }
