@@ -43,6 +43,8 @@ var commandTable = []command{
 	{name: "latch.token", arity: -2, plan: planToken},
 	{name: "eval", arity: -3, plan: planEval, write: true},
 	{name: "evalsha", arity: -3, plan: planEval, write: true},
+	{name: "eval_ro", arity: -3, fn: cmdEvalLua},
+	{name: "evalsha_ro", arity: -3, fn: cmdEvalLua},
 	{name: "ping", arity: -1, plan: planPing},
 	{name: "echo", arity: 2, plan: planEcho},
 
@@ -87,7 +89,18 @@ func (c *conn) do(args [][]byte) {
 		}
 		cmd = c.srv.cmds[string(lower[:len(name)])]
 	}
-	if c.batch > 0 && !c.plannable(cmd, len(args)) {
+	lua := false // a script that runs in Lua, not as a known lock script
+	if cmd != nil && cmd.plan != nil && (cmd.name == "eval" || cmd.name == "evalsha") && !c.multi && c.scriptLua(args) {
+		cmd = &command{name: cmd.name, arity: cmd.arity, fn: cmdEvalLua, write: true, metric: cmd.metric}
+		lua = true
+	}
+	if cmd != nil && (cmd.name == "eval_ro" || cmd.name == "evalsha_ro") && !c.multi {
+		lua = true
+	}
+	// A batch of lock commands, or of Lua scripts (luaQ), is answered
+	// before any request that would not join it.
+	if c.batch > 0 && (len(c.luaQ) == 0 && !c.plannable(cmd, len(args)) ||
+		len(c.luaQ) > 0 && !(lua && c.plannableLua(cmd, len(args)))) {
 		c.runBatch() // its replies come first
 	}
 	if cmd == nil {
@@ -180,6 +193,14 @@ func (c *conn) plannable(cmd *command, n int) bool {
 		!(cmd.write && c.token != nil && c.token.ReadOnly)
 }
 
+// plannableLua reports whether a Lua script request for cmd with n
+// arguments would run (not be refused at once): only those may join the
+// Lua batch.
+func (c *conn) plannableLua(cmd *command, n int) bool {
+	return c.authed && !((cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity) &&
+		!(cmd.write && c.token != nil && c.token.ReadOnly)
+}
+
 // deferrable reports whether the request just planned, whose commands
 // start at c.subs[firstSub], may wait for the requests buffered after it.
 func (c *conn) deferrable(firstSub int) bool {
@@ -196,6 +217,10 @@ func (c *conn) deferrable(firstSub int) bool {
 
 // runBatch applies the planned requests and answers them in order.
 func (c *conn) runBatch() {
+	if len(c.luaQ) > 0 {
+		c.flushLua() // a batch is of Lua scripts or of lock commands
+		return
+	}
 	c.batch = 0
 	c.rd.Keep(false)
 	c.run(false)
@@ -811,11 +836,14 @@ func planEcho(c *conn, args [][]byte) {
 
 // Scripts.
 
-// unsupportedScript answers a script that is not a known lock script.
-func unsupportedScript(sha string) string {
-	return fmt.Sprintf("ERR latch: unsupported script %s: latch runs no Lua, only the lock scripts of the Redis lock libraries it knows (see docs/redis.md)", sha)
+// scriptInMulti answers a script queued in MULTI that is not a known lock
+// script: Lua runs outside transactions only.
+func scriptInMulti(sha string) string {
+	return fmt.Sprintf("ERR latch: script %s cannot run inside MULTI: only the known lock scripts of the Redis lock libraries do (see docs/redis.md); run it outside a transaction", sha)
 }
 
+// planEval plans a known lock script (template) as its native operation;
+// any other script runs in Lua (cmdEvalLua), outside MULTI.
 func planEval(c *conn, args [][]byte) {
 	var t template
 	var sha []byte
@@ -824,7 +852,7 @@ func planEval(c *conn, args [][]byte) {
 		t = recognise(args[1])
 		s := scriptSHA(args[1])
 		if t == tmplNone {
-			c.fail(unsupportedScript(s))
+			c.fail(scriptInMulti(s))
 			return
 		}
 		line = c.srv.load(s, t, args[1])
@@ -833,6 +861,10 @@ func planEval(c *conn, args [][]byte) {
 		var ok bool
 		sha = lowerInPlace(args[1])
 		if t, line, ok = c.srv.script(sha); !ok {
+			if c.srv.lua.Get(string(sha)) != nil {
+				c.fail(scriptInMulti(string(sha)))
+				return
+			}
 			c.fail("NOSCRIPT No matching script. Please use EVAL.")
 			return
 		}
@@ -960,6 +992,6 @@ func (c *conn) runTemplate(t template, keys []string, argv [][]byte) {
 		c.sub(fsm.OwnedRenew, fsm.OwnedMatch|fsm.OwnedAll, argv[0], d, keys...)
 		c.add(rAllOrZero, first).arg = int64(len(keys))
 	default:
-		c.fail(unsupportedScript("?"))
+		c.fail("ERR latch: internal error: unknown script template")
 	}
 }

@@ -175,6 +175,7 @@ func FuzzLoopInput(f *testing.F) {
 	f.Add([]byte("MULTI\r\nSET b v NX\r\nEXEC\r\nWATCH b\r\nGET b\r\nMULTI\r\nDEL b\r\nEXEC\r\n"), uint8(7))
 	f.Add([]byte("EVAL \"return redis.call('del',KEYS[1])\" 1 k\r\nHELLO 3\r\nCLIENT INFO\r\nINFO\r\nQUIT\r\nPING\r\n"), uint8(5))
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$-5\r\n*1\r\n$4\r\nPING\r\n"), uint8(2))
+	f.Add([]byte("EVAL \"return redis.call('set',KEYS[1],'v','NX')\" 1 s\r\nEVAL \"redis.call('del',KEYS[1]) error('x')\" 1 s\r\nEVAL_RO \"return redis.call('get',KEYS[1])\" 1 s\r\nGET s\r\nEVAL \"return 1\" x\r\n"), uint8(9))
 	f.Add([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$3\r\nab"), uint8(4))
 	f.Add([]byte("ZADD z 1 a 2 b\r\nZRANGE z 0 -1 WITHSCORES\r\nWATCH z\r\nMULTI\r\nZREM z a\r\nZCARD z\r\nEXEC\r\nZADD z INCR 1 b\r\nZRANGEBYSCORE z (1 +inf LIMIT 0 1\r\nPEXPIRE z 100\r\nTYPE z\r\nZSCORE z b\r\n"), uint8(6))
 	f.Fuzz(func(t *testing.T, input []byte, cut uint8) {
