@@ -39,6 +39,14 @@ var commandTable = []command{
 	{name: "expire", arity: -3, plan: planExpire, write: true},
 	{name: "pttl", arity: 2, plan: planTTL},
 	{name: "ttl", arity: 2, plan: planTTL},
+	{name: "setex", arity: 4, plan: planSetEx, write: true},
+	{name: "psetex", arity: 4, plan: planSetEx, write: true},
+	{name: "getdel", arity: 2, plan: planGetDel, write: true},
+	{name: "getex", arity: -2, plan: planGetEx, write: true},
+	{name: "pexpireat", arity: -3, plan: planExpire, write: true},
+	{name: "expireat", arity: -3, plan: planExpire, write: true},
+	{name: "pexpiretime", arity: 2, plan: planExpireTime},
+	{name: "expiretime", arity: 2, plan: planExpireTime},
 	{name: "type", arity: 2, plan: planType},
 	{name: "latch.token", arity: -2, plan: planToken},
 	{name: "eval", arity: -3, plan: planEval, write: true},
@@ -237,22 +245,25 @@ func unknownCommand(args [][]byte) string {
 type replyKind uint8
 
 const (
-	rError      replyKind = iota // msg
-	rSimple                      // +msg
-	rBulk                        // $msg
-	rOKOrNull                    // Count 1: +OK, else null
-	rCount                       // :Count
-	rGet                         // the owner value, a stand-in for another protocol's holder, or null
-	rGetSet                      // the previous owner value or null
-	rExists                      // :number of keys held
-	rPTTL                        // :ms left, -1 without a lease, -2 when free
-	rTTL                         // as rPTTL in seconds
-	rType                        // +string or +none
-	rToken                       // :fencing token or null
-	rTokenIf                     // :fencing token if the owner value is val, else null
-	rCADMissing                  // :-1 when free, else :Count
-	rPTTLIf                      // PTTL if the owner value is val, else :-3
-	rAllOrZero                   // :arg if Count > 0, else :0
+	rError        replyKind = iota // msg
+	rSimple                        // +msg
+	rBulk                          // $msg
+	rOKOrNull                      // Count 1: +OK, else null
+	rCount                         // :Count
+	rGet                           // the owner value, a stand-in for another protocol's holder, or null
+	rGetSet                        // the previous owner value or null
+	rExists                        // :number of keys held
+	rPTTL                          // :ms left, -1 without a lease, -2 when free
+	rTTL                           // as rPTTL in seconds
+	rType                          // +string or +none
+	rToken                         // :fencing token or null
+	rTokenIf                       // :fencing token if the owner value is val, else null
+	rCADMissing                    // :-1 when free, else :Count
+	rPTTLIf                        // PTTL if the owner value is val, else :-3
+	rAllOrZero                     // :arg if Count > 0, else :0
+	rPExpireTime                   // :lease end in ms, -1 without a lease, -2 when free
+	rExpireTime                    // as rPExpireTime in seconds
+	rErrorIfFound                  // null when free, else msg
 )
 
 // plan is one request's answer to make from the results of its commands,
@@ -513,6 +524,21 @@ func (c *conn) answer(p *plan) bool {
 		} else {
 			w.Int(-3)
 		}
+	case rPExpireTime:
+		w.Int(expireTimeOf(&r))
+	case rExpireTime:
+		ms := expireTimeOf(&r)
+		if ms > 0 {
+			ms /= 1000
+		}
+		w.Int(ms)
+	case rErrorIfFound:
+		if r.Found == 0 {
+			w.Null()
+		} else {
+			w.Error(p.msg)
+			return true
+		}
 	case rAllOrZero:
 		if r.Count > 0 {
 			w.Int(p.arg)
@@ -630,70 +656,10 @@ func lease(n int64, unit time.Duration) (time.Duration, bool) {
 	return time.Duration(n) * unit, true
 }
 
-func planSet(c *conn, args [][]byte) {
-	k, ok := c.key(args[1])
-	if !ok || !c.value(args[2]) {
-		return
-	}
-	var nx, xx, keep, ex bool
-	var d time.Duration
-	for i := 3; i < len(args); i++ {
-		opt := upperOption(args[i])
-		switch {
-		case opt == "NX" && !xx:
-			nx = true
-		case opt == "XX" && !nx:
-			xx = true
-		case opt == "KEEPTTL" && !ex:
-			keep = true
-		case (opt == "EX" || opt == "PX") && !ex && !keep && i+1 < len(args):
-			ex = true
-			i++
-			n, ok := parseInt(args[i])
-			if !ok {
-				c.fail("ERR value is not an integer or out of range")
-				return
-			}
-			unit := time.Second
-			if opt == "PX" {
-				unit = time.Millisecond
-			}
-			if d, ok = lease(n, unit); !ok || n <= 0 {
-				c.fail("ERR invalid expire time in 'set' command")
-				return
-			}
-		case (opt == "EXAT" || opt == "PXAT") && !ex && !keep && i+1 < len(args):
-			c.fail("ERR latch: EXAT and PXAT are not supported: leases run on latch's monotonic clock, not the wall clock (use EX or PX)")
-			return
-		case opt == "GET":
-			c.fail("ERR latch: SET with GET is not supported (use GET, then SET)")
-			return
-		default:
-			c.fail("ERR syntax error")
-			return
-		}
-	}
-	first := len(c.subs)
-	if nx {
-		c.sub(fsm.OwnedAcquire, 0, args[2], d, c.one(k)...)
-		c.add(rOKOrNull, first)
-		return
-	}
-	var flags fsm.OwnedFlags
-	if xx {
-		flags |= fsm.OwnedXX
-	}
-	if keep {
-		flags |= fsm.OwnedKeepTTL
-	}
-	c.sub(fsm.OwnedSet, flags, args[2], d, c.one(k)...)
-	c.add(rOKOrNull, first)
-}
-
-// upperOption returns a SET option in upper case, without allocating for
-// the options SET knows.
+// upperOption returns a SET or GETEX option in upper case, without
+// allocating for the options they know.
 func upperOption(b []byte) string {
-	for _, o := range [...]string{"NX", "XX", "EX", "PX", "KEEPTTL", "EXAT", "PXAT", "GET"} {
+	for _, o := range [...]string{"NX", "XX", "EX", "PX", "KEEPTTL", "EXAT", "PXAT", "GET", "PERSIST"} {
 		if bytes.EqualFold(b, []byte(o)) {
 			return o
 		}
@@ -739,35 +705,6 @@ func planDel(c *conn, args [][]byte) {
 	}
 	first := len(c.subs)
 	c.sub(fsm.OwnedRelease, 0, nil, 0, ks...)
-	c.add(rCount, first)
-}
-
-func planExpire(c *conn, args [][]byte) {
-	k, ok := c.key(args[1])
-	if !ok {
-		return
-	}
-	n, ok := parseInt(args[2])
-	if !ok {
-		c.fail("ERR value is not an integer or out of range")
-		return
-	}
-	if len(args) > 3 {
-		c.fail(fmt.Sprintf("ERR Unsupported option %s", args[3]))
-		return
-	}
-	name := strings.ToLower(string(args[0]))
-	unit := time.Second
-	if name == "pexpire" {
-		unit = time.Millisecond
-	}
-	d, ok := lease(n, unit)
-	if !ok {
-		c.fail(fmt.Sprintf("ERR invalid expire time in '%s' command", name))
-		return
-	}
-	first := len(c.subs)
-	c.sub(fsm.OwnedRenew, 0, nil, d, c.one(k)...)
 	c.add(rCount, first)
 }
 
