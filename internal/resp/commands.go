@@ -245,25 +245,25 @@ func unknownCommand(args [][]byte) string {
 type replyKind uint8
 
 const (
-	rError        replyKind = iota // msg
-	rSimple                        // +msg
-	rBulk                          // $msg
-	rOKOrNull                      // Count 1: +OK, else null
-	rCount                         // :Count
-	rGet                           // the owner value, a stand-in for another protocol's holder, or null
-	rGetSet                        // the previous owner value or null
-	rExists                        // :number of keys held
-	rPTTL                          // :ms left, -1 without a lease, -2 when free
-	rTTL                           // as rPTTL in seconds
-	rType                          // +string or +none
-	rToken                         // :fencing token or null
-	rTokenIf                       // :fencing token if the owner value is val, else null
-	rCADMissing                    // :-1 when free, else :Count
-	rPTTLIf                        // PTTL if the owner value is val, else :-3
-	rAllOrZero                     // :arg if Count > 0, else :0
-	rPExpireTime                   // :lease end in ms, -1 without a lease, -2 when free
-	rExpireTime                    // as rPExpireTime in seconds
-	rErrorIfFound                  // null when free, else msg
+	rError      replyKind = iota // msg
+	rSimple                      // +msg
+	rBulk                        // $msg
+	rOKOrNull                    // Count 1: +OK, else null
+	rCount                       // :Count
+	rGet                         // the owner value, a stand-in for another protocol's holder, or null
+	rGetSet                      // the previous owner value or null
+	rExists                      // :number of keys held
+	rPTTL                        // :ms left, -1 without a lease, -2 when free
+	rTTL                         // as rPTTL in seconds
+	rType                        // +string or +none
+	rToken                       // :fencing token or null
+	rTokenIf                     // :fencing token if the owner value is val, else null
+	rCADMissing                  // :-1 when free, else :Count
+	rPTTLIf                      // PTTL if the owner value is val, else :-3
+	rAllOrZero                   // :arg if Count > 0, else :0
+	rPExpireAt                   // :lease end in ms, -1 without a lease, -2 when free
+	rExpireAt                    // as rPExpireAt in seconds
+	rErrIfFound                  // null when free, else msg
 )
 
 // plan is one request's answer to make from the results of its commands,
@@ -524,15 +524,15 @@ func (c *conn) answer(p *plan) bool {
 		} else {
 			w.Int(-3)
 		}
-	case rPExpireTime:
+	case rPExpireAt:
 		w.Int(expireTimeOf(&r))
-	case rExpireTime:
+	case rExpireAt:
 		ms := expireTimeOf(&r)
 		if ms > 0 {
 			ms /= 1000
 		}
 		w.Int(ms)
-	case rErrorIfFound:
+	case rErrIfFound:
 		if r.Found == 0 {
 			w.Null()
 		} else {

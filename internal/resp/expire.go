@@ -256,7 +256,7 @@ func planGetEx(c *conn, args [][]byte) {
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if !ok {
 		// Redis checks the expire time once it found the key.
-		p := c.add(rErrorIfFound, first)
+		p := c.add(rErrIfFound, first)
 		p.typed, p.msg = true, msg
 		return
 	}
@@ -313,9 +313,9 @@ func planExpireTime(c *conn, args [][]byte) {
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if args[0][0] == 'p' || args[0][0] == 'P' {
-		c.add(rPExpireTime, first)
+		c.add(rPExpireAt, first)
 	} else {
-		c.add(rExpireTime, first)
+		c.add(rExpireAt, first)
 	}
 }
 
