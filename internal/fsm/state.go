@@ -98,6 +98,14 @@ func (s *State) gather(evs []engine.Event) {
 	s.evs = append(s.evs, evs...)
 }
 
+// RecordChanged makes the lock table list the keys that commands change,
+// for TakeChanged (engine.Engine.RecordChanged).
+func (s *State) RecordChanged(on bool) { s.eng.RecordChanged(on) }
+
+// TakeChanged appends to dst the keys of the lock table changed since the
+// last TakeChanged, when recorded (engine.Engine.TakeChanged).
+func (s *State) TakeChanged(dst []string) []string { return s.eng.TakeChanged(dst) }
+
 // Now returns the latest instant of a command applied (or restored): the
 // replicated clock. It never goes back.
 func (s *State) Now() int64 { return s.now }

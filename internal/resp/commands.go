@@ -74,6 +74,10 @@ var commandTable = []command{
 	{name: "wait", arity: 3, fn: cmdWait},
 	{name: "script", arity: -2, fn: cmdScript},
 	{name: "flushall", arity: -1, fn: cmdFlush},
+	{name: "subscribe", arity: -2, fn: cmdSubscribe},
+	{name: "unsubscribe", arity: -1, fn: cmdSubscribe},
+	{name: "psubscribe", arity: -2, fn: cmdSubscribe},
+	{name: "punsubscribe", arity: -1, fn: cmdSubscribe},
 	{name: "flushdb", arity: -1, fn: cmdFlush},
 }
 
@@ -86,6 +90,9 @@ func (c *conn) do(args [][]byte) {
 	var lower [32]byte
 	name := args[0]
 	var cmd *command
+	if c.cachingUsed { // CLIENT CACHING's flag was for the command before
+		c.caching, c.cachingUsed = false, false
+	}
 	if len(name) <= len(lower) {
 		for i, b := range name {
 			if 'A' <= b && b <= 'Z' {
@@ -107,6 +114,14 @@ func (c *conn) do(args [][]byte) {
 		return
 	}
 	cmd.metric.Request()
+	if c.caching && cmd.name != "client" && cmd.name != "multi" && (!c.multi || cmd.name == "exec" || cmd.name == "discard") {
+		c.cachingUsed = true
+	}
+	if c.nsubs.Load() > 0 && c.w.Proto == 2 && !subscribedCommands[cmd.name] {
+		cmd.metric.Error()
+		c.w.Error(fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.name))
+		return
+	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || len(args) < -cmd.arity {
 		cmd.metric.Error()
 		if c.multi {
@@ -264,6 +279,7 @@ const (
 	rPExpireAt                   // :lease end in ms, -1 without a lease, -2 when free
 	rExpireAt                    // as rPExpireAt in seconds
 	rErrIfFound                  // null when free, else msg
+	rSubPong                     // PING subscribed in RESP2: [pong, msg]
 )
 
 // plan is one request's answer to make from the results of its commands,
@@ -383,6 +399,9 @@ func (c *conn) run(tx bool) bool {
 			return true
 		}
 		if len(c.subs) == 1 {
+			if c.noloop {
+				c.subs[0].Client = uint64(c.id)
+			}
 			c.results = append(c.results, svc.Owned(&c.subs[0]))
 			c.readClock()
 			return true
@@ -394,6 +413,9 @@ func (c *conn) run(tx bool) bool {
 		c.txResults = make([]fsm.Result, 0, maxBatch)
 	}
 	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, TxResults: c.txResults}
+	if c.noloop {
+		in.Client = uint64(c.id)
+	}
 	if tx {
 		in.Watch = c.watches
 	}
@@ -532,6 +554,10 @@ func (c *conn) answer(p *plan) bool {
 			ms /= 1000
 		}
 		w.Int(ms)
+	case rSubPong:
+		w.Array(2)
+		w.BulkString("pong")
+		w.BulkString(p.msg)
 	case rErrIfFound:
 		if r.Found == 0 {
 			w.Null()
@@ -583,6 +609,7 @@ func planGet(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rGet, first).typed = true
@@ -593,6 +620,7 @@ func planType(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rType, first)
@@ -611,6 +639,7 @@ func planToken(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if len(args) == 3 {
@@ -625,6 +654,7 @@ func planTTL(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if len(args[0]) == 4 { // pttl
@@ -642,6 +672,7 @@ func planExists(c *conn, args [][]byte) {
 			c.subs = c.subs[:first]
 			return
 		}
+		c.remember(k)
 		c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	}
 	c.add(rExists, first)
@@ -709,6 +740,14 @@ func planDel(c *conn, args [][]byte) {
 }
 
 func planPing(c *conn, args [][]byte) {
+	if c.nsubs.Load() > 0 && c.w.Proto == 2 && len(args) <= 2 {
+		p := plan{kind: rSubPong}
+		if len(args) == 2 {
+			p.msg = string(args[1])
+		}
+		c.plans = append(c.plans, p)
+		return
+	}
 	switch len(args) {
 	case 1:
 		c.plans = append(c.plans, plan{kind: rSimple, msg: "PONG"})

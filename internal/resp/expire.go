@@ -310,6 +310,7 @@ func planExpireTime(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if args[0][0] == 'p' || args[0][0] == 'P' {
