@@ -170,7 +170,7 @@ func (c *conn) flush() error {
 	defer c.wmu.Unlock()
 	c.pmu.Lock()
 	c.bw.Write(c.pending)
-	c.pending = c.pending[:0]
+	c.pending, c.overflow = c.pending[:0], false
 	c.busy = false
 	c.pmu.Unlock()
 	return c.bw.Flush()
@@ -257,7 +257,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	}
 	c.pmu.Lock()
 	c.bw.Write(c.pending)
-	c.pending = c.pending[:0]
+	c.pending, c.overflow = c.pending[:0], false
 	c.inInput = false
 	c.pmu.Unlock()
 	c.bw.Flush()

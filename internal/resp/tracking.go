@@ -69,11 +69,12 @@ type tracker struct {
 	prefix map[string][]*conn            // BCAST: prefix → its connections
 	on     int                           // connections with tracking on
 	active atomic.Bool                   // on > 0: the lock table's news matter
+	max    int                           // maxTrackedKeys (tests lower it)
 	batch  map[*conn]map[string][]string // scratch: BCAST keys per connection and prefix
 }
 
 func newTracker() *tracker {
-	return &tracker{conns: make(map[int64]*conn), keys: make(map[string][]*conn), prefix: make(map[string][]*conn)}
+	return &tracker{conns: make(map[int64]*conn), keys: make(map[string][]*conn), prefix: make(map[string][]*conn), max: maxTrackedKeys}
 }
 
 // open registers c, a REDIRECT target from now on.
@@ -140,7 +141,7 @@ func (c *conn) remember(keys ...string) {
 			t.keys[k] = append(cs, c)
 		}
 	}
-	for len(t.keys) > maxTrackedKeys {
+	for len(t.keys) > t.max {
 		for k, cs := range t.keys { // an arbitrary key, as Redis picks one at random
 			delete(t.keys, k)
 			for _, x := range cs {
@@ -291,11 +292,12 @@ func appendRedirBroken(b []byte, id int64) []byte {
 // pushState is what a connection needs to be written to from outside its
 // own goroutine or loop.
 type pushState struct {
-	pmu     sync.Mutex
-	pending []byte // queued, not yet written
-	inInput bool   // an event loop's Input runs: it writes pending at its end
-	closed  bool
-	lc      *evloop.Conn // the event loop's connection (Attach)
+	pmu      sync.Mutex
+	pending  []byte // queued, not yet written
+	overflow bool   // pending is one null invalidation in place of too many
+	inInput  bool   // an event loop's Input runs: it writes pending at its end
+	closed   bool
+	lc       *evloop.Conn // the event loop's connection (Attach)
 
 	// A goroutine's connection: wmu serializes writes to its socket, busy
 	// says the goroutine serves a request (it writes pending when it
@@ -328,10 +330,15 @@ func (c *conn) push(b []byte) {
 		lc.Send(b)
 		return
 	}
-	if len(c.pending)+len(b) > maxPending {
+	switch {
+	case c.overflow:
+		// What is queued says "forget everything": nothing to add until
+		// it is written.
+	case len(c.pending)+len(b) > maxPending:
 		// Too much unread: forget everything instead.
 		c.pending = appendInvalidate(c.pending[:0], nil, int(c.proto.Load()))
-	} else {
+		c.overflow = true
+	default:
 		c.pending = append(c.pending, b...)
 	}
 	if c.lc == nil && c.nc != nil {
@@ -351,7 +358,7 @@ func (c *conn) push(b []byte) {
 func (c *conn) takePending(dst []byte) []byte {
 	c.pmu.Lock()
 	dst = append(dst, c.pending...)
-	c.pending = c.pending[:0]
+	c.pending, c.overflow = c.pending[:0], false
 	c.pmu.Unlock()
 	return dst
 }
