@@ -182,12 +182,18 @@ func (c *conn) serve() {
 		if err := c.nc.Next(); err != nil {
 			return
 		}
-		c.wmu.Lock() // the writer's write to the socket ends first
-		c.busy = true
-		c.wmu.Unlock()
 		// Next may have given the buffers back and taken others.
 		c.br, c.bw = c.nc.R, c.nc.W
 		c.rd.r, c.w.w = c.br, c.bw
+		// The writer's write to the socket ends first; what was pushed
+		// before this request goes before its reply.
+		c.wmu.Lock()
+		c.busy = true
+		c.pmu.Lock()
+		c.bw.Write(c.pending)
+		c.pending, c.overflow = c.pending[:0], false
+		c.pmu.Unlock()
+		c.wmu.Unlock()
 		args, err := c.rd.Next()
 		if err != nil {
 			var pe *ProtocolError
