@@ -59,7 +59,9 @@ type conn struct {
 	// txResults is room for the results of a batch or transaction
 	// (fsm.Command.TxResults), reused.
 	txResults []fsm.Result
-	at        int64 // when the results were read (PTTL)
+	at        int64      // when the results were read (PTTL)
+	scriptOut []byte     // room for a Lua script's reply, reused
+	script    *scriptRun // a Lua script's run, reused
 
 	// Client-side caching (tracking.go): the tracking state (guarded by
 	// the tracker's lock); the connection's own copy of what its reads
@@ -68,6 +70,7 @@ type conn struct {
 	// subscriptions, read by whoever sends invalidations; the channels
 	// subscribed (pubsub.go); and the delivery of what is pushed.
 	tr                   *trackState
+	trackFor             *conn // a script's: its caller, whose reads they are
 	tracks, optin        bool
 	optout, noloop       bool
 	caching, cachingUsed bool

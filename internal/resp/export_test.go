@@ -1,6 +1,11 @@
 package resp
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/internal/luascript"
+)
 
 // ClientScript is a lock script of an installed client, with ARGV it
 // takes, for the tests of package resp_test.
@@ -34,4 +39,10 @@ func StartForTest(t *testing.T, loops int) string {
 	cfg := DefaultConfig()
 	cfg.Loops = loops
 	return startServer(t, cfg).Addr().String()
+}
+
+// luascriptForTest returns a script engine with a time limit (ns) and a
+// memory limit (bytes).
+func luascriptForTest(ns, mem int64) *luascript.Engine {
+	return luascript.New(luascript.Limits{Time: time.Duration(ns), Memory: mem, Version: redisVersion})
 }

@@ -1,6 +1,7 @@
 package resp_test
 
 import (
+	"os"
 	"context"
 	"errors"
 	"testing"
@@ -89,10 +90,14 @@ func TestRueidisCache(t *testing.T) {
 // lockers contending for one lock, one holding it at a time.
 func TestRueidisLock(t *testing.T) {
 	addr := startLatch(t).redis
+	if os.Getenv("RUEIDIS_AGAINST_REDIS") != "" {
+		addr = startRedis(t)
+	}
+	lockPrefix := prefix(t) + "lock"
 	newLocker := func() rueidislock.Locker {
 		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
 			ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
-			KeyPrefix:    prefix(t) + "lock",
+			KeyPrefix:    lockPrefix,
 		})
 		if err != nil {
 			t.Fatal(err)

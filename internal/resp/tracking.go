@@ -126,6 +126,9 @@ func (t *tracker) disable(c *conn) {
 // read of keys is planned, before it reads (Redis's read-only commands:
 // GET, EXISTS, TTL, PTTL, TYPE, EXPIRETIME, PEXPIRETIME, LATCH.TOKEN).
 func (c *conn) remember(keys ...string) {
+	if c.trackFor != nil { // a script's reads: its caller's
+		c = c.trackFor
+	}
 	if !c.tracks || (c.optin && !c.caching) || (c.optout && c.caching) {
 		return
 	}
