@@ -238,6 +238,7 @@ func (c *conn) runBatch() {
 // clearPlan drops the references of the plan's commands and key lists, once
 // answered, and empties the plan.
 func (c *conn) clearPlan() {
+	c.settle()
 	clear(c.subs)
 	clear(c.names)
 	clear(c.plans)
@@ -404,10 +405,9 @@ func (c *conn) run(tx bool) bool {
 			return true
 		}
 		if len(c.subs) == 1 {
-			if c.noloop {
-				c.subs[0].Client = uint64(c.id)
-			}
+			c.subs[0].Client = c.clientTag()
 			c.results = append(c.results, svc.Owned(&c.subs[0]))
+			c.settle()
 			c.readClock()
 			return true
 		}
@@ -418,13 +418,12 @@ func (c *conn) run(tx bool) bool {
 		c.txResults = make([]fsm.Result, 0, maxBatch)
 	}
 	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, TxResults: c.txResults}
-	if c.noloop {
-		in.Client = uint64(c.id)
-	}
+	in.Client = c.clientTag()
 	if tx {
 		in.Watch = c.watches
 	}
 	r := svc.Owned(&in)
+	c.settle()
 	c.readClock()
 	if r.Err != nil {
 		// The outcome may be unknown (a cluster that let go of the

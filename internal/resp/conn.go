@@ -70,7 +70,9 @@ type conn struct {
 	// subscriptions, read by whoever sends invalidations; the channels
 	// subscribed (pubsub.go); and the delivery of what is pushed.
 	tr                   *trackState
-	trackFor             *conn // a script's: its caller, whose reads they are
+	trackFor             *conn           // a script's: its caller, whose reads they are
+	srun                 *scriptRun      // a script's: its run
+	own                  map[string]bool // remember's, for the step being applied
 	tracks, optin        bool
 	optout, noloop       bool
 	caching, cachingUsed bool

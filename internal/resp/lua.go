@@ -196,7 +196,7 @@ func (r *scriptRun) start() {
 		r.bw = bufio.NewWriter(&r.out)
 		r.sc.w = NewWriter(r.bw)
 	}
-	r.sc.trackFor = r.c // the script's reads are tracked for its caller, as in Redis
+	r.sc.trackFor, r.sc.srun = r.c, r // the script's reads are tracked for its caller, as in Redis
 }
 
 // clear drops what the run refers to, once answered.
@@ -249,8 +249,9 @@ func (r *scriptRun) commit() (done bool, err error) {
 	for _, key := range r.order {
 		r.watch = append(r.watch, r.keys[key].watch)
 	}
-	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch}
+	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch, Client: r.c.clientTag()}
 	res := svc.Owned(&in)
+	r.c.settle()
 	if errors.Is(res.Err, fsm.ErrWatchChanged) {
 		return false, nil
 	}

@@ -1,9 +1,9 @@
 package resp_test
 
 import (
-	"os"
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 

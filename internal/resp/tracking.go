@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/latchd/latch/internal/evloop"
+	"github.com/latchd/latch/internal/fsm"
 )
 
 // Client-side caching (CLIENT TRACKING), as Redis 7 does it.
@@ -124,24 +125,41 @@ func (t *tracker) disable(c *conn) {
 
 // remember records that c reads keys, if c tracks them: called when a
 // read of keys is planned, before it reads (Redis's read-only commands:
-// GET, EXISTS, TTL, PTTL, TYPE, EXPIRETIME, PEXPIRETIME, LATCH.TOKEN).
+// GET, EXISTS, TTL, PTTL, TYPE, EXPIRETIME, PEXPIRETIME, LATCH.TOKEN;
+// and a script's, for its caller).
+//
+// A read that follows a write of the same key in the same step (a
+// pipelined batch, a transaction, a script), which applies after it, is
+// told as Redis tells it: Redis reads after its write, so the write
+// invalidates only what was tracked before (and the read tracks the key
+// again), and the key stays tracked. The step's own change is recognised
+// by the client it names (fsm.Command.Client) until it is applied
+// (settle).
 func (c *conn) remember(keys ...string) {
+	tc := c
 	if c.trackFor != nil { // a script's reads: its caller's
-		c = c.trackFor
+		tc = c.trackFor
 	}
-	if !c.tracks || (c.optin && !c.caching) || (c.optout && c.caching) {
+	if !tc.tracks || (tc.optin && !tc.caching) || (tc.optout && tc.caching) {
 		return
 	}
 	t := c.srv.track
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c.tr == nil || !c.tr.on || c.tr.bcast {
+	if tc.tr == nil || !tc.tr.on || tc.tr.bcast {
 		return
 	}
 	for _, k := range keys {
 		cs := t.keys[k]
-		if !slices.Contains(cs, c) {
-			t.keys[k] = append(cs, c)
+		in := slices.Contains(cs, tc)
+		if c.writesKey(k) {
+			if tc.own == nil {
+				tc.own = make(map[string]bool)
+			}
+			tc.own[k] = in // in: told of the write, and tracked again
+		}
+		if !in {
+			t.keys[k] = append(cs, tc)
 		}
 	}
 	for len(t.keys) > t.max {
@@ -153,6 +171,41 @@ func (c *conn) remember(keys ...string) {
 			break
 		}
 	}
+}
+
+// writesKey reports whether the step being planned writes key before
+// the read now planned.
+func (c *conn) writesKey(key string) bool {
+	subs := c.subs
+	if c.srun != nil {
+		subs = c.srun.tx
+	}
+	for i := range subs {
+		if subs[i].Owned != fsm.OwnedGet && slices.Contains(subs[i].Req.Keys, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientTag is the fsm.Command.Client of c's commands: its id when the
+// changes they make are told to c differently (NOLOOP, remember), else 0.
+func (c *conn) clientTag() uint64 {
+	if c.noloop || len(c.own) > 0 {
+		return uint64(c.id)
+	}
+	return 0
+}
+
+// settle ends what remember recorded of a step once it is applied.
+func (c *conn) settle() {
+	if len(c.own) == 0 {
+		return
+	}
+	t := c.srv.track
+	t.mu.Lock()
+	clear(c.own)
+	t.mu.Unlock()
 }
 
 // changed is what the lock table tells of the keys one command changed
@@ -173,8 +226,21 @@ func (t *tracker) changed(keys []string, by uint64) {
 		}
 		if cs, ok := t.keys[k]; ok {
 			delete(t.keys, k)
+			var kept []*conn
 			for _, c := range cs {
-				t.invalidate(c, k, by)
+				told, own := c.own[k]
+				if !own || uint64(c.id) != by {
+					t.invalidate(c, k, by)
+					continue
+				}
+				// A step of c's own that reads k after writing it.
+				if told {
+					t.invalidate(c, k, by)
+				}
+				kept = append(kept, c)
+			}
+			if kept != nil {
+				t.keys[k] = kept
 			}
 		}
 		for p, cs := range t.prefix {
