@@ -209,3 +209,39 @@ func TestDifferentialTracking(t *testing.T) {
 func startResp(t *testing.T, loops int) string {
 	return resp.StartForTest(t, loops)
 }
+
+// TestTrackingAnyChange: a tracked key's reader is told of changes that
+// no Redis client makes: a lock taken over memcached, and a lease that
+// ends with nobody touching the key (told at about its end).
+func TestTrackingAnyChange(t *testing.T) {
+	lt := startLatch(t)
+	key := prefix(t) + "k"
+	a, b := dial(t, lt.redis), dial(t, lt.redis)
+	a.do("HELLO", "3")
+	if got := a.do("CLIENT", "TRACKING", "ON"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	inv := "$10\r\ninvalidate\r\n*1\r\n$" + fmt.Sprint(len(key)) + "\r\n" + key + "\r\n"
+
+	a.do("GET", key)
+	memcacheLock(t, lt.memcache, key)
+	if got := a.read(); got != ">2\r\n"+inv {
+		t.Fatalf("after a memcached lock: %q", got)
+	}
+
+	key2 := key + "2"
+	inv2 := ">2\r\n$10\r\ninvalidate\r\n*1\r\n$" + fmt.Sprint(len(key2)) + "\r\n" + key2 + "\r\n"
+	if got := b.do("SET", key2, "tok", "NX", "PX", "300"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	start := time.Now()
+	if got := a.do("GET", key2); got != "$3\r\ntok\r\n" {
+		t.Fatal(got)
+	}
+	if got := a.read(); got != inv2 {
+		t.Fatalf("at the lease's end: %q", got)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
+		t.Errorf("the lease's end (300 ms) was told after %v", d)
+	}
+}
