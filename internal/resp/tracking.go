@@ -78,6 +78,15 @@ func newTracker() *tracker {
 	return &tracker{conns: make(map[int64]*conn), keys: make(map[string][]*conn), prefix: make(map[string][]*conn), max: maxTrackedKeys}
 }
 
+// Tracking reports the connections with client-side caching on and the
+// keys of the tracking table, for metrics.
+func (s *Server) Tracking() (clients, keys int) {
+	t := s.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.on, len(t.keys)
+}
+
 // open registers c, a REDIRECT target from now on.
 func (t *tracker) open(c *conn) {
 	t.mu.Lock()
