@@ -194,10 +194,6 @@ func (c *conn) serve() {
 		// before this request goes before its reply.
 		c.wmu.Lock()
 		c.busy = true
-		c.pmu.Lock()
-		c.bw.Write(c.pending)
-		c.pending, c.overflow = c.pending[:0], false
-		c.pmu.Unlock()
 		c.wmu.Unlock()
 		args, err := c.rd.Next()
 		if err != nil {
@@ -211,6 +207,7 @@ func (c *conn) serve() {
 			}
 			return
 		}
+		c.writePushes()
 		c.do(args)
 		if c.closing {
 			c.flush()
@@ -256,6 +253,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 			used, open = len(in), false
 			break
 		}
+		c.writePushes()
 		c.do(args)
 		used = c.in.Pos() - c.br.Buffered()
 		if c.closing {

@@ -176,6 +176,9 @@ func FuzzLoopInput(f *testing.F) {
 	f.Add([]byte("EVAL \"return redis.call('del',KEYS[1])\" 1 k\r\nHELLO 3\r\nCLIENT INFO\r\nINFO\r\nQUIT\r\nPING\r\n"), uint8(5))
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$-5\r\n*1\r\n$4\r\nPING\r\n"), uint8(2))
 	f.Add([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$3\r\nab"), uint8(4))
+	f.Add([]byte("HELLO 3\r\nCLIENT TRACKING ON\r\nGET a\r\nSET a x NX\r\nGET a\r\nMULTI\r\nGET a\r\nDEL a\r\nGET a\r\nEXEC\r\nDEL a\r\nPING\r\n"), uint8(6))
+	f.Add([]byte("HELLO 3\r\nCLIENT TRACKING ON BCAST PREFIX a NOLOOP\r\nSET a1 x NX\r\nCLIENT TRACKINGINFO\r\nCLIENT TRACKING OFF\r\nCLIENT CACHING yes\r\n"), uint8(9))
+	f.Add([]byte("CLIENT TRACKING ON OPTIN REDIRECT 1\r\nSUBSCRIBE __redis__:invalidate x\r\nCLIENT CACHING yes\r\nGET k\r\nSET k v NX\r\nPING\r\nUNSUBSCRIBE\r\nGETEX k PXAT 1\r\n"), uint8(11))
 	f.Fuzz(func(t *testing.T, input []byte, cut uint8) {
 		synctest.Test(t, func(t *testing.T) {
 			want, _ := serveChunks(t, [][]byte{input}, false)

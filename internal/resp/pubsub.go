@@ -1,6 +1,9 @@
 package resp
 
-import "strings"
+import (
+	"sort"
+	"strings"
+)
 
 // Pub/sub, as far as client-side caching needs it: a RESP2 connection
 // that is the REDIRECT target of a tracking connection receives its
@@ -35,6 +38,7 @@ func cmdSubscribe(c *conn, args [][]byte) {
 		for ch := range *set {
 			names = append(names, ch)
 		}
+		sort.Strings(names) // an order of its own: Redis's is its hash table's
 		if len(names) == 0 {
 			c.pubsubReply(name, "", false)
 			return

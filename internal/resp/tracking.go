@@ -432,6 +432,22 @@ func (c *conn) push(b []byte) {
 	c.pmu.Unlock()
 }
 
+// writePushes writes what was pushed to c before the request it is about
+// to serve, unless replies held back (a batch) must go first: Redis's
+// order, where a change's invalidation follows the reply of the command
+// that made it.
+func (c *conn) writePushes() {
+	if c.batch > 0 {
+		return
+	}
+	c.pmu.Lock()
+	if len(c.pending) > 0 {
+		c.bw.Write(c.pending)
+		c.pending, c.overflow = c.pending[:0], false
+	}
+	c.pmu.Unlock()
+}
+
 // takePending returns what is queued, and forgets it.
 func (c *conn) takePending(dst []byte) []byte {
 	c.pmu.Lock()
