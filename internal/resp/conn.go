@@ -176,6 +176,7 @@ func (c *conn) flush() error {
 	c.pmu.Lock()
 	c.bw.Write(c.pending)
 	c.pending, c.overflow = c.pending[:0], false
+	c.pushed.Store(false)
 	c.busy = false
 	c.pmu.Unlock()
 	return c.bw.Flush()
@@ -267,6 +268,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	c.pmu.Lock()
 	c.bw.Write(c.pending)
 	c.pending, c.overflow = c.pending[:0], false
+	c.pushed.Store(false)
 	c.inInput = false
 	c.pmu.Unlock()
 	c.bw.Flush()

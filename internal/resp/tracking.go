@@ -371,9 +371,10 @@ func appendRedirBroken(b []byte, id int64) []byte {
 // own goroutine or loop.
 type pushState struct {
 	pmu      sync.Mutex
-	pending  []byte // queued, not yet written
-	overflow bool   // pending is one null invalidation in place of too many
-	inInput  bool   // an event loop's Input runs: it writes pending at its end
+	pending  []byte      // queued, not yet written
+	pushed   atomic.Bool // pending is not empty: read without pmu
+	overflow bool        // pending is one null invalidation in place of too many
+	inInput  bool        // an event loop's Input runs: it writes pending at its end
 	closed   bool
 	lc       *evloop.Conn // the event loop's connection (Attach)
 
@@ -419,6 +420,7 @@ func (c *conn) push(b []byte) {
 	default:
 		c.pending = append(c.pending, b...)
 	}
+	c.pushed.Store(true)
 	if c.lc == nil && c.nc != nil {
 		if c.wake == nil {
 			c.wake, c.quit = make(chan struct{}, 1), make(chan struct{})
@@ -437,13 +439,14 @@ func (c *conn) push(b []byte) {
 // order, where a change's invalidation follows the reply of the command
 // that made it.
 func (c *conn) writePushes() {
-	if c.batch > 0 {
+	if c.batch > 0 || !c.pushed.Load() {
 		return
 	}
 	c.pmu.Lock()
 	if len(c.pending) > 0 {
 		c.bw.Write(c.pending)
 		c.pending, c.overflow = c.pending[:0], false
+		c.pushed.Store(false)
 	}
 	c.pmu.Unlock()
 }
@@ -453,6 +456,7 @@ func (c *conn) takePending(dst []byte) []byte {
 	c.pmu.Lock()
 	dst = append(dst, c.pending...)
 	c.pending, c.overflow = c.pending[:0], false
+	c.pushed.Store(false)
 	c.pmu.Unlock()
 	return dst
 }
