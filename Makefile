@@ -37,7 +37,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: test deps fmt vet cross staticcheck unit powerloss fuzz proto jepsen mixin man
 
-test: deps fmt vet cross staticcheck unit mixin powerloss fuzz jepsen
+test: deps fmt vet cross staticcheck deploy-check unit mixin powerloss fuzz jepsen
 
 # npm clients of the memcached, Redis and ZooKeeper front ends' tests,
 # pinned by the lock files in NPM_DIR, REDIS_NPM_DIR and ZK_NPM_DIR;
@@ -136,7 +136,8 @@ jepsen: deps
 	$(GO) test -c -o $(JEPSEN_TEST) ./internal/latchtest/jepsen
 	cd internal/latchtest/jepsen && JEPSEN=1 $(JEPSEN_TEST) -test.run '^TestJepsen$$' -test.timeout 0
 
-# Run every fuzz target of the module for FUZZTIME each. A package is
+# Run every fuzz target of the module for FUZZTIME each, then the deploy/
+# module's (the Kubernetes variable expansion). A package is
 # searched when one of its test files defines a Fuzz function; go test -list
 # names its targets. scripts/fuzz-target.sh runs one (and tells a Go fuzz
 # coordinator race from a failure).
@@ -150,6 +151,8 @@ fuzz:
 			GO=$(GO) scripts/fuzz-target.sh "$$pkg" "$$dir" "$$name" $(FUZZTIME); \
 		done; \
 	done
+	@echo "fuzz: $(DEPLOY)/kube FuzzExpand for $(FUZZTIME)"
+	@cd $(DEPLOY) && GO=$(GO) ../scripts/fuzz-target.sh ./kube kube FuzzExpand $(FUZZTIME)
 
 # Regenerate dlockpb/ from proto/dlock.proto (dlockpb's drift test checks
 # that this was done). Installs protoc (Debian's protobuf-compiler, the
@@ -163,3 +166,62 @@ proto: deps
 # that this was done).
 man:
 	$(GO) run ./cmd/latch man > contrib/man/latch.1
+
+.PHONY: image deploy-check
+
+# runc runs the OCI image (make image) in cmd/latch's TestImage as a
+# container, with no daemon; podman loads its tarball there, as
+# docs/install.md tells a user to; ca-certificates is the CA bundle the
+# image holds. (deps, above, installs them.)
+DEB_PKGS += runc podman ca-certificates
+
+# deploy/ is a module of its own (the OCI image builder and the Kubernetes
+# manifests' checks, with their libraries kept out of latch's go.mod):
+# the root's fmt, vet and staticcheck do not descend into it, so its tidy,
+# vet, staticcheck and tests run here. Then cmd/latch's TestImage (make
+# image, run with runc, as root) and TestKubernetes (contrib/kubernetes
+# checked, its three pods run in network namespaces, as root), which go
+# test ./... skips without LATCH_DEPLOY_TESTS=1.
+DEPLOY := deploy
+deploy-check: deps $(STATICCHECK)
+	cd $(DEPLOY) && $(GO) mod tidy -diff
+	cd $(DEPLOY) && $(GO) vet ./...
+	cd $(DEPLOY) && $(STATICCHECK) ./...
+	cd $(DEPLOY) && $(GO) test -count=1 ./...
+	LATCH_DEPLOY_TESTS=1 $(GO) test -count=1 -timeout 20m -run '^(TestImage|TestKubernetes)$$' ./cmd/latch
+
+# The OCI image (docs/install.md, "Container image"), built without a
+# daemon by deploy/cmd/latch-image: FROM scratch, the static latch binary
+# of each of IMAGE_PLATFORMS and the build machine's CA bundle, into
+# $(DIST)/latch-image (an OCI layout of a multi-platform index) and
+# $(DIST)/latch-image-linux-ARCH.tar (docker-archive, for docker load and
+# podman load), tagged latch:$(VERSION). Reproducible: the binaries are
+# built as make release builds them (-trimpath, no build id, the commit's
+# date stamped), and every time in the image is the commit's date, so one
+# commit gives one digest (cmd/latch's TestImage builds it twice).
+# VERSION: the v* tag at HEAD, else a Go pseudo-version of the commit, as
+# make release names it. The repository names no license yet:
+# IMAGE_LICENSES is an SPDX reference that says so, until it does.
+DIST              ?= dist
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct HEAD 2>/dev/null || echo 0)
+VERSION           ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' HEAD 2>/dev/null || \
+	echo v0.0.0-$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d%H%M%S)-$$(git rev-parse --short=12 HEAD))
+REVISION          ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_PLATFORMS   ?= linux/amd64 linux/arm64
+IMAGE_LICENSES    ?= LicenseRef-latch-unlicensed
+image:
+	@set -e; bins=; \
+	commit=$(REVISION); \
+	if [ -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit=$$commit+dirty; fi; \
+	date=$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ); \
+	for p in $(IMAGE_PLATFORMS); do \
+		out=$(abspath $(DIST))/image-bin/$${p%/*}-$${p#*/}/latch; \
+		echo "image: latch $(VERSION) for $$p"; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags \
+			"-s -w -buildid= -X main.version=$(VERSION) -X main.commit=$$commit -X main.date=$$date" \
+			-o "$$out" ./cmd/latch; \
+		bins="$$bins --binary $$p=$$out"; \
+	done; \
+	cd $(DEPLOY) && $(GO) run ./cmd/latch-image build --out $(abspath $(DIST)) \
+		--version '$(VERSION)' --revision '$(REVISION)' --created '$(SOURCE_DATE_EPOCH)' \
+		--licenses '$(IMAGE_LICENSES)' $$bins

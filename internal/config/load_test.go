@@ -369,7 +369,7 @@ func TestSettingsCoverConfig(t *testing.T) {
 		Memcache: MemcacheConfig{Config: memcache.Config{Config: all}, MemoryMB: 1, MaxItemSize: 1},
 		DLock:    DLockConfig{Config: dlock.Config{Config: all, MaxFrame: 1}, TokensFile: "x"},
 		Admin:    AdminConfig{Config: admin.Config{Addr: "x", Token: "x", MaxConns: 1}, TokenFile: "x"},
-		Redis:    RedisConfig{Config: resp.Config{Config: all, MaxValue: 1}, TokensFile: "x"},
+		Redis:    RedisConfig{Config: resp.Config{Config: all, MaxValue: 1}, TokensFile: "x", ZSetMaxMembers: 1, ZSetMaxTotal: 1},
 		// The ZooKeeper front end runs no event loops.
 		ZooKeeper: ZooKeeperConfig{
 			Config:    zookeeper.Config{Config: netserve.Config{Addr: "x", Allow: "x", MaxConns: 1, IdleTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}, TickTime: time.Second, MinSessionTimeout: time.Second, MaxSessionTimeout: time.Second, MaxWatches: 1, MaxQueued: 1},

@@ -1,6 +1,8 @@
 // Package fsm owns latch's replicated state and the commands that change
-// it: the lock table (internal/engine) and the memcached item cache
-// (internal/cache) together, as one State.
+// it: the lock table (internal/engine), the memcached item cache
+// (internal/cache), the ZooKeeper data tree (internal/znode) and the Redis
+// front end's sorted sets (internal/zset values, keyed beside the owned
+// locks: zsets.go) together, as one State.
 //
 // Every change is a Command: a flat value naming its Op and the fields that
 // Op reads, stamped by its proposer with the instant it happens (At), the

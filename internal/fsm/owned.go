@@ -504,12 +504,16 @@ func (s *State) zgeneric(c *Command, key string, k *zkey, r *Result) {
 	default:
 		lease := c.Req.Lease
 		if c.OwnedFlags&OwnedAdd != 0 && k.expires > now {
-			lease += time.Duration(k.expires - now)
+			if left := time.Duration(k.expires - now); lease > math.MaxInt64-left {
+				lease = math.MaxInt64
+			} else {
+				lease += left
+			}
 		}
 		if lease <= 0 {
 			z.del(key)
 		} else {
-			z.setExpires(key, k, now+int64(lease))
+			z.setExpires(key, k, expiry(now, lease))
 		}
 		r.Count++
 	}

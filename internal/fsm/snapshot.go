@@ -93,18 +93,20 @@ func (s *State) appendHead(dst []byte) []byte {
 type Capture struct {
 	head  []byte // the part before the lock table
 	eng   *engine.Capture
-	cache []byte // the item cache's snapshot
-	tree  []byte // the data tree's
-	zsets []byte // the sorted sets'
+	cache []byte   // the item cache's snapshot
+	tree  []byte   // the data tree's
+	zsets zcapture // the sorted sets, copied on write
 }
 
 // Capture captures the state at this instant for a snapshot. Its cost
-// grows with the origins, owned and resumed sessions and cached items,
-// not with the locks, waiters and sessions of the lock table. One capture
+// grows with the origins, owned and resumed sessions, cached items and
+// sorted-set keys (each set is cloned, copy on write: its members are
+// encoded by AppendTo), not with the locks, waiters and sessions of the
+// lock table. One capture
 // is open at a time (engine.Engine.Capture); the caller closes the one it
 // gets (Close) when done with it.
 func (s *State) Capture() *Capture {
-	return &Capture{head: s.appendHead(nil), eng: s.eng.Capture(), cache: s.cache.AppendSnapshot(nil), tree: s.tree.AppendSnapshot(nil), zsets: s.z.appendTo(nil)}
+	return &Capture{head: s.appendHead(nil), eng: s.eng.Capture(), cache: s.cache.AppendSnapshot(nil), tree: s.tree.AppendSnapshot(nil), zsets: s.z.capture()}
 }
 
 // Step encodes up to n more entries of the lock table and reports whether
@@ -126,7 +128,7 @@ func (c *Capture) AppendTo(dst []byte) []byte {
 	dst = appendPart(dst, c.eng.AppendTo)
 	dst = appendPart(dst, func(b []byte) []byte { return append(b, c.cache...) })
 	dst = appendPart(dst, func(b []byte) []byte { return append(b, c.tree...) })
-	return appendPart(dst, func(b []byte) []byte { return append(b, c.zsets...) })
+	return appendPart(dst, c.zsets.appendTo)
 }
 
 // appendTo appends the owner table as SnapshotVersion lays it out.
@@ -366,18 +368,57 @@ func (z *zsets) appendTo(dst []byte) []byte {
 	names := slices.Sorted(maps.Keys(z.keys))
 	dst = binary.AppendUvarint(dst, uint64(len(names)))
 	for _, name := range names {
+		dst = appendZKey(dst, name, z.keys[name])
+	}
+	return dst
+}
+
+// appendZKey appends one sorted-set key as SnapshotVersion lays it out.
+func appendZKey(dst []byte, name string, k *zkey) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(name)))
+	dst = append(dst, name...)
+	dst = binary.AppendUvarint(dst, k.ver)
+	dst = binary.AppendVarint(dst, k.expires)
+	ps := k.set.Pairs()
+	dst = binary.AppendUvarint(dst, uint64(len(ps)))
+	for _, p := range ps {
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.Score))
+		dst = binary.AppendUvarint(dst, uint64(len(p.Member)))
+		dst = append(dst, p.Member...)
+	}
+	return dst
+}
+
+// zcapture is the sorted sets at one instant: each key's set is a clone
+// (copy on write), so that it can be encoded after the state has changed,
+// and without its lock.
+type zcapture struct {
+	ver  uint64
+	keys []zcaptured // in name order
+}
+
+type zcaptured struct {
+	name string
+	zkey
+}
+
+// capture captures z, cloning its sets.
+func (z *zsets) capture() zcapture {
+	c := zcapture{ver: z.ver, keys: make([]zcaptured, 0, len(z.keys))}
+	for _, name := range slices.Sorted(maps.Keys(z.keys)) {
 		k := z.keys[name]
-		dst = binary.AppendUvarint(dst, uint64(len(name)))
-		dst = append(dst, name...)
-		dst = binary.AppendUvarint(dst, k.ver)
-		dst = binary.AppendVarint(dst, k.expires)
-		ps := k.set.Pairs()
-		dst = binary.AppendUvarint(dst, uint64(len(ps)))
-		for _, p := range ps {
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.Score))
-			dst = binary.AppendUvarint(dst, uint64(len(p.Member)))
-			dst = append(dst, p.Member...)
-		}
+		c.keys = append(c.keys, zcaptured{name, zkey{set: k.set.Clone(), expires: k.expires, ver: k.ver}})
+	}
+	return c
+}
+
+// appendTo appends the captured sets as zsets.appendTo would have at the
+// capture.
+func (c *zcapture) appendTo(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, c.ver)
+	dst = binary.AppendUvarint(dst, uint64(len(c.keys)))
+	for i := range c.keys {
+		dst = appendZKey(dst, c.keys[i].name, &c.keys[i].zkey)
 	}
 	return dst
 }

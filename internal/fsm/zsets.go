@@ -3,6 +3,8 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/zset"
@@ -17,6 +19,11 @@ import (
 // Result.ZKeys, Result.Foreign), as Redis answers WRONGTYPE; the generic
 // Redis commands (DEL, PEXPIRE, PERSIST, TYPE, EXISTS, PTTL) work on both
 // through OwnedRelease, OwnedRenew and OwnedGet.
+//
+// The lock table does not know sorted sets: a session's lock (memcached,
+// dlock) may take the name of a key that holds one, and while both exist
+// the Redis front end sees the sorted set (the sorted-set kinds act on it,
+// the lock kinds count it in ZKeys).
 //
 // A sorted-set key may expire (an absolute instant of the replicated
 // clock, as a lease): from its command's At on it is gone. It is deleted
@@ -53,9 +60,27 @@ type ZSetArgs struct {
 var ErrWrongType = errors.New("fsm: the key holds the wrong kind of value")
 
 // ErrZSetLimit is wrapped by the error of a command that would take a
-// sorted set, or all of them, past the limits of zset.Limits. It wraps
-// latch.ErrInvalidRequest.
+// sorted set, or all of them, past the limits of zset.Limits (a
+// *ZSetLimitError). It wraps latch.ErrInvalidRequest.
 var ErrZSetLimit = fmt.Errorf("fsm: sorted-set limit: %w", latch.ErrInvalidRequest)
+
+// ZSetLimitError is the error of a command that would take the sorted set
+// Key past zset.Limits.MaxMembers, or all sets past MaxTotal (Total): it
+// would hold Would members, at most Max. It wraps ErrZSetLimit.
+type ZSetLimitError struct {
+	Key        string
+	Total      bool
+	Would, Max int
+}
+
+func (e *ZSetLimitError) Error() string {
+	if e.Total {
+		return fmt.Sprintf("sorted sets would hold %d members in all, at most %d", e.Would, e.Max)
+	}
+	return fmt.Sprintf("sorted set %q would hold %d members, at most %d", e.Key, e.Would, e.Max)
+}
+
+func (e *ZSetLimitError) Unwrap() error { return ErrZSetLimit }
 
 // zkey is a sorted-set key of the state.
 type zkey struct {
@@ -158,7 +183,7 @@ func (z *zsets) sweep(now int64) {
 	}
 }
 
-// checkLimits fails if adding added members to k (nil: a new set) would
+// checkZLimits fails if adding added members to k (nil: a new set) would
 // go past the limits.
 func (s *State) checkZLimits(key string, k *zkey, added int) error {
 	lim := s.cfg.ZSet
@@ -166,10 +191,10 @@ func (s *State) checkZLimits(key string, k *zkey, added int) error {
 		return nil
 	}
 	if lim.MaxMembers > 0 && k.card()+added > lim.MaxMembers {
-		return fmt.Errorf("sorted set %q would hold %d members, at most %d: %w", key, k.card()+added, lim.MaxMembers, ErrZSetLimit)
+		return &ZSetLimitError{Key: key, Would: k.card() + added, Max: lim.MaxMembers}
 	}
 	if lim.MaxTotal > 0 && s.z.members+added > lim.MaxTotal {
-		return fmt.Errorf("sorted sets would hold %d members in all, at most %d: %w", s.z.members+added, lim.MaxTotal, ErrZSetLimit)
+		return &ZSetLimitError{Key: key, Total: true, Would: s.z.members + added, Max: lim.MaxTotal}
 	}
 	return nil
 }
@@ -179,6 +204,15 @@ func (k *zkey) card() int {
 		return 0
 	}
 	return k.set.Card()
+}
+
+// expiry returns the instant lease (positive) after now, at most the
+// largest instant.
+func expiry(now int64, lease time.Duration) int64 {
+	if int64(lease) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(lease)
 }
 
 // zdescribe fills r with what a read of k tells: Found, ZKeys, Expires,
@@ -194,7 +228,7 @@ func zdescribe(k *zkey, r *Result) {
 func (s *State) applyZSet(c *Command, key string, r *Result) {
 	now, z := c.At, &s.z
 	k := z.touch(now, key)
-	if k == nil && c.Owned != OwnedZPut {
+	if k == nil {
 		if st := s.eng.Owned(now, key); st.Held {
 			r.Foreign = foreign(st)
 			r.Err = fmt.Errorf("owned %v %q: a lock: %w", c.Owned, key, ErrWrongType)
@@ -280,7 +314,7 @@ func (s *State) applyZSet(c *Command, key string, r *Result) {
 			z.del(key)
 		default:
 			r.Count = 1
-			z.setExpires(key, k, now+int64(c.Req.Lease))
+			z.setExpires(key, k, expiry(now, c.Req.Lease))
 		}
 	case OwnedZDel:
 		if k != nil {
@@ -327,11 +361,6 @@ func (k *zkey) score(m string) (float64, bool) {
 // OwnedKeepTTL, the expiry it had.
 func (s *State) zput(c *Command, key string, k *zkey, r *Result) {
 	z, now := &s.z, c.At
-	if st := s.eng.Owned(now, key); st.Held {
-		r.Foreign = foreign(st)
-		r.Err = fmt.Errorf("owned %v %q: a lock: %w", c.Owned, key, ErrWrongType)
-		return
-	}
 	if c.Req.Lease < 0 {
 		r.Err = fmt.Errorf("owned %v: negative lease: %w", c.Owned, latch.ErrInvalidRequest)
 		return
@@ -353,7 +382,7 @@ func (s *State) zput(c *Command, key string, k *zkey, r *Result) {
 	if c.OwnedFlags&OwnedKeepTTL != 0 && k != nil {
 		expires = k.expires
 	} else if c.Req.Lease > 0 {
-		expires = now + int64(c.Req.Lease)
+		expires = expiry(now, c.Req.Lease)
 	}
 	z.del(key)
 	if set.Card() > 0 {

@@ -321,3 +321,28 @@ func TestZSetReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestZSetCapture: a capture writes the sorted sets as they were when it
+// was taken, whatever the commands after it did to them.
+func TestZSetCapture(t *testing.T) {
+	s := newState(t)
+	at := int64(time.Second)
+	run := func(c Command) { c.At = at; apply(s, &c) }
+	run(zadd("a", 0, 1.0, "x", 2.0, "y"))
+	run(zadd("b", 0, 1.0, "x"))
+	run(withLease(zcmd(OwnedZExpire, "b", ZSetArgs{}), time.Hour, 0))
+	want, c := s.AppendSnapshot(nil), s.Capture()
+	defer c.Close()
+	run(zadd("a", 0, 5.0, "x", 3.0, "z"))
+	run(zrem("a", "y"))
+	run(zcmd(OwnedZDel, "b", ZSetArgs{}))
+	run(zadd("c", 0, 1.0, "x"))
+	for !c.Step(10) {
+	}
+	if got := c.AppendTo(nil); string(got) != string(want) {
+		t.Fatalf("the capture wrote\n%x\nwant\n%x", got, want)
+	}
+	if z := zstate(s, at, "a"); z != `{"z":3 "x":5}` {
+		t.Fatalf("the state's set after the capture: %s", z)
+	}
+}

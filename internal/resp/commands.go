@@ -215,7 +215,7 @@ func (c *conn) deferrable(firstSub int) bool {
 		return false
 	}
 	for i := firstSub; i < len(c.subs); i++ {
-		if c.subs[i].Owned == fsm.OwnedGet {
+		if k := c.subs[i].Owned; k == fsm.OwnedGet || k == fsm.OwnedZGet {
 			return false // reads are read at once, without a command, unless they follow a batch
 		}
 	}
@@ -286,6 +286,8 @@ const (
 	rExpireAt                    // as rPExpireAt in seconds
 	rErrIfFound                  // null when free, else msg
 	rSubPong                     // PING subscribed in RESP2: [pong, msg]
+	rZRead                       // the sorted-set read zq, from the set read
+	rZIncr                       // ZADD INCR: the score as a double, or null
 )
 
 // plan is one request's answer to make from the results of its commands,
@@ -303,10 +305,13 @@ type plan struct {
 	typed bool
 	sha   []byte
 	line  int
+	// zq is the query of a sorted-set read (rZRead).
+	zq *zquery
 }
 
 // wrongType is Redis's error for a command on a key of another type: here
-// a key held over memcached or dlock, a lock without an owner value.
+// a key held over memcached or dlock, a lock without an owner value, a
+// sorted set to a lock command, or a lock to a sorted-set command.
 const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 // typeOfSession is what TYPE answers for a key held over memcached or
@@ -394,11 +399,16 @@ func (c *conn) run(tx bool) bool {
 		}
 		reads := true
 		for i := range c.subs {
-			reads = reads && c.subs[i].Owned == fsm.OwnedGet
+			k := c.subs[i].Owned
+			reads = reads && (k == fsm.OwnedGet || k == fsm.OwnedZGet)
 		}
 		if reads {
 			for i := range c.subs {
-				r, at := svc.OwnedGet(c.subs[i].Req.Keys[0])
+				read := svc.OwnedGet
+				if c.subs[i].Owned == fsm.OwnedZGet {
+					read = svc.OwnedZGet
+				}
+				r, at := read(c.subs[i].Req.Keys[0])
 				c.results = append(c.results, r)
 				c.at = at
 			}
@@ -468,7 +478,7 @@ func (c *conn) answer(p *plan) bool {
 	rs := c.results[p.first : p.first+p.n]
 	if p.typed {
 		for i := range rs {
-			if rs[i].Foreign > 0 {
+			if rs[i].Foreign > 0 || rs[i].ZKeys > 0 {
 				w.Error(p.wrongTypeError())
 				return true
 			}
@@ -525,6 +535,8 @@ func (c *conn) answer(p *plan) bool {
 		w.Int(ms)
 	case rType:
 		switch {
+		case r.ZKeys == 1:
+			w.Simple("zset")
 		case r.Foreign == 1:
 			w.Simple(typeOfSession)
 		case r.Found == 1:
@@ -533,7 +545,7 @@ func (c *conn) answer(p *plan) bool {
 			w.Simple("none")
 		}
 	case rToken, rTokenIf:
-		if r.Found == 1 && (p.kind == rToken || r.Count == 1 && r.Owner == string(p.val)) {
+		if r.Found == 1 && r.ZKeys == 0 && (p.kind == rToken || r.Count == 1 && r.Owner == string(p.val)) {
 			w.Int(int64(r.Token))
 		} else {
 			w.Null()
@@ -575,6 +587,14 @@ func (c *conn) answer(p *plan) bool {
 		} else {
 			w.Int(0)
 		}
+	case rZRead:
+		c.answerZRead(p.zq, r.ZSet)
+	case rZIncr:
+		if r.Count == 1 {
+			w.Double(r.Score)
+		} else {
+			w.Null()
+		}
 	}
 	return false
 }
@@ -597,6 +617,9 @@ func (c *conn) pttl(r *fsm.Result) int64 {
 
 // errorReply is the reply to a failed command.
 func errorReply(err error) string {
+	if msg, ok := zsetErrorReply(err); ok {
+		return msg
+	}
 	switch {
 	case errors.Is(err, latch.ErrWouldBlock):
 		return "LOCKED latch: the key is held by another owner; only SET NX takes a free key, and only its owner's value changes it"

@@ -309,6 +309,16 @@ func TestDifferentialWrongType(t *testing.T) {
 				{"SET", key + ":other", "v", "NX"},
 				{"EXEC"},
 				{"DEL", key + ":other"},
+				{"ZADD", key, "1", "a"},
+				{"ZADD", key, "NX", "XX", "1", "a"},
+				{"ZREM", key, "a"},
+				{"ZCARD", key},
+				{"ZSCORE", key, "a"},
+				{"ZRANGE", key, "0", "-1", "WITHSCORES"},
+				{"ZREMRANGEBYSCORE", key, "-inf", "+inf"},
+				{"MULTI"},
+				{"ZCOUNT", key, "0", "1"},
+				{"EXEC"},
 			}
 			for _, s := range scripts {
 				cmds = append(cmds, append([]string{"EVAL", s.Body, "1", key}, s.Argv...))

@@ -23,6 +23,13 @@
 // client meets on a Redis whose key holds a list. The items of
 // memcached's store are not Redis keys: GET of one is nil.
 //
+// A key may also hold a sorted set (zcommands.go): the type semaphore
+// libraries (redis-semaphore) keep their holders in, replicated state
+// beside the locks (fsm's sorted-set kinds of OpOwned), with ZADD, ZREM,
+// ZRANGE and the rest of what they call, and the generic commands (TYPE,
+// DEL, EXISTS, PEXPIRE, PTTL, PERSIST, WATCH) on it. A lock command on a
+// sorted set, and a sorted-set command on a lock, answer WRONGTYPE.
+//
 // Scripts: the scripts that redsync, bsm/redislock, redis-py's Lock and
 // node-redlock send are recognised by the SHA1 of their text or of their
 // canonical form (Canonical) and each runs as one native lock operation
@@ -42,10 +49,11 @@
 // on a client. Expire times (expire.go) are Redis's, saturated at the
 // lock table's last instant (year 2262).
 //
-// Every Redis command that changes a lock is one command of the Service
-// (fsm.OpOwned), and a MULTI/EXEC transaction is one fsm.OpOwnedTx, applied
-// only if the keys it WATCHes have not changed. Reads (GET, PTTL, EXISTS
-// outside a transaction) read the state without a command.
+// Every Redis command that changes a lock or a sorted set is one command
+// of the Service (fsm.OpOwned), and a MULTI/EXEC transaction is one
+// fsm.OpOwnedTx, applied only if the keys it WATCHes have not changed.
+// Reads (GET, PTTL, EXISTS, the sorted sets' reads, outside a transaction)
+// read the state without a command.
 //
 // A connection is served one of two ways, with the same replies. With
 // Config.Loops, a plain TCP connection is handed to an event loop (package

@@ -179,6 +179,7 @@ func FuzzLoopInput(f *testing.F) {
 	f.Add([]byte("HELLO 3\r\nCLIENT TRACKING ON\r\nGET a\r\nSET a x NX\r\nGET a\r\nMULTI\r\nGET a\r\nDEL a\r\nGET a\r\nEXEC\r\nDEL a\r\nPING\r\n"), uint8(6))
 	f.Add([]byte("HELLO 3\r\nCLIENT TRACKING ON BCAST PREFIX a NOLOOP\r\nSET a1 x NX\r\nCLIENT TRACKINGINFO\r\nCLIENT TRACKING OFF\r\nCLIENT CACHING yes\r\n"), uint8(9))
 	f.Add([]byte("CLIENT TRACKING ON OPTIN REDIRECT 1\r\nSUBSCRIBE __redis__:invalidate x\r\nCLIENT CACHING yes\r\nGET k\r\nSET k v NX\r\nPING\r\nUNSUBSCRIBE\r\nGETEX k PXAT 1\r\n"), uint8(11))
+	f.Add([]byte("ZADD z 1 a 2 b\r\nZRANGE z 0 -1 WITHSCORES\r\nWATCH z\r\nMULTI\r\nZREM z a\r\nZCARD z\r\nEXEC\r\nZADD z INCR 1 b\r\nZRANGEBYSCORE z (1 +inf LIMIT 0 1\r\nPEXPIRE z 100\r\nTYPE z\r\nZSCORE z b\r\n"), uint8(6))
 	f.Fuzz(func(t *testing.T, input []byte, cut uint8) {
 		synctest.Test(t, func(t *testing.T) {
 			want, _ := serveChunks(t, [][]byte{input}, false)

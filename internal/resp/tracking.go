@@ -134,8 +134,8 @@ func (t *tracker) disable(c *conn) {
 
 // remember records that c reads keys, if c tracks them: called when a
 // read of keys is planned, before it reads (Redis's read-only commands:
-// GET, EXISTS, TTL, PTTL, TYPE, EXPIRETIME, PEXPIRETIME, LATCH.TOKEN;
-// and a script's, for its caller).
+// GET, EXISTS, TTL, PTTL, TYPE, EXPIRETIME, PEXPIRETIME, LATCH.TOKEN, the
+// sorted-set reads; and a script's, for its caller).
 //
 // A read that follows a write of the same key in the same step (a
 // pipelined batch, a transaction, a script), which applies after it, is
@@ -190,7 +190,7 @@ func (c *conn) writesKey(key string) bool {
 		subs = c.srun.tx
 	}
 	for i := range subs {
-		if subs[i].Owned != fsm.OwnedGet && slices.Contains(subs[i].Req.Keys, key) {
+		if k := subs[i].Owned; k != fsm.OwnedGet && k != fsm.OwnedZGet && slices.Contains(subs[i].Req.Keys, key) {
 			return true
 		}
 	}

@@ -7,13 +7,16 @@
 // scores (ParseScore), of score range bounds (ParseBound) and its
 // formatting of scores (FormatScore), each with the error Redis replies.
 //
-// A Set is a sorted slice of pairs with a map from member to score: ranks
-// and ranges are binary searches over the slice, a score lookup is one
-// map access, and an insertion or removal moves the tail of the slice.
-// That is O(n) per change, which for the sets latch is meant to keep
-// (semaphores of up to a few thousand members, bounded by a limit) costs
-// less than a skip list's allocation per member, and it makes a Clone two
-// flat copies and Equal one walk of the slices.
+// A Set is two sorted slices of the same pairs, one by score (then
+// member), one by member: ranks and ranges are binary searches over the
+// first, a score lookup a binary search over the second, and an insertion
+// or removal moves the tails of both. That is O(n) per change (a memmove),
+// which for the sets latch is meant to keep (semaphores of up to a few
+// thousand members, bounded by a limit) costs less than a skip list's
+// allocation per member or a map's hashing; a Clone shares the slices
+// until either set changes, which then copies them flat (no map to
+// rebuild): the copy a read or a script's scratch view makes costs
+// nothing until it is changed. Equal is one walk of a slice.
 //
 // The package is deterministic and owns no goroutines, timers or clocks.
 // A Set is not safe for concurrent use.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -34,8 +35,18 @@ func less(s float64, m string, p Pair) bool {
 // Set is a sorted set. The zero Set is empty and ready to use; Clone
 // copies one. Members are unique, scores are never NaN.
 type Set struct {
-	pairs  []Pair             // sorted by (Score, Member)
-	scores map[string]float64 // Member -> Score, for the members of pairs
+	pairs    []Pair // sorted by (Score, Member)
+	byMember []Pair // the same pairs, sorted by Member
+	// shared is set when the slices may be another Set's too (Clone):
+	// they are copied before s changes them.
+	shared bool
+}
+
+// own makes s's slices its own before a change.
+func (s *Set) own() {
+	if s.shared {
+		s.pairs, s.byMember, s.shared = slices.Clone(s.pairs), slices.Clone(s.byMember), false
+	}
 }
 
 // New returns a set of the given pairs; a member given twice keeps its
@@ -64,8 +75,16 @@ func (s *Set) Score(member string) (float64, bool) {
 	if s == nil {
 		return 0, false
 	}
-	f, ok := s.scores[member]
-	return f, ok
+	if i, ok := s.find(member); ok {
+		return s.byMember[i].Score, true
+	}
+	return 0, false
+}
+
+// find returns the index of member in byMember, or where it would go.
+func (s *Set) find(member string) (int, bool) {
+	i := sort.Search(len(s.byMember), func(i int) bool { return s.byMember[i].Member >= member })
+	return i, i < len(s.byMember) && s.byMember[i].Member == member
 }
 
 // search returns the index of the first pair not before (score, member).
@@ -87,31 +106,49 @@ func (s *Set) Rank(member string, rev bool) (int, bool) {
 	return i, true
 }
 
-// set puts member with score f, replacing its old score.
+// set puts member with score f, replacing its old score. A score of -0
+// is kept as 0, as Redis keeps the scores of small sets (listpacks store
+// 0 for it), so that the sign of a zero never shows.
 func (s *Set) set(member string, f float64) {
-	if old, ok := s.scores[member]; ok {
+	if f == 0 {
+		f = 0 // +0
+	}
+	s.own()
+	if old, ok := s.Score(member); ok {
 		if old == f {
 			return
 		}
 		s.remove(member, old)
 	}
-	if s.scores == nil {
-		s.scores = make(map[string]float64)
-	}
-	s.scores[member] = f
-	i := s.search(f, member)
-	s.pairs = append(s.pairs, Pair{})
-	copy(s.pairs[i+1:], s.pairs[i:])
-	s.pairs[i] = Pair{f, member}
+	p := Pair{f, member}
+	s.pairs = insert(s.pairs, s.search(f, member), p)
+	j, _ := s.find(member)
+	s.byMember = insert(s.byMember, j, p)
+}
+
+// insert puts p at index i of ps.
+func insert(ps []Pair, i int, p Pair) []Pair {
+	ps = append(ps, Pair{})
+	copy(ps[i+1:], ps[i:])
+	ps[i] = p
+	return ps
+}
+
+// drop removes index i of ps, clearing the slot it frees (no stale member
+// kept alive).
+func drop(ps []Pair, i int) []Pair {
+	n := len(ps)
+	copy(ps[i:], ps[i+1:])
+	ps[n-1] = Pair{}
+	return ps[:n-1]
 }
 
 // remove drops member, whose score is f.
 func (s *Set) remove(member string, f float64) {
-	i, n := s.search(f, member), len(s.pairs)
-	copy(s.pairs[i:], s.pairs[i+1:])
-	s.pairs[n-1] = Pair{} // no stale member kept alive
-	s.pairs = s.pairs[:n-1]
-	delete(s.scores, member)
+	s.own()
+	s.pairs = drop(s.pairs, s.search(f, member))
+	j, _ := s.find(member)
+	s.byMember = drop(s.byMember, j)
 }
 
 // AddFlags are ZADD's options.
@@ -179,7 +216,8 @@ type AddResult struct {
 }
 
 // Add does ZADD with the options f on the pairs, in order (a member given
-// twice is added, then updated). It fails, changing nothing, with the
+// twice is added, then updated). A score of -0 is stored as 0 (INCR's
+// Score is the sum, which Redis replies, sign and all). It fails, changing nothing, with the
 // errors of Check, or ErrNaN when a score is NaN or INCR makes one. Done
 // is true but for an INCR refused.
 func (s *Set) Add(f AddFlags, pairs ...Pair) (AddResult, error) {
@@ -194,7 +232,7 @@ func (s *Set) Add(f AddFlags, pairs ...Pair) (AddResult, error) {
 	var r AddResult
 	if f&INCR != 0 {
 		p := pairs[0]
-		old, ok := s.scores[p.Member]
+		old, ok := s.Score(p.Member)
 		switch {
 		case ok && f&NX != 0, !ok && f&XX != 0:
 			return r, nil
@@ -224,7 +262,7 @@ func (s *Set) Add(f AddFlags, pairs ...Pair) (AddResult, error) {
 	}
 	r.Done = true
 	for _, p := range pairs {
-		old, ok := s.scores[p.Member]
+		old, ok := s.Score(p.Member)
 		switch {
 		case !ok && f&XX == 0:
 			s.set(p.Member, p.Score)
@@ -251,7 +289,7 @@ func (s *Set) Rem(members ...string) int {
 	}
 	n := 0
 	for _, m := range members {
-		if f, ok := s.scores[m]; ok {
+		if f, ok := s.Score(m); ok {
 			s.remove(m, f)
 			n++
 		}
@@ -390,9 +428,18 @@ func (s *Set) cut(lo, hi int) int {
 	if lo >= hi {
 		return 0
 	}
-	for _, p := range s.pairs[lo:hi] {
-		delete(s.scores, p.Member)
+	s.own()
+	// A member goes with its pair when its pair sorts from pairs[lo] to
+	// pairs[hi-1]: one pass over byMember.
+	first, last := s.pairs[lo], s.pairs[hi-1]
+	kept := s.byMember[:0]
+	for _, p := range s.byMember {
+		if less(p.Score, p.Member, first) || less(last.Score, last.Member, p) {
+			kept = append(kept, p)
+		}
 	}
+	clear(s.byMember[len(kept):])
+	s.byMember = kept
 	n := len(s.pairs)
 	s.pairs = append(s.pairs[:lo], s.pairs[hi:]...)
 	clear(s.pairs[len(s.pairs):n])
@@ -408,18 +455,17 @@ func (s *Set) Pairs() []Pair {
 	return s.pairs
 }
 
-// Clone returns a copy of s that shares nothing mutable with it (member
-// strings are immutable and shared). A nil s clones to nil.
+// Clone returns a copy of s, in O(1): the two share their storage until
+// one of them changes, which copies it first (copy on write), so that a
+// change to either never shows in the other, and a clone may be read by
+// another goroutine while s changes. Clone marks s's storage shared: for
+// concurrency it is a write to s. A nil s clones to nil.
 func (s *Set) Clone() *Set {
 	if s == nil {
 		return nil
 	}
-	c := &Set{pairs: make([]Pair, len(s.pairs)), scores: make(map[string]float64, len(s.pairs))}
-	copy(c.pairs, s.pairs)
-	for _, p := range s.pairs {
-		c.scores[p.Member] = p.Score
-	}
-	return c
+	s.shared = true
+	return &Set{pairs: s.pairs, byMember: s.byMember, shared: true}
 }
 
 // Equal reports whether s and t hold the same members with the same

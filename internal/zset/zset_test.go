@@ -2,7 +2,9 @@ package zset
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -71,8 +73,8 @@ func TestAdd(t *testing.T) {
 			if m := members(s.Pairs()); m != tt.after {
 				t.Fatalf("after: %s, want %s", m, tt.after)
 			}
-			if s.Card() != len(s.scores) {
-				t.Fatalf("Card %d, map %d", s.Card(), len(s.scores))
+			if err := s.check(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
@@ -167,7 +169,7 @@ func TestRemove(t *testing.T) {
 	}
 	for _, tt := range tests {
 		s := mustNew(t, base...)
-		if n := tt.do(s); n != tt.n || members(s.Pairs()) != tt.want || len(s.scores) != s.Card() {
+		if n := tt.do(s); n != tt.n || members(s.Pairs()) != tt.want || s.check() != nil {
 			t.Errorf("%s: %d, %s; want %d, %s", tt.name, n, members(s.Pairs()), tt.n, tt.want)
 		}
 	}
@@ -263,4 +265,79 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("ParseBound(%q) = NaN", s)
 		}
 	})
+}
+
+// check verifies s's invariants: both slices sorted, holding the same
+// pairs, members unique, no NaN.
+func (s *Set) check() error {
+	if len(s.pairs) != len(s.byMember) {
+		return fmt.Errorf("%d pairs, %d by member", len(s.pairs), len(s.byMember))
+	}
+	for i, p := range s.pairs {
+		if math.IsNaN(p.Score) {
+			return fmt.Errorf("NaN score of %q", p.Member)
+		}
+		if i > 0 && !less(s.pairs[i-1].Score, s.pairs[i-1].Member, p) {
+			return fmt.Errorf("pairs out of order at %d: %v", i, s.pairs)
+		}
+		if f, ok := s.Score(p.Member); !ok || f != p.Score {
+			return fmt.Errorf("member %q: by member %v %v, in pairs %v", p.Member, f, ok, p.Score)
+		}
+	}
+	for i := 1; i < len(s.byMember); i++ {
+		if s.byMember[i-1].Member >= s.byMember[i].Member {
+			return fmt.Errorf("by member out of order at %d", i)
+		}
+	}
+	return nil
+}
+
+// TestRandomOps: random adds and removals keep the invariants, and the
+// set agrees with a map of member to score.
+func TestRandomOps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s, model := &Set{}, map[string]float64{}
+	for i := range 20000 {
+		m := fmt.Sprint("m", rng.IntN(60))
+		switch rng.IntN(6) {
+		case 0, 1, 2:
+			f := float64(rng.IntN(20))
+			s.Add(0, Pair{f, m})
+			model[m] = f
+		case 3:
+			s.Rem(m)
+			delete(model, m)
+		case 4:
+			lo := float64(rng.IntN(20))
+			r := Range{Min: Bound{Value: lo}, Max: Bound{Value: lo + float64(rng.IntN(3)), Excl: rng.IntN(2) == 0}}
+			n := s.RemRangeByScore(r)
+			k := 0
+			for mm, f := range model {
+				if f >= r.Min.Value && (f < r.Max.Value || !r.Max.Excl && f == r.Max.Value) {
+					delete(model, mm)
+					k++
+				}
+			}
+			if n != k {
+				t.Fatalf("op %d: RemRangeByScore %v removed %d, want %d", i, r, n, k)
+			}
+		case 5:
+			c := s.Clone()
+			c.Add(0, Pair{-1, "clone-only"})
+			if s.Equal(c) {
+				t.Fatal("a clone's change shows in the original")
+			}
+		}
+		if err := s.check(); err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+		if s.Card() != len(model) {
+			t.Fatalf("op %d: %d members, model %d", i, s.Card(), len(model))
+		}
+	}
+	for m, f := range model {
+		if g, ok := s.Score(m); !ok || g != f {
+			t.Fatalf("%q: %v %v, want %v", m, g, ok, f)
+		}
+	}
 }
