@@ -142,12 +142,18 @@ type Engine struct {
 
 	randMu sync.Mutex
 	rand   uint64 // math.random's state
+
+	wmu      sync.Mutex
+	running  map[*sandbox]time.Time // runs in progress, by start
+	watching bool                   // the watchdog's timer is armed
+	timer    *time.Timer
+	heapBase int64 // the heap when the runs began (-1: not read yet)
 }
 
 // New returns an engine with the limits lim (zero fields: defaults).
 func New(lim Limits) *Engine {
 	lim.defaults()
-	e := &Engine{lim: lim, scripts: make(map[string]*Script), rand: rand48Init}
+	e := &Engine{lim: lim, scripts: make(map[string]*Script), rand: rand48Init, heapBase: -1}
 	e.pool.New = func() any { return newSandbox(e) }
 	return e
 }
@@ -164,8 +170,12 @@ type CompileError struct{ Msg string }
 
 func (e *CompileError) Error() string { return e.Msg }
 
-// gopher-lua's syntax error: "user_script line:1(column:9) near 'EOF':   syntax error".
-var syntaxRE = regexp.MustCompile(`^user_script line:(\d+)\(column:\d+\) near '(.*)':\s*(.*?)\s*$`)
+// gopher-lua's syntax errors: "user_script line:1(column:9) near 'EOF':
+// syntax error", "user_script at EOF:   unterminated string".
+var (
+	syntaxRE    = regexp.MustCompile(`^user_script line:(\d+)\(column:\d+\) near '(.*)':\s*(.*?)\s*$`)
+	syntaxEOFRE = regexp.MustCompile(`^user_script at EOF:\s*(.*?)\s*$`)
+)
 
 // Load compiles body and keeps it by its SHA1 (no copy of body is kept
 // that the caller may change).
@@ -192,6 +202,12 @@ func (e *Engine) Load(body []byte) (*Script, error) {
 				near = "<eof>"
 			}
 			msg = fmt.Sprintf("user_script:%s: %s near '%s'", m[1], m[3], near)
+		} else if m := syntaxEOFRE.FindStringSubmatch(msg); m != nil {
+			what := m[1]
+			if what == "unterminated string" {
+				what = "unfinished string" // Lua 5.1's words
+			}
+			msg = fmt.Sprintf("user_script:%d: %s near '<eof>'", 1+bytes.Count(body, []byte("\n")), what)
 		}
 		return nil, &CompileError{"ERR Error compiling script (new function): " + oneLine(msg)}
 	}
@@ -279,43 +295,68 @@ func heapBytes() int64 {
 	return int64(s[0].Value.Uint64())
 }
 
-// watch stops a run (cancel) past the time limit or once the heap grew
-// by more than the memory limit; it returns the function that ends the
-// watch.
-func (e *Engine) watch(cancel context.CancelCauseFunc) func() {
-	start := time.Now()
-	var base int64 = -1
-	var mu sync.Mutex
-	done := false
-	var t *time.Timer
-	const every = 5 * time.Millisecond
-	check := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return
-		}
-		h := heapBytes()
-		if base < 0 {
-			base = h
-		}
-		switch {
-		case time.Since(start) > e.lim.Time:
-			cancel(errTime)
-			return
-		case h-base > e.lim.Memory:
-			cancel(errMemory)
-			return
-		}
-		t.Reset(every)
+// The watchdog: a timer per engine, armed while scripts run, checks every
+// few milliseconds the runs in progress: it stops one past the time
+// limit, and, when the process heap has grown by more than the memory
+// limit since runs began, the one that has run longest. A run costs it a
+// map entry, not a timer of its own; no goroutine waits when none runs.
+const watchEvery = 5 * time.Millisecond
+
+// enter registers sb's run with the watchdog, giving sb a fresh context
+// if the last one was stopped.
+func (e *Engine) enter(sb *sandbox) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if sb.ctx == nil || sb.ctx.Err() != nil {
+		sb.ctx, sb.cancel = context.WithCancelCause(context.Background())
+		sb.L.SetContext(sb.ctx)
 	}
-	mu.Lock()
-	t = time.AfterFunc(every, check)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		done = true
-		mu.Unlock()
-		t.Stop()
+	if e.running == nil {
+		e.running = make(map[*sandbox]time.Time)
 	}
+	e.running[sb] = time.Now()
+	if !e.watching {
+		e.watching = true
+		if e.timer == nil {
+			e.timer = time.AfterFunc(watchEvery, e.watchdog)
+		} else {
+			e.timer.Reset(watchEvery)
+		}
+	}
+}
+
+// leave ends sb's run for the watchdog.
+func (e *Engine) leave(sb *sandbox) {
+	e.wmu.Lock()
+	delete(e.running, sb)
+	e.wmu.Unlock()
+}
+
+// watchdog is one check; it arms the timer again while runs go on.
+func (e *Engine) watchdog() {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if len(e.running) == 0 {
+		e.watching, e.heapBase = false, -1
+		return
+	}
+	h := heapBytes()
+	if e.heapBase < 0 {
+		e.heapBase = h
+	}
+	var oldest *sandbox
+	var since time.Time
+	for sb, start := range e.running {
+		if time.Since(start) > e.lim.Time {
+			sb.cancel(errTime)
+		}
+		if oldest == nil || start.Before(since) {
+			oldest, since = sb, start
+		}
+	}
+	if h-e.heapBase > e.lim.Memory {
+		oldest.cancel(errMemory)
+		e.heapBase = -1
+	}
+	e.timer.Reset(watchEvery)
 }

@@ -32,7 +32,8 @@ type sandbox struct {
 	// The run: its caller, the RESP version the script chose.
 	caller Caller
 	resp   int
-	ctx    context.Context
+	ctx    context.Context // the runs' until a limit stops one (watchdog)
+	cancel context.CancelCauseFunc
 	broken bool // the state may be inconsistent: not reused
 }
 
@@ -83,6 +84,17 @@ func newSandbox(e *Engine) *sandbox {
 	set(g, "rawset", sb.rawset)
 	set(g, "setmetatable", sb.setmetatable)
 	set(g, "getmetatable", sb.getmetatable)
+	tostr := g.RawGetString("tostring")
+	set(g, "tostring", func(L *lua.LState) int {
+		if n, ok := L.Get(1).(lua.LNumber); ok {
+			L.Push(lua.LString(formatNumber(float64(n))))
+			return 1
+		}
+		L.Push(tostr)
+		L.Push(L.CheckAny(1))
+		L.Call(1, 1)
+		return 1
+	})
 	set(g, "gcinfo", func(L *lua.LState) int { L.Push(lua.LNumber(heapBytes() / 1024)); return 1 })
 	math := g.RawGetString("math").(*lua.LTable)
 	set(math, "random", sb.random)
@@ -161,7 +173,7 @@ func (sb *sandbox) isProxy(v lua.LValue) bool {
 // reset readies the sandbox for its next run and reports whether it may
 // be reused.
 func (sb *sandbox) reset() bool {
-	sb.caller, sb.ctx = nil, nil
+	sb.caller = nil
 	sb.resp = 2
 	sb.L.SetTop(0)
 	return !sb.broken
@@ -180,15 +192,11 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 	sb.globals.RawSetString("KEYS", arr(keys))
 	sb.globals.RawSetString("ARGV", arr(argv))
 
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sb.ctx = ctx
-	stop := sb.e.watch(cancel)
-	L.SetContext(ctx)
+	sb.e.enter(sb)
+	ctx := sb.ctx
 	L.Push(L.NewFunctionFromProto(s.proto))
 	err := L.PCall(0, 1, sb.handler)
-	stop()
-	L.RemoveContext()
+	sb.e.leave(sb)
 	if err == nil {
 		return fromLua(L.Get(-1), sb.resp, 0), false
 	}
@@ -262,7 +270,7 @@ func (sb *sandbox) onError(L *lua.LState) int {
 
 // stopped reports whether the run was stopped by a limit: a pcall must
 // not catch that.
-func (sb *sandbox) stopped() bool { return sb.ctx != nil && sb.ctx.Err() != nil }
+func (sb *sandbox) stopped() bool { return sb.ctx.Err() != nil }
 
 // error is Lua's error; a number is made a string first, so that it gets
 // its position as in Lua 5.1.
@@ -397,6 +405,23 @@ func (sb *sandbox) getmetatable(L *lua.LState) int {
 	}
 	L.Push(mt)
 	return 1
+}
+
+// formatNumber writes a number as Lua 5.1 does ("%.14g", C's inf and
+// nan): tostring's; gopher-lua's own (Go's shortest form) stays that of
+// the concatenation operator.
+func formatNumber(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "-nan" // what 0/0 gives on amd64
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case f == 0 && math.Signbit(f):
+		return "-0"
+	}
+	return fmt.Sprintf("%.14g", f)
 }
 
 // Redis's PRNG: the 48-bit linear congruential generator of its rand.c,
@@ -593,13 +618,23 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 	if n == 0 {
 		return fail(msgCallNoArgs)
 	}
-	args := make([][]byte, n)
-	for i := range args {
-		s, ok := argString(L.Get(i + 1))
+	// The arguments, copied into one buffer.
+	var strs [8]string
+	ss := strs[:0]
+	size := 0
+	for i := 1; i <= n; i++ {
+		s, ok := argString(L.Get(i))
 		if !ok {
 			return fail(msgCallArgType)
 		}
-		args[i] = []byte(s)
+		ss = append(ss, s)
+		size += len(s)
+	}
+	buf := make([]byte, 0, size)
+	args := make([][]byte, n)
+	for i, s := range ss {
+		buf = append(buf, s...)
+		args[i] = buf[len(buf)-len(s) : len(buf) : len(buf)]
 	}
 	r := sb.caller.Call(args, sb.resp)
 	if r.Kind == Error {

@@ -14,6 +14,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/luascript"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // Scripts that are not known lock scripts run in Lua (package luascript),
@@ -46,6 +47,11 @@ var noScriptCall = map[string]bool{
 	"config": true, "wait": true, "latch.token": true,
 }
 
+// inLua reports whether a known script of template t runs in Lua all the
+// same: redis-py's extend (3.5+) answers 0 and changes nothing on a key
+// without a lease, which its native operation would renew.
+func inLua(t template) bool { return t == tmplExtendPy }
+
 // scriptLua reports whether an EVAL or EVALSHA request (not queued in
 // MULTI) runs in Lua rather than as a known lock script's native
 // operation (planEval).
@@ -59,16 +65,27 @@ func (c *conn) scriptLua(args [][]byte) bool {
 			return true
 		}
 		sha := scriptSHA(args[1])
-		if _, _, ok := s.script([]byte(sha)); ok {
-			return false
+		if t, _, ok := s.script([]byte(sha)); ok {
+			return inLua(t)
 		}
-		return s.lua.Get(sha) != nil || recognise(args[1]) == tmplNone
+		if s.lua.Get(sha) != nil {
+			return true
+		}
+		t := recognise(args[1])
+		return t == tmplNone || inLua(t)
 	}
 	sha := lowerInPlace(args[1])
-	if _, _, ok := s.script(sha); ok && !s.noTemplates {
+	if t, _, ok := s.script(sha); ok && !s.noTemplates && !inLua(t) {
 		return false
 	}
-	return s.lua.Get(string(sha)) != nil
+	return s.lua.Get(string(sha)) != nil || !s.noTemplates && knownLua(sha)
+}
+
+// knownLua reports whether sha names a known script that runs in Lua
+// (inLua): EVALSHA of it runs it, or answers NOSCRIPT until it is loaded.
+func knownLua(sha []byte) bool {
+	t, ok := knownScripts[string(sha)]
+	return ok && inLua(t)
 }
 
 // cmdEvalLua runs EVAL, EVALSHA, EVAL_RO or EVALSHA_RO in Lua.
@@ -129,6 +146,12 @@ func (c *conn) evalLua(name string, args [][]byte, ro bool) (string, luascript.R
 	run.ro = ro
 	defer run.clear()
 	for try := 0; try < maxScriptTries; try++ {
+		if try > 0 && c.srv.svc.Execution() == latch.Replicated {
+			// A cluster node may read its keys before it has applied what
+			// failed the watches: give it the time to catch up (a
+			// goroutine's connection: no loop waits).
+			time.Sleep(time.Duration(try) * time.Millisecond)
+		}
 		run.start()
 		r, raised := c.srv.lua.Run(s, keys, argv, run, c.w.Proto)
 		if raised {
@@ -182,6 +205,7 @@ type scriptRun struct {
 type scratchKey struct {
 	watch fsm.Watch
 	st    fsm.Result
+	set   *zset.Set // a sorted-set key's members (st.ZKeys 1)
 }
 
 // start readies the run for a try.
@@ -192,10 +216,11 @@ func (r *scriptRun) start() {
 	}
 	r.clear()
 	if r.sc == nil {
-		r.sc = &conn{srv: r.c.srv, token: r.c.token, authed: true}
+		r.sc = &conn{srv: r.c.srv, authed: true}
 		r.bw = bufio.NewWriter(&r.out)
 		r.sc.w = NewWriter(r.bw)
 	}
+	r.sc.token = r.c.token            // the rights of the connection's last AUTH
 	r.sc.trackFor, r.sc.srun = r.c, r // the script's reads are tracked for its caller, as in Redis
 }
 
@@ -214,11 +239,27 @@ func (r *scriptRun) read(key string) (*scratchKey, error) {
 	if k, ok := r.keys[key]; ok {
 		return k, nil
 	}
-	res, _ := r.c.srv.svc.OwnedGet(key)
+	svc := r.c.srv.svc
+	res, _ := svc.OwnedGet(key)
 	if res.Err != nil {
 		return nil, res.Err
 	}
 	k := &scratchKey{watch: fsm.WatchOfResult(key, &res), st: res}
+	// A sorted set's members, read with the same version as its watch.
+	for try := 0; res.ZKeys > 0; try++ {
+		z, _ := svc.OwnedZGet(key)
+		if z.Err == nil && z.Found == 1 && z.Version == res.Version {
+			k.set = z.ZSet
+			break
+		}
+		if try == 8 {
+			return nil, fmt.Errorf("script: sorted set %q changes too often to be read", key)
+		}
+		if res, _ = svc.OwnedGet(key); res.Err != nil {
+			return nil, res.Err
+		}
+		k.watch, k.st = fsm.WatchOfResult(key, &res), res
+	}
 	r.keys[key] = k
 	r.order = append(r.order, key)
 	return k, nil
@@ -261,12 +302,30 @@ func (r *scriptRun) commit() (done bool, err error) {
 	if r.c.srv.scriptCheck != nil {
 		r.c.srv.scriptCheck(r.tx, r.pred, res.Tx)
 	}
+	// The scratch view cannot see the limits on all sorted sets together:
+	// a command it applied may fail in the state machine, the others
+	// applied.
+	for i := range res.Tx {
+		if err := res.Tx[i].Err; err != nil && r.pred[i].Err == nil {
+			return true, fmt.Errorf("latch: script effect %d of %d failed, the others applied: %w", i+1, len(res.Tx), err)
+		}
+	}
 	return true, nil
 }
 
 // Call runs one of the script's commands (luascript.Caller).
 func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
-	name := strings.ToLower(string(args[0]))
+	var lower [32]byte
+	name := "" // lower case, if it may name a command
+	if len(args[0]) <= len(lower) {
+		for i, b := range args[0] {
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			lower[i] = b
+		}
+		name = string(lower[:len(args[0])])
+	}
 	if name == "time" {
 		if len(args) != 1 {
 			return luascript.ErrorReply("ERR Wrong number of args calling Redis command from script")
@@ -360,6 +419,11 @@ func (r *scriptRun) applyLease(sub, kept *fsm.Command) (fsm.Result, error) {
 		}
 	}
 	k0 := r.keys[keys[0]]
+	if sub.Owned.IsZSet() {
+		res = r.applyZSet(sub, k0)
+		r.keep(sub, res)
+		return res, nil
+	}
 	grant := func(k *scratchKey, lease time.Duration) {
 		k.st = fsm.Result{Found: 1, Count: 1, Owner: string(sub.Value)}
 		if lease > 0 {
@@ -474,6 +538,7 @@ func (r *scriptRun) releaseOrRenew(sub *fsm.Command, res *fsm.Result) {
 		}
 		if sub.Owned == fsm.OwnedRelease || lease <= 0 {
 			*st = fsm.Result{}
+			r.keys[key].set = nil
 		} else {
 			st.Expires = r.at + int64(lease)
 		}
@@ -481,11 +546,104 @@ func (r *scriptRun) releaseOrRenew(sub *fsm.Command, res *fsm.Result) {
 	}
 }
 
+// applyZSet applies a sorted-set command to the scratch view, as the
+// state machine's applyZSet.
+func (r *scriptRun) applyZSet(sub *fsm.Command, k *scratchKey) fsm.Result {
+	var res fsm.Result
+	key := sub.Req.Keys[0]
+	if k.st.Found == 1 && k.st.ZKeys == 0 {
+		res.Foreign = k.st.Foreign
+		res.Err = fmt.Errorf("owned %v %q: a lock: %w", sub.Owned, key, fsm.ErrWrongType)
+		return res
+	}
+	a := &sub.ZSet
+	describe := func() {
+		if k.set == nil || k.set.Card() == 0 {
+			k.set, k.st = nil, fsm.Result{}
+			return
+		}
+		if k.st.ZKeys == 0 {
+			k.st = fsm.Result{Found: 1, ZKeys: 1}
+		}
+		res.Found, res.ZKeys, res.Expires, res.Version = 1, 1, k.st.Expires, k.st.Version
+	}
+	switch sub.Owned {
+	case fsm.OwnedZGet:
+		if k.set != nil {
+			res.Found, res.ZKeys, res.Expires, res.Version = 1, 1, k.st.Expires, k.st.Version
+			res.ZSet = k.set.Clone()
+		}
+		return res
+	case fsm.OwnedZAdd:
+		if err := a.Flags.Check(len(a.Pairs)); err != nil {
+			res.Err = fmt.Errorf("owned %v %q: %w", sub.Owned, key, err)
+			return res
+		}
+		if k.set == nil {
+			k.set = &zset.Set{}
+		}
+		ar, err := k.set.Add(a.Flags, a.Pairs...)
+		if err != nil {
+			res.Err = fmt.Errorf("owned %v %q: %w", sub.Owned, key, err)
+			break
+		}
+		if a.Flags&zset.INCR != 0 {
+			if ar.Done {
+				res.Count, res.Score = 1, ar.Score
+			}
+		} else {
+			res.Count = ar.Count
+		}
+	case fsm.OwnedZRem:
+		if k.set != nil {
+			res.Count = k.set.Rem(a.Members...)
+		}
+	case fsm.OwnedZRemRangeByScore:
+		if k.set != nil {
+			res.Count = k.set.RemRangeByScore(a.Range)
+		}
+	case fsm.OwnedZRemRangeByRank:
+		if k.set != nil {
+			res.Count = k.set.RemRangeByRank(a.Start, a.Stop)
+		}
+	case fsm.OwnedZExpire:
+		if k.set == nil {
+			return res
+		}
+		switch {
+		case sub.OwnedFlags&fsm.OwnedPersist != 0:
+			if k.st.Expires != 0 {
+				res.Count = 1
+				k.st.Expires = 0
+			}
+		case sub.Req.Lease <= 0:
+			res.Count = 1
+			k.set = nil
+		default:
+			res.Count = 1
+			k.st.Expires = r.at + int64(sub.Req.Lease)
+		}
+	case fsm.OwnedZDel:
+		if k.set != nil {
+			res.Count = 1
+			k.set = nil
+		}
+	default:
+		res.Err = fmt.Errorf("script: owned %v: %w", sub.Owned, latch.ErrInvalidRequest)
+		return res
+	}
+	describe()
+	return res
+}
+
 // keep records a write command and the scratch view's result of it, if
 // it changed something: one that did not would change nothing in the
 // transaction either, under its watches.
 func (r *scriptRun) keep(sub *fsm.Command, res fsm.Result) {
-	if res.Err != nil || res.Count == 0 || sub.Owned == fsm.OwnedGet {
+	switch {
+	case res.Err != nil || sub.Owned == fsm.OwnedGet || sub.Owned == fsm.OwnedZGet:
+		return
+	case res.Count == 0 && sub.Owned != fsm.OwnedZAdd: // ZADD may change scores only
 		return
 	}
 	c := *sub
