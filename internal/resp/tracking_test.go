@@ -149,6 +149,17 @@ func TestTrackingTable(t *testing.T) {
 			{"r: GET k", "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"},
 			{"r: PING", "*2\r\n$4\r\npong\r\n$0\r\n\r\n"},
 		}},
+		{"RESET: tracking off, subscriptions ended", [][2]string{
+			{"a: " + hello3, ""},
+			{"a: CLIENT TRACKING ON BCAST", "+OK\r\n"},
+			{"a: RESET", "+RESET\r\n"},
+			{"a: CLIENT GETREDIR", ":-1\r\n"},
+			{"b: SET k v NX", "+OK\r\n"},
+			{"a?", ""},
+			{"r: SUBSCRIBE x", "*3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n"},
+			{"r: RESET", "+RESET\r\n"},
+			{"r: GET k", "$1\r\nv\r\n"},
+		}},
 		{"REDIRECT to a RESP2 connection without subscriptions: nothing", [][2]string{
 			{"r: PING", "+PONG\r\n"},
 			{"a: CLIENT TRACKING ON REDIRECT $id:r", "+OK\r\n"},
