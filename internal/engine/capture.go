@@ -285,6 +285,11 @@ func has[K comparable](m map[K]struct{}, k K) bool {
 // changeKey is called before k or its holds change (holders, tokens,
 // leases, owners, mode, limit, lock-delay) or k leaves the table.
 func (e *Engine) changeKey(k *key) {
+	if e.recordChanged {
+		if n := len(e.changed); n == 0 || e.changed[n-1] != k.name {
+			e.changed = append(e.changed, k.name)
+		}
+	}
 	if c := e.capture; c != nil && !has(c.freshKeys, k) && !has(c.savedKeys, k) {
 		c.savedKeys[k] = struct{}{}
 		c.addKey(k.name, k)

@@ -56,6 +56,35 @@ type Engine struct {
 	// capture is the open Capture, told of every change before it is
 	// made; nil when none is open.
 	capture *Capture
+
+	// changed lists the keys changed since TakeChanged, when
+	// recordChanged (RecordChanged).
+	recordChanged bool
+	changed       []string
+}
+
+// RecordChanged makes the engine list the names of the keys whose holders,
+// tokens, leases, owner values or lock-delays its calls change, from now
+// on (on) or no more, for TakeChanged: the keys a client caching their
+// state must forget (the Redis front end's invalidations). It changes
+// nothing of the table, so a replica may record or not.
+func (e *Engine) RecordChanged(on bool) {
+	e.recordChanged = on
+	if !on {
+		clear(e.changed)
+		e.changed = e.changed[:0]
+	}
+}
+
+// TakeChanged appends to dst the names of the keys changed since the last
+// TakeChanged (in the order they changed; a key may be listed more than
+// once), forgets them, and returns dst. It is empty unless RecordChanged
+// is on.
+func (e *Engine) TakeChanged(dst []string) []string {
+	dst = append(dst, e.changed...)
+	clear(e.changed)
+	e.changed = e.changed[:0]
+	return dst
 }
 
 // New returns an empty lock table.

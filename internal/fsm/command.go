@@ -272,6 +272,11 @@ type Command struct {
 	// its proposer's for OpOwnedTx's results (Result.Tx), used when it is
 	// large enough, so that a front end that applies batches reuses one.
 	TxResults []Result
+	// Client is not part of the command (it is not encoded): the front
+	// end's client that proposed it (0: none), which its proposer's node
+	// tells whoever hears of the keys the command changed, so that a
+	// client can be spared the news of its own changes.
+	Client uint64
 }
 
 // ResetItem makes c the item command op on key at instant at: it sets Op,

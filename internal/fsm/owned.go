@@ -158,6 +158,15 @@ const (
 	// expiry of the keys rather than set it (PERSIST); Count is how many
 	// keys had one.
 	OwnedPersist
+	// OwnedAt: Req.Lease is not a duration but the instant the lease ends,
+	// in nanoseconds on the state's clock (Command.At's): Redis's EXAT,
+	// PXAT, EXPIREAT and PEXPIREAT, whose end is then exactly that
+	// instant. An instant at or before the command's is a lease already
+	// over: OwnedRenew releases, and the operations that acquire or store
+	// release what they acquired or stored at once, in the same command
+	// (Redis sets the key, and it expires at once): Count is as if the
+	// lease were long.
+	OwnedAt
 
 	ownedFlagsMask = 1<<iota - 1
 )
@@ -241,6 +250,20 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		r.Err = fmt.Errorf("owned %v: negative lease: %w", c.Owned, latch.ErrInvalidRequest)
 		return
 	}
+	if c.OwnedFlags&OwnedAt != 0 {
+		// The end, as a lease from now; the command is restored before
+		// returning, as it may be applied again (a transaction's).
+		end := c.Req.Lease
+		defer func() { c.Req.Lease = end }()
+		c.Req.Lease = time.Duration(int64(end) - now)
+		if int64(end) < 0 && now > 0 && c.Req.Lease > 0 { // overflowed: long ago
+			c.Req.Lease = math.MinInt64
+		}
+		if c.Req.Lease <= 0 && c.Owned != OwnedRenew {
+			c.Req.Lease = 1
+			defer s.endAtOnce(c, r)
+		}
+	}
 	// A lock command on a sorted-set key: OwnedGet describes it,
 	// OwnedRelease and OwnedRenew act on it (below), the others count
 	// it in ZKeys and change nothing, but OwnedSet, which fails.
@@ -319,6 +342,24 @@ func (s *State) applyOwned(c *Command, r *Result) {
 			if r.Err = err; err == nil {
 				r.Count = 1
 				s.renewOwned(now, key, c.Req.Lease, r)
+			}
+		}
+	}
+}
+
+// endAtOnce releases the keys that c, an operation with a lease already
+// over (OwnedAt), stored its value on.
+func (s *State) endAtOnce(c *Command, r *Result) {
+	if r.Err != nil || r.Count == 0 {
+		return
+	}
+	for _, key := range c.Req.Keys {
+		if st := s.eng.Owned(c.At, key); st.Owned && st.Owner == string(c.Value) {
+			evs, err := s.eng.ReleaseOwned(c.At, key)
+			s.evs = append(s.evs, evs...)
+			if err != nil {
+				r.Err = err
+				return
 			}
 		}
 	}

@@ -103,6 +103,27 @@ func (s *State) gather(evs []engine.Event) {
 	s.evs = append(s.evs, evs...)
 }
 
+// RecordChanged makes the lock table and the sorted sets list the keys
+// that commands change, for TakeChanged (engine.Engine.RecordChanged).
+func (s *State) RecordChanged(on bool) {
+	s.eng.RecordChanged(on)
+	s.z.record = on
+	if !on {
+		clear(s.z.changedKeys)
+		s.z.changedKeys = s.z.changedKeys[:0]
+	}
+}
+
+// TakeChanged appends to dst the keys of the lock table and the sorted
+// sets changed since the last TakeChanged, when recorded
+// (engine.Engine.TakeChanged).
+func (s *State) TakeChanged(dst []string) []string {
+	dst = append(s.eng.TakeChanged(dst), s.z.changedKeys...)
+	clear(s.z.changedKeys)
+	s.z.changedKeys = s.z.changedKeys[:0]
+	return dst
+}
+
 // Now returns the latest instant of a command applied (or restored): the
 // replicated clock. It never goes back.
 func (s *State) Now() int64 { return s.now }

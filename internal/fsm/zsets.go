@@ -95,6 +95,17 @@ type zsets struct {
 	volatile map[string]struct{} // the keys with an expiry
 	ver      uint64              // the last version given
 	members  int                 // of all sets
+	// changedKeys lists the keys changed since State.TakeChanged, when
+	// record (State.RecordChanged).
+	record      bool
+	changedKeys []string
+}
+
+// note records that key changed, when recording.
+func (z *zsets) note(key string) {
+	if z.record {
+		z.changedKeys = append(z.changedKeys, key)
+	}
 }
 
 func newZsets() zsets {
@@ -131,11 +142,13 @@ func (z *zsets) del(key string) {
 	z.members -= k.set.Card()
 	delete(z.keys, key)
 	delete(z.volatile, key)
+	z.note(key)
 }
 
 // changed gives k a new version after a change of its members from
 // before members; an emptied set is deleted.
 func (z *zsets) changed(key string, k *zkey, before int) {
+	z.note(key)
 	if k.set.Card() == 0 {
 		z.members -= before
 		delete(z.keys, key)
@@ -149,6 +162,7 @@ func (z *zsets) changed(key string, k *zkey, before int) {
 
 // setExpires sets k's expiry and gives it a new version.
 func (z *zsets) setExpires(key string, k *zkey, expires int64) {
+	z.note(key)
 	k.expires = expires
 	if expires != 0 {
 		z.volatile[key] = struct{}{}

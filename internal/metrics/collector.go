@@ -43,6 +43,10 @@ var (
 		"The low 32 bits of the data tree's zxid (its counter): one more per change.", nil, nil)
 	descZWatches = prometheus.NewDesc("latch_zookeeper_watches",
 		"Watches set on this node's ZooKeeper front end.", nil, nil)
+	descTrackingClients = prometheus.NewDesc("latch_redis_tracking_clients",
+		"Connections of this node's Redis front end with client-side caching on (CLIENT TRACKING).", nil, nil)
+	descTrackedKeys = prometheus.NewDesc("latch_redis_tracked_keys",
+		"Keys in the tracking table of this node's Redis front end (read by tracking connections, not yet invalidated).", nil, nil)
 
 	descWait = prometheus.NewDesc("latch_wait_seconds",
 		"Time from a lock request to its grant (0 for a request granted at once).", nil, nil)
@@ -72,6 +76,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descGrants, descReleases, descTimeouts, descCancels, descSessionsOpened,
 		descSessionExpiries, descSessions, descHeld, descKeys, descWaiters,
 		descZSessions, descZnodes, descEphemerals, descZxidEpoch, descZxidCounter, descZWatches,
+		descTrackingClients, descTrackedKeys,
 		descWait, descHold, descHandOff, descConns, descConnsTotal, descConnsRefused, descRequests, descErrors,
 	} {
 		ch <- d
@@ -124,6 +129,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if n, ok := m.zooKeeperWatches(); ok {
 		gauge(descZWatches, int64(n))
+	}
+	if f := m.tracking.Load(); f != nil {
+		clients, keys := (*f)()
+		gauge(descTrackingClients, int64(clients))
+		gauge(descTrackedKeys, int64(keys))
 	}
 	histogram(descHandOff, m.obs.handoff.snapshot())
 	m.collectOps(ch)

@@ -62,6 +62,10 @@
 //	latch_zookeeper_zxid_counter              the zxid's low 32 bits: one more per change
 //	latch_zookeeper_watches                   watches set on the ZooKeeper front end
 //	                                          (once WatchZooKeeper is called)
+//	latch_redis_tracking_clients, latch_redis_tracked_keys
+//	                                          the Redis front end's client-side caching:
+//	                                          tracking connections and tracked keys
+//	                                          (once WatchRedisTracking is called)
 //	latch_memcache_bytes, latch_memcache_locked_bytes, latch_memcache_items
 //	                                          the memcached items' memory, that of the
 //	                                          locked ones, and their count (once

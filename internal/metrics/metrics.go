@@ -28,6 +28,9 @@ type Metrics struct {
 	// zwatches counts the ZooKeeper front end's watches; set by
 	// WatchZooKeeper.
 	zwatches atomic.Pointer[func() int]
+	// tracking reads the Redis front end's client-side caching: tracking
+	// connections and tracked keys; set by WatchRedisTracking.
+	tracking atomic.Pointer[func() (clients, keys int)]
 	// The build, the limits and the items (ops.go).
 	opsState
 
@@ -71,6 +74,14 @@ func (m *Metrics) Watch(src Source) { m.src.Store(&src) }
 // front end, which watches counts when called (at scrape time, without
 // the node's mutex). Until it is called they are not reported.
 func (m *Metrics) WatchZooKeeper(watches func() int) { m.zwatches.Store(&watches) }
+
+// WatchRedisTracking makes the registry report the Redis front end's
+// client-side caching, which tracking counts when called (at scrape time):
+// the connections with tracking on, and the keys of its tracking table.
+// Until it is called they are not reported.
+func (m *Metrics) WatchRedisTracking(tracking func() (clients, keys int)) {
+	m.tracking.Store(&tracking)
+}
 
 // zooKeeperWatches returns the ZooKeeper front end's watches; ok is false
 // before WatchZooKeeper.

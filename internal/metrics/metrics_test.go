@@ -458,6 +458,21 @@ func TestLockPathAllocationFree(t *testing.T) {
 	}
 }
 
+// TestRedisTrackingGauges: the client-side caching gauges are read from
+// the hook WatchRedisTracking sets, and absent before.
+func TestRedisTrackingGauges(t *testing.T) {
+	m, _ := newNode(t)
+	if _, ok := lookup(t, m, "latch_redis_tracked_keys"); ok {
+		t.Error("latch_redis_tracked_keys reported before WatchRedisTracking")
+	}
+	m.WatchRedisTracking(func() (int, int) { return 2, 7 })
+	for name, want := range map[string]float64{"latch_redis_tracking_clients": 2, "latch_redis_tracked_keys": 7} {
+		if got := value(t, m, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+}
+
 // TestZooKeeperGauges checks the data tree's gauges, read from the node,
 // and the watch count, read from the hook WatchZooKeeper sets.
 func TestZooKeeperGauges(t *testing.T) {

@@ -72,6 +72,9 @@ func (n *Node) apply(b *fsm.Batch) {
 		}
 		n.dispatch(evs)
 		n.zApplied(c, r)
+		if n.kf != nil {
+			n.keysApplied(c.Seq, c.Origin == n.origin, c.Client)
+		}
 		at = max(at, c.At)
 	}
 	n.rearm(at)
@@ -309,6 +312,10 @@ func (n *Node) restore(r io.Reader) error {
 	}
 	n.letGo("restored a snapshot")
 	n.st = st
+	if n.kf != nil {
+		st.RecordChanged(true)
+		n.kf(nil, 0)
+	}
 	n.rearm(st.Now())
 	return nil
 }

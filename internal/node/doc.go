@@ -61,6 +61,11 @@
 // Events about requests and sessions that are not this node's (another
 // replica's) are not acted on.
 //
+// A front end may hear of every key that an applied command changed
+// (WatchKeys: the Redis front end's client-side caching), under the
+// mutex, with the client that proposed the command when it was this
+// node; the lock table records them only while someone listens.
+//
 // Config.Observer, when set, hears about sessions, grants, timeouts,
 // cancellations and every hold that ends (with its hold time and why it
 // ended, from engine.Engine.Drops), for metrics. It is called under the

@@ -210,6 +210,13 @@ type Node struct {
 	zevs   []znode.Event
 	zended []latch.SessionID
 	zbuf   []byte
+
+	// The Redis front end's (keys.go): what hears of the keys changed,
+	// scratch for them, and the clients of this node's commands in
+	// flight in a cluster. Guarded by mu.
+	kf       KeysFunc
+	kchanged []string
+	kclients map[uint64]uint64
 }
 
 // ended is what unlock reports once mu is released: the end r of an

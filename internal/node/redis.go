@@ -31,6 +31,8 @@ func (n *Node) Owned(in *fsm.Command) fsm.Result {
 	c.Req.Keys, c.Req.Lease, c.Value = in.Req.Keys, in.Req.Lease, in.Value
 	c.Owned, c.OwnedFlags, c.Prefix = in.Owned, in.OwnedFlags, in.Prefix
 	c.Tx, c.Watch, c.TxResults = in.Tx, in.Watch, in.TxResults
+	c.Client = in.Client
+	n.keysClient(c.Seq, in.Client)
 	c.ZSet = in.ZSet
 	r := n.propose()
 	if n.obs != nil {

@@ -545,6 +545,16 @@ func (w *Writer) Map(n int) {
 	w.head('*', 2*int64(n))
 }
 
+// Push starts a push of n elements: >n in RESP3, an array in RESP2 (as
+// Redis sends pub/sub messages).
+func (w *Writer) Push(n int) {
+	if w.Proto == 3 {
+		w.head('>', int64(n))
+		return
+	}
+	w.head('*', int64(n))
+}
+
 // Set starts a set of n elements: ~n in RESP3, an array in RESP2.
 func (w *Writer) Set(n int) {
 	if w.Proto == 3 {

@@ -39,6 +39,14 @@ var commandTable = []command{
 	{name: "expire", arity: -3, plan: planExpire, write: true},
 	{name: "pttl", arity: 2, plan: planTTL},
 	{name: "ttl", arity: 2, plan: planTTL},
+	{name: "setex", arity: 4, plan: planSetEx, write: true},
+	{name: "psetex", arity: 4, plan: planSetEx, write: true},
+	{name: "getdel", arity: 2, plan: planGetDel, write: true},
+	{name: "getex", arity: -2, plan: planGetEx, write: true},
+	{name: "pexpireat", arity: -3, plan: planExpire, write: true},
+	{name: "expireat", arity: -3, plan: planExpire, write: true},
+	{name: "pexpiretime", arity: 2, plan: planExpireTime},
+	{name: "expiretime", arity: 2, plan: planExpireTime},
 	{name: "type", arity: 2, plan: planType},
 	{name: "latch.token", arity: -2, plan: planToken},
 	{name: "eval", arity: -3, plan: planEval, write: true},
@@ -68,6 +76,10 @@ var commandTable = []command{
 	{name: "wait", arity: 3, fn: cmdWait},
 	{name: "script", arity: -2, fn: cmdScript},
 	{name: "flushall", arity: -1, fn: cmdFlush},
+	{name: "subscribe", arity: -2, fn: cmdSubscribe},
+	{name: "unsubscribe", arity: -1, fn: cmdSubscribe},
+	{name: "psubscribe", arity: -2, fn: cmdSubscribe},
+	{name: "punsubscribe", arity: -1, fn: cmdSubscribe},
 	{name: "flushdb", arity: -1, fn: cmdFlush},
 }
 
@@ -80,6 +92,9 @@ func (c *conn) do(args [][]byte) {
 	var lower [32]byte
 	name := args[0]
 	var cmd *command
+	if c.cachingUsed { // CLIENT CACHING's flag was for the command before
+		c.caching, c.cachingUsed = false, false
+	}
 	if len(name) <= len(lower) {
 		for i, b := range name {
 			if 'A' <= b && b <= 'Z' {
@@ -112,6 +127,14 @@ func (c *conn) do(args [][]byte) {
 		return
 	}
 	cmd.metric.Request()
+	if c.caching && cmd.name != "client" && cmd.name != "multi" && (!c.multi || cmd.name == "exec" || cmd.name == "discard") {
+		c.cachingUsed = true
+	}
+	if c.nsubs.Load() > 0 && c.w.Proto == 2 && !subscribedCommands[cmd.name] {
+		cmd.metric.Error()
+		c.w.Error(fmt.Sprintf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", cmd.name))
+		return
+	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || len(args) < -cmd.arity {
 		cmd.metric.Error()
 		if c.multi {
@@ -235,6 +258,7 @@ func (c *conn) runBatch() {
 // clearPlan drops the references of the plan's commands and key lists, once
 // answered, and empties the plan.
 func (c *conn) clearPlan() {
+	c.settle()
 	clear(c.subs)
 	clear(c.names)
 	clear(c.plans)
@@ -278,6 +302,10 @@ const (
 	rCADMissing                  // :-1 when free, else :Count
 	rPTTLIf                      // PTTL if the owner value is val, else :-3
 	rAllOrZero                   // :arg if Count > 0, else :0
+	rPExpireAt                   // :lease end in ms, -1 without a lease, -2 when free
+	rExpireAt                    // as rPExpireAt in seconds
+	rErrIfFound                  // null when free, else msg
+	rSubPong                     // PING subscribed in RESP2: [pong, msg]
 	rZRead                       // the sorted-set read zq, from the set read
 	rZIncr                       // ZADD INCR: the score as a double, or null
 )
@@ -407,7 +435,9 @@ func (c *conn) run(tx bool) bool {
 			return true
 		}
 		if len(c.subs) == 1 {
+			c.subs[0].Client = c.clientTag()
 			c.results = append(c.results, svc.Owned(&c.subs[0]))
+			c.settle()
 			c.readClock()
 			return true
 		}
@@ -418,10 +448,12 @@ func (c *conn) run(tx bool) bool {
 		c.txResults = make([]fsm.Result, 0, maxBatch)
 	}
 	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: c.subs, TxResults: c.txResults}
+	in.Client = c.clientTag()
 	if tx {
 		in.Watch = c.watches
 	}
 	r := svc.Owned(&in)
+	c.settle()
 	c.readClock()
 	if r.Err != nil {
 		// The outcome may be unknown (a cluster that let go of the
@@ -550,6 +582,25 @@ func (c *conn) answer(p *plan) bool {
 		} else {
 			w.Int(-3)
 		}
+	case rPExpireAt:
+		w.Int(expireTimeOf(&r))
+	case rExpireAt:
+		ms := expireTimeOf(&r)
+		if ms > 0 {
+			ms /= 1000
+		}
+		w.Int(ms)
+	case rSubPong:
+		w.Array(2)
+		w.BulkString("pong")
+		w.BulkString(p.msg)
+	case rErrIfFound:
+		if r.Found == 0 {
+			w.Null()
+		} else {
+			w.Error(p.msg)
+			return true
+		}
 	case rAllOrZero:
 		if r.Count > 0 {
 			w.Int(p.arg)
@@ -605,6 +656,7 @@ func planGet(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rGet, first).typed = true
@@ -615,6 +667,7 @@ func planType(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rType, first)
@@ -633,6 +686,7 @@ func planToken(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if len(args) == 3 {
@@ -647,6 +701,7 @@ func planTTL(c *conn, args [][]byte) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if len(args[0]) == 4 { // pttl
@@ -664,6 +719,7 @@ func planExists(c *conn, args [][]byte) {
 			c.subs = c.subs[:first]
 			return
 		}
+		c.remember(k)
 		c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	}
 	c.add(rExists, first)
@@ -678,70 +734,10 @@ func lease(n int64, unit time.Duration) (time.Duration, bool) {
 	return time.Duration(n) * unit, true
 }
 
-func planSet(c *conn, args [][]byte) {
-	k, ok := c.key(args[1])
-	if !ok || !c.value(args[2]) {
-		return
-	}
-	var nx, xx, keep, ex bool
-	var d time.Duration
-	for i := 3; i < len(args); i++ {
-		opt := upperOption(args[i])
-		switch {
-		case opt == "NX" && !xx:
-			nx = true
-		case opt == "XX" && !nx:
-			xx = true
-		case opt == "KEEPTTL" && !ex:
-			keep = true
-		case (opt == "EX" || opt == "PX") && !ex && !keep && i+1 < len(args):
-			ex = true
-			i++
-			n, ok := parseInt(args[i])
-			if !ok {
-				c.fail("ERR value is not an integer or out of range")
-				return
-			}
-			unit := time.Second
-			if opt == "PX" {
-				unit = time.Millisecond
-			}
-			if d, ok = lease(n, unit); !ok || n <= 0 {
-				c.fail("ERR invalid expire time in 'set' command")
-				return
-			}
-		case (opt == "EXAT" || opt == "PXAT") && !ex && !keep && i+1 < len(args):
-			c.fail("ERR latch: EXAT and PXAT are not supported: leases run on latch's monotonic clock, not the wall clock (use EX or PX)")
-			return
-		case opt == "GET":
-			c.fail("ERR latch: SET with GET is not supported (use GET, then SET)")
-			return
-		default:
-			c.fail("ERR syntax error")
-			return
-		}
-	}
-	first := len(c.subs)
-	if nx {
-		c.sub(fsm.OwnedAcquire, 0, args[2], d, c.one(k)...)
-		c.add(rOKOrNull, first)
-		return
-	}
-	var flags fsm.OwnedFlags
-	if xx {
-		flags |= fsm.OwnedXX
-	}
-	if keep {
-		flags |= fsm.OwnedKeepTTL
-	}
-	c.sub(fsm.OwnedSet, flags, args[2], d, c.one(k)...)
-	c.add(rOKOrNull, first)
-}
-
-// upperOption returns a SET option in upper case, without allocating for
-// the options SET knows.
+// upperOption returns a SET or GETEX option in upper case, without
+// allocating for the options they know.
 func upperOption(b []byte) string {
-	for _, o := range [...]string{"NX", "XX", "EX", "PX", "KEEPTTL", "EXAT", "PXAT", "GET"} {
+	for _, o := range [...]string{"NX", "XX", "EX", "PX", "KEEPTTL", "EXAT", "PXAT", "GET", "PERSIST"} {
 		if bytes.EqualFold(b, []byte(o)) {
 			return o
 		}
@@ -790,36 +786,15 @@ func planDel(c *conn, args [][]byte) {
 	c.add(rCount, first)
 }
 
-func planExpire(c *conn, args [][]byte) {
-	k, ok := c.key(args[1])
-	if !ok {
-		return
-	}
-	n, ok := parseInt(args[2])
-	if !ok {
-		c.fail("ERR value is not an integer or out of range")
-		return
-	}
-	if len(args) > 3 {
-		c.fail(fmt.Sprintf("ERR Unsupported option %s", args[3]))
-		return
-	}
-	name := strings.ToLower(string(args[0]))
-	unit := time.Second
-	if name == "pexpire" {
-		unit = time.Millisecond
-	}
-	d, ok := lease(n, unit)
-	if !ok {
-		c.fail(fmt.Sprintf("ERR invalid expire time in '%s' command", name))
-		return
-	}
-	first := len(c.subs)
-	c.sub(fsm.OwnedRenew, 0, nil, d, c.one(k)...)
-	c.add(rCount, first)
-}
-
 func planPing(c *conn, args [][]byte) {
+	if c.nsubs.Load() > 0 && c.w.Proto == 2 && len(args) <= 2 {
+		p := plan{kind: rSubPong}
+		if len(args) == 2 {
+			p.msg = string(args[1])
+		}
+		c.plans = append(c.plans, p)
+		return
+	}
 	switch len(args) {
 	case 1:
 		c.plans = append(c.plans, plan{kind: rSimple, msg: "PONG"})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/latchd/latch/internal/evloop"
 	"github.com/latchd/latch/internal/fsm"
@@ -62,6 +63,24 @@ type conn struct {
 	scriptOut []byte     // room for a Lua script's reply, reused
 	script    *scriptRun // a Lua script's run, reused
 	luaQ      []luaReq   // the Lua batch: script requests not yet run (flushLua)
+
+	// Client-side caching (tracking.go): the tracking state (guarded by
+	// the tracker's lock); the connection's own copy of what its reads
+	// need (tracks: default mode on), CLIENT CACHING's flag (caching, for
+	// the next command: cachingUsed once that one ran); the protocol and
+	// subscriptions, read by whoever sends invalidations; the channels
+	// subscribed (pubsub.go); and the delivery of what is pushed.
+	tr                   *trackState
+	trackFor             *conn           // a script's: its caller, whose reads they are
+	srun                 *scriptRun      // a script's: its run
+	own                  map[string]bool // remember's, for the step being applied
+	tracks, optin        bool
+	optout, noloop       bool
+	caching, cachingUsed bool
+	proto, nsubs         atomic.Int32
+	channels             map[string]bool
+	patterns             map[string]bool
+	pushState
 }
 
 // ServeConn serves nc on its own goroutine (netserve.Protocol), until the
@@ -71,7 +90,9 @@ func (s *Server) ServeConn(nc *netserve.Conn) {
 	c := &conn{srv: s, nc: nc, peer: nc.RemoteAddr(), id: s.lastID.Add(1)}
 	nc.SetHooks(netserve.Hooks{Flush: c.flush})
 	c.br, c.bw = nc.R, nc.W
+	c.busy = true
 	c.init()
+	defer s.track.close(c)
 	c.serve()
 }
 
@@ -122,7 +143,15 @@ func (c *conn) giveBuffers() {
 func (c *conn) init() {
 	c.rd = NewReader(c.br, c.srv.cfg.Limits)
 	c.w = NewWriter(c.bw)
+	c.setProto(2)
 	c.authed = len(c.srv.tokens()) == 0
+	c.srv.track.open(c)
+}
+
+// setProto sets the protocol of the replies (HELLO, RESET).
+func (c *conn) setProto(p int) {
+	c.w.Proto = p
+	c.proto.Store(int32(p))
 }
 
 // more reports whether more input than the current request is at hand,
@@ -138,6 +167,19 @@ func (c *conn) flush() error {
 	if c.batch > 0 {
 		c.runBatch()
 	}
+	if c.in != nil {
+		return c.bw.Flush()
+	}
+	// A goroutine's connection: with what was pushed to it, and then
+	// the writer may write to its socket until it serves a request.
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.pmu.Lock()
+	c.bw.Write(c.pending)
+	c.pending, c.overflow = c.pending[:0], false
+	c.pushed.Store(false)
+	c.busy = false
+	c.pmu.Unlock()
 	return c.bw.Flush()
 }
 
@@ -150,6 +192,11 @@ func (c *conn) serve() {
 		// Next may have given the buffers back and taken others.
 		c.br, c.bw = c.nc.R, c.nc.W
 		c.rd.r, c.w.w = c.br, c.bw
+		// The writer's write to the socket ends first; what was pushed
+		// before this request goes before its reply.
+		c.wmu.Lock()
+		c.busy = true
+		c.wmu.Unlock()
 		args, err := c.rd.Next()
 		if err != nil {
 			var pe *ProtocolError
@@ -162,6 +209,7 @@ func (c *conn) serve() {
 			}
 			return
 		}
+		c.writePushes()
 		c.do(args)
 		if c.closing {
 			c.flush()
@@ -183,6 +231,9 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 		return out, 0, true
 	}
 	c.partial = false
+	c.pmu.Lock()
+	c.inInput = true // pushes wait for the replies
+	c.pmu.Unlock()
 	c.in.Reset(in)
 	c.takeBuffers()
 	defer c.giveBuffers()
@@ -204,6 +255,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 			used, open = len(in), false
 			break
 		}
+		c.writePushes()
 		c.do(args)
 		used = c.in.Pos() - c.br.Buffered()
 		if c.closing {
@@ -214,6 +266,12 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 	if c.batch > 0 {
 		c.runBatch()
 	}
+	c.pmu.Lock()
+	c.bw.Write(c.pending)
+	c.pending, c.overflow = c.pending[:0], false
+	c.pushed.Store(false)
+	c.inInput = false
+	c.pmu.Unlock()
 	c.bw.Flush()
 	c.in.Reset(nil)
 	out, c.reply.B = c.reply.B, nil
@@ -222,6 +280,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 
 // Closed ends the connection once its event loop has closed it.
 func (c *conn) Closed(err error) {
+	c.srv.track.close(c)
 	switch {
 	case errors.Is(err, evloop.ErrIdle):
 		c.srv.log.Debug("redis: closing an idle connection", "peer", c.peer.String())

@@ -147,7 +147,7 @@ func cmdHello(c *conn, args [][]byte) {
 		}
 		c.name = name
 	}
-	c.w.Proto = proto
+	c.setProto(proto)
 	w := c.w
 	w.Map(7)
 	w.BulkString("server")
@@ -216,9 +216,11 @@ func validName(s string) bool {
 
 func cmdClient(c *conn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
-	arity := map[string]int{"SETNAME": 3, "GETNAME": 2, "ID": 2, "SETINFO": 4, "NO-EVICT": 3, "NO-TOUCH": 3, "INFO": 2}
+	arity := map[string]int{"SETNAME": 3, "GETNAME": 2, "ID": 2, "SETINFO": 4, "NO-EVICT": 3, "NO-TOUCH": 3, "INFO": 2,
+		"TRACKING": -3, "CACHING": 3, "GETREDIR": 2, "TRACKINGINFO": 2}
 	n, ok := arity[sub]
 	switch {
+	case ok && n < 0 && len(args) >= -n:
 	case !ok:
 		c.w.Error(fmt.Sprintf("ERR unknown subcommand '%s'. Try CLIENT HELP.", args[1]))
 		return
@@ -242,6 +244,14 @@ func cmdClient(c *conn, args [][]byte) {
 		}
 	case "ID":
 		c.w.Int(c.id)
+	case "TRACKING":
+		c.clientTracking(args)
+	case "CACHING":
+		c.clientCaching(args[2])
+	case "GETREDIR":
+		c.clientGetRedir()
+	case "TRACKINGINFO":
+		c.clientTrackingInfo()
 	case "INFO":
 		c.w.Verbatim(fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=%d lib=latch\n", c.id, c.peer, c.name, c.w.Proto))
 	default: // SETINFO, NO-EVICT, NO-TOUCH: nothing to do
@@ -291,7 +301,8 @@ func cmdQuit(c *conn, _ [][]byte) {
 func cmdReset(c *conn, _ [][]byte) {
 	c.endTx()
 	c.name = ""
-	c.w.Proto = 2
+	c.setProto(2)
+	c.resetTracking()
 	c.authed, c.token = len(c.srv.tokens()) == 0, nil
 	c.w.Simple("RESET")
 }

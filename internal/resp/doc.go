@@ -39,6 +39,16 @@
 // write commands are then applied as one fsm.OpOwnedTx under those
 // watches, or the script runs again if a key changed.
 //
+// Client-side caching (CLIENT TRACKING, tracking.go): a Service that tells
+// which keys each applied command changed (internal/node's WatchKeys,
+// from its apply path, whatever proposed the change: any protocol, any
+// node, an operator, a lease's end) feeds the tracking table, which
+// queues Redis 7's invalidation messages on the connections that read
+// the keys (or watch their prefixes); each connection's event loop or
+// goroutine writes them between replies, so the lock table never waits
+// on a client. Expire times (expire.go) are Redis's, saturated at the
+// lock table's last instant (year 2262).
+//
 // Every Redis command that changes a lock or a sorted set is one command
 // of the Service (fsm.OpOwned), and a MULTI/EXEC transaction is one
 // fsm.OpOwnedTx, applied only if the keys it WATCHes have not changed.

@@ -32,6 +32,15 @@ func ClientScripts(t *testing.T) []ClientScript {
 	return out
 }
 
+// StartForTest serves an in-memory node on a loopback port with loops
+// event loops (-1: a goroutine per connection), until the test ends, and
+// returns its address.
+func StartForTest(t *testing.T, loops int) string {
+	cfg := DefaultConfig()
+	cfg.Loops = loops
+	return startServer(t, cfg).Addr().String()
+}
+
 // luascriptForTest returns a script engine with a time limit (ns) and a
 // memory limit (bytes).
 func luascriptForTest(ns, mem int64) *luascript.Engine {

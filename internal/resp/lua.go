@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -325,7 +326,8 @@ func (r *scriptRun) start() {
 		r.bw = bufio.NewWriter(&r.out)
 		r.sc.w = NewWriter(r.bw)
 	}
-	r.sc.token = r.c.token // the rights of the connection's last AUTH
+	r.sc.token = r.c.token            // the rights of the connection's last AUTH
+	r.sc.trackFor, r.sc.srun = r.c, r // the script's reads are tracked for its caller, as in Redis
 }
 
 // clear drops what the run refers to, once answered.
@@ -396,8 +398,9 @@ func (r *scriptRun) commit() (done bool, err error) {
 	for _, key := range r.order {
 		r.watch = append(r.watch, r.keys[key].watch)
 	}
-	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch}
+	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch, Client: r.c.clientTag()}
 	res := svc.Owned(&in)
+	r.c.settle()
 	if errors.Is(res.Err, fsm.ErrWatchChanged) {
 		return false, nil
 	}
@@ -486,6 +489,36 @@ func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
 // the state machine would (fsm's applyOwned) at the script's instant; a
 // write is kept for the transaction.
 func (r *scriptRun) apply(sub *fsm.Command) (fsm.Result, error) {
+	if sub.OwnedFlags&fsm.OwnedAt == 0 {
+		return r.applyLease(sub, sub)
+	}
+	// A lease's end (fsm.OwnedAt): the scratch view sees it as a lease
+	// from the script's instant; the transaction keeps the end.
+	rel := *sub
+	rel.OwnedFlags &^= fsm.OwnedAt
+	rel.Req.Lease = time.Duration(int64(sub.Req.Lease) - r.at)
+	if int64(sub.Req.Lease) < 0 && r.at > 0 && rel.Req.Lease > 0 {
+		rel.Req.Lease = math.MinInt64
+	}
+	over := rel.Req.Lease <= 0 && sub.Owned != fsm.OwnedRenew
+	if over {
+		rel.Req.Lease = 1
+	}
+	res, err := r.applyLease(&rel, sub)
+	if over && err == nil && res.Err == nil && res.Count > 0 {
+		// Stored and over at once, as the state machine does.
+		for _, k := range sub.Req.Keys {
+			if st := &r.keys[k].st; st.Count == 1 && st.Owner == string(sub.Value) {
+				*st = fsm.Result{}
+			}
+		}
+	}
+	return res, err
+}
+
+// applyLease is apply of sub, whose lease is a duration; kept is the
+// command the transaction keeps.
+func (r *scriptRun) applyLease(sub, kept *fsm.Command) (fsm.Result, error) {
 	var res fsm.Result
 	keys := sub.Req.Keys
 	for _, k := range keys {
@@ -574,7 +607,7 @@ func (r *scriptRun) apply(sub *fsm.Command) (fsm.Result, error) {
 	default:
 		return res, fmt.Errorf("script: owned %v: %w", sub.Owned, latch.ErrInvalidRequest)
 	}
-	r.keep(sub, res)
+	r.keep(kept, res)
 	return res, nil
 }
 

@@ -177,6 +177,9 @@ func FuzzLoopInput(f *testing.F) {
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$-5\r\n*1\r\n$4\r\nPING\r\n"), uint8(2))
 	f.Add([]byte("EVAL \"return redis.call('set',KEYS[1],'v','NX')\" 1 s\r\nEVAL \"redis.call('del',KEYS[1]) error('x')\" 1 s\r\nEVAL_RO \"return redis.call('get',KEYS[1])\" 1 s\r\nGET s\r\nEVAL \"return 1\" x\r\n"), uint8(9))
 	f.Add([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$3\r\nab"), uint8(4))
+	f.Add([]byte("HELLO 3\r\nCLIENT TRACKING ON\r\nGET a\r\nSET a x NX\r\nGET a\r\nMULTI\r\nGET a\r\nDEL a\r\nGET a\r\nEXEC\r\nDEL a\r\nPING\r\n"), uint8(6))
+	f.Add([]byte("HELLO 3\r\nCLIENT TRACKING ON BCAST PREFIX a NOLOOP\r\nSET a1 x NX\r\nCLIENT TRACKINGINFO\r\nCLIENT TRACKING OFF\r\nCLIENT CACHING yes\r\n"), uint8(9))
+	f.Add([]byte("CLIENT TRACKING ON OPTIN REDIRECT 1\r\nSUBSCRIBE __redis__:invalidate x\r\nCLIENT CACHING yes\r\nGET k\r\nSET k v NX\r\nPING\r\nUNSUBSCRIBE\r\nGETEX k PXAT 1\r\n"), uint8(11))
 	f.Add([]byte("ZADD z 1 a 2 b\r\nZRANGE z 0 -1 WITHSCORES\r\nWATCH z\r\nMULTI\r\nZREM z a\r\nZCARD z\r\nEXEC\r\nZADD z INCR 1 b\r\nZRANGEBYSCORE z (1 +inf LIMIT 0 1\r\nPEXPIRE z 100\r\nTYPE z\r\nZSCORE z b\r\n"), uint8(6))
 	f.Fuzz(func(t *testing.T, input []byte, cut uint8) {
 		synctest.Test(t, func(t *testing.T) {

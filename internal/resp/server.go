@@ -46,6 +46,9 @@ type Server struct {
 
 	lastID atomic.Int64 // CLIENT ID
 
+	// track is the client-side caching's tracking table (tracking.go).
+	track *tracker
+
 	// toks are the tokens AUTH accepts (Config.Tokens, SetTokens).
 	toks atomic.Pointer[[]netserve.Token]
 }
@@ -70,6 +73,10 @@ func New(svc Service, cfg Config) (*Server, error) {
 		started: time.Now(),
 		loaded:  make(map[string]loadedScript),
 		lua:     luascript.New(luascript.Limits{Version: redisVersion, Logger: cfg.Logger}),
+		track:   newTracker(),
+	}
+	if kw, ok := svc.(keyWatcher); ok {
+		kw.WatchKeys(s.track.changed)
 	}
 	s.toks.Store(&cfg.Tokens)
 	s.cmds = make(map[string]*command, len(commandTable)+len(zcommandTable))
@@ -138,7 +145,22 @@ func (s *Server) Addr() net.Addr { return s.ns.Addr() }
 // Shutdown stops accepting, closes every connection and waits for the
 // server's goroutines, or until ctx is done. Locks are not connections':
 // they stay in the lock table.
-func (s *Server) Shutdown(ctx context.Context) error { return s.ns.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	if kw, ok := s.svc.(keyWatcher); ok {
+		kw.WatchKeys(nil)
+	}
+	return s.ns.Shutdown(ctx)
+}
+
+// keyWatcher is a Service that tells which of its keys change
+// (internal/node): client-side caching's invalidations come from it. f
+// hears of the keys each applied command changed, in order, under the
+// service's lock (it must not block), with the client that proposed the
+// command (fsm.Command.Client) when it was proposed here; keys nil means
+// every key (the state was replaced). nil stops it.
+type keyWatcher interface {
+	WatchKeys(f func(keys []string, client uint64))
+}
 
 // clients counts the open connections (INFO).
 func (s *Server) clients() int { return s.ns.Stats().Open }

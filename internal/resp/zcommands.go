@@ -203,6 +203,7 @@ func (c *conn) zread(key []byte, q *zquery) {
 	if !ok {
 		return
 	}
+	c.remember(k)
 	first := len(c.subs)
 	c.zsub(fsm.OwnedZGet, k, fsm.ZSetArgs{})
 	c.add(rZRead, first).zq = q

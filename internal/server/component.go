@@ -94,6 +94,7 @@ func (s *Server) frontEnds() ([]component, error) {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		s.redis = rs
+		s.metrics.WatchRedisTracking(rs.Tracking)
 		comps = append(comps, rs)
 	}
 	if s.cfg.ZooKeeper.Addr != "" {
