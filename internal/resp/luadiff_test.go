@@ -1,0 +1,415 @@
+package resp_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/internal/resp"
+)
+
+// The Lua differential test: scripts run by latch and by Debian's
+// redis-server, over the same connections' protocol (RESP2, and RESP3
+// after HELLO 3), must answer the same bytes and leave their keys in the
+// same state (GET and TYPE the same; PTTL the same class, -2, -1 or a
+// lease, and leases within luaPTTLSlack of each other). Leases are long
+// (100 s and more), so timing never decides a reply.
+//
+// The scripts come from a seeded generator (luagen_test.go; a random seed
+// each run, printed on failure; LATCH_LUADIFF_SEED=N replays one and
+// LATCH_LUADIFF_N=N sets how many scripts), from the hand-written corpus
+// in testdata/lua, and from the installed lock clients' own scripts. Where
+// latch's keys as locks differ from Redis's strings (a plain SET over a
+// key that another value holds), the generator writes only sequences on
+// which both agree, and TestLuaDifferentialLocked asserts the difference.
+//
+// LATCH_LUADIFF_SELF=1 compares redis-server with a second redis-server
+// instead, to show that what the test compares does not depend on time.
+
+// luaDiffZSets turns on the sorted-set commands (ZADD, ZREM, ZCARD, ZSCORE,
+// ZRANGE, ZREMRANGEBYSCORE) in the generated scripts; LATCH_LUADIFF_ZSET=1
+// does too.
+var luaDiffZSets = false
+
+// luaPTTLSlack is how far apart two leases set by the same script may be.
+const luaPTTLSlack = 2000 // ms
+
+// luaDifference is a deliberate difference between latch and Redis: a
+// command whose replies may differ when match says so.
+type luaDifference struct {
+	reason string
+	match  func(cmd []string, latch, redis string) bool
+}
+
+// luaDifferences are latch's deliberate differences from Redis in scripts.
+var luaDifferences = []luaDifference{}
+
+// luaConn is one server's connection of the test.
+type luaConn struct {
+	c     *rconn
+	proto string
+}
+
+// luaPair runs cases on latch and on Redis side by side.
+type luaPair struct {
+	t      *testing.T
+	l, r   luaConn
+	prefix string
+	seed   uint64
+	bad    int
+	kinds  map[string]int // what Redis answered the scripts, by reply type
+}
+
+func newLuaPair(t *testing.T, latchAddr, redisAddr, proto string, seed uint64) *luaPair {
+	p := &luaPair{t: t, seed: seed, kinds: map[string]int{},
+		prefix: fmt.Sprintf("lua:%d:%s:", time.Now().UnixNano(), proto)}
+	p.l = luaConn{dial(t, latchAddr), proto}
+	p.r = luaConn{dial(t, redisAddr), proto}
+	if proto == "3" {
+		// HELLO's reply names the server and the connection: compare its form only.
+		lh, rh := p.l.c.do("HELLO", "3"), p.r.c.do("HELLO", "3")
+		if !strings.HasPrefix(lh, "%7\r\n") || !strings.HasPrefix(rh, "%7\r\n") {
+			t.Fatalf("HELLO 3: latch %q, redis %q", lh, rh)
+		}
+	}
+	return p
+}
+
+// key turns a placeholder (K1, Z2) into case i's key.
+func (p *luaPair) key(i int, s string) string {
+	if len(s) >= 2 && (s[0] == 'K' || s[0] == 'Z') && s[1] >= '0' && s[1] <= '9' {
+		return fmt.Sprintf("%s%d:%s", p.prefix, i, s)
+	}
+	return s
+}
+
+// commands are the commands that run case c (numbered i).
+func (p *luaPair) commands(i int, c luaCase) [][]string {
+	keys := make([]string, len(c.keys))
+	for j, k := range c.keys {
+		keys[j] = p.key(i, k)
+	}
+	run := func(cmd, script string) []string {
+		return append(append([]string{cmd, script, strconv.Itoa(len(keys))}, keys...), c.argv...)
+	}
+	s := sha(c.body)
+	up := strings.ToUpper(s)
+	switch c.how {
+	case "evalsha":
+		if i%2 == 0 {
+			s = up // EVALSHA takes its SHA1 in either case
+		}
+		return [][]string{{"SCRIPT", "LOAD", c.body}, run("EVALSHA", s)}
+	case "again":
+		return [][]string{run("EVAL", c.body), run("EVALSHA", s)}
+	case "eval_ro":
+		return [][]string{run("EVAL_RO", c.body)}
+	case "evalsha_ro":
+		return [][]string{{"SCRIPT", "LOAD", c.body}, run("EVALSHA_RO", s)}
+	case "noscript":
+		never := sha(fmt.Sprintf("never loaded %d %d", p.seed, i))
+		return [][]string{run("EVALSHA", never), {"SCRIPT", "EXISTS", never, s}, run("EVALSHA_RO", never)}
+	case "flush":
+		flush := []string{"SCRIPT", "FLUSH"}
+		if i%2 == 1 {
+			flush = append(flush, "SYNC")
+		}
+		return [][]string{{"SCRIPT", "LOAD", c.body}, {"SCRIPT", "EXISTS", s, sha("not " + c.body), up},
+			run("EVALSHA", s), flush, {"SCRIPT", "EXISTS", s}, run("EVALSHA", s), run("EVAL", c.body)}
+	case "numkeys":
+		wrong := run("EVAL", c.body)
+		more, neg, nan := wrong, append([]string{}, wrong...), append([]string{}, wrong...)
+		more[2] = strconv.Itoa(len(keys) + len(c.argv) + 1)
+		neg[2], nan[2] = "-1", "one"
+		return [][]string{more, neg, nan}
+	}
+	return [][]string{run("EVAL", c.body)}
+}
+
+// same sends cmd to both and compares the replies; it returns Redis's.
+// With timed, two integers over a second may differ by luaPTTLSlack.
+func (p *luaPair) same(desc func() string, cmd []string, timed bool) string {
+	p.t.Helper()
+	lr, rr := p.l.c.do(cmd...), p.r.c.do(cmd...)
+	if timed {
+		ln, lok := pttlClass(lr)
+		rn, rok := pttlClass(rr)
+		if lok && rok && ln > 1000 && rn > 1000 && ln-rn <= luaPTTLSlack && rn-ln <= luaPTTLSlack {
+			return rr
+		}
+	}
+	if lr != rr && !deliberate(cmd, lr, rr) {
+		p.bad++
+		p.t.Errorf("seed %d, %s\ncommand %.300q\nlatch %q\nredis %q", p.seed, desc(), cmd, lr, rr)
+	}
+	return rr
+}
+
+// deliberate says whether a difference is one of luaDifferences.
+func deliberate(cmd []string, latch, redis string) bool {
+	for _, d := range luaDifferences {
+		if d.match(cmd, latch, redis) {
+			return true
+		}
+	}
+	return false
+}
+
+// pttlClass reads a PTTL reply: -2, -1, or the lease left.
+func pttlClass(rep string) (int64, bool) {
+	if !strings.HasPrefix(rep, ":") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(rep[1:]), 10, 64)
+	return n, err == nil
+}
+
+// run runs case c (numbered i) on both servers and compares the replies
+// and then the state of its keys.
+func (p *luaPair) run(i int, c luaCase) {
+	p.t.Helper()
+	desc := func() string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "case %s (RESP%s, %s)\nsetup %q\nkeys %q argv %q\nscript:\n%s", c.name, p.l.proto, c.how, c.setup, c.keys, c.argv, c.body)
+		return b.String()
+	}
+	for _, cmd := range c.setup {
+		args := make([]string, len(cmd))
+		for j, a := range cmd {
+			args[j] = p.key(i, a)
+		}
+		p.same(desc, args, false)
+	}
+	for _, cmd := range p.commands(i, c) {
+		rr := p.same(desc, cmd, c.timed)
+		if strings.HasPrefix(cmd[0], "EVAL") {
+			p.kinds[replyKind(rr)]++
+		}
+	}
+	for _, k := range c.keys {
+		key := p.key(i, k)
+		p.same(desc, []string{"GET", key}, false)
+		p.same(desc, []string{"TYPE", key}, false)
+		lr, rr := p.l.c.do("PTTL", key), p.r.c.do("PTTL", key)
+		ln, lok := pttlClass(lr)
+		rn, rok := pttlClass(rr)
+		switch {
+		case !lok || !rok:
+			p.bad++
+			p.t.Errorf("seed %d, %s\nPTTL %s: latch %q, redis %q", p.seed, desc(), k, lr, rr)
+		case ln < 0 || rn < 0:
+			if ln != rn {
+				p.bad++
+				p.t.Errorf("seed %d, %s\nPTTL %s: latch %d, redis %d", p.seed, desc(), k, ln, rn)
+			}
+		case ln-rn > luaPTTLSlack || rn-ln > luaPTTLSlack:
+			p.bad++
+			p.t.Errorf("seed %d, %s\nPTTL %s: latch %d ms, redis %d ms", p.seed, desc(), k, ln, rn)
+		}
+	}
+	if p.bad > 20 {
+		p.t.Fatalf("seed %d: too many differences, stopping", p.seed)
+	}
+}
+
+// replyKind names a reply's type: its first byte, "null" for a null.
+func replyKind(rep string) string {
+	switch rep {
+	case "$-1\r\n", "*-1\r\n", "_\r\n":
+		return "null"
+	}
+	return rep[:1]
+}
+
+// luaServers returns the two servers to compare: latch and redis-server,
+// or, with LATCH_LUADIFF_SELF=1, two redis-servers.
+func luaServers(t *testing.T) (latch, redis string) {
+	if os.Getenv("LATCH_LUADIFF_SELF") == "1" {
+		return startRedis(t), startRedis(t)
+	}
+	return startLatch(t).redis, startRedis(t)
+}
+
+func luaSeed(t *testing.T) uint64 {
+	if s := os.Getenv("LATCH_LUADIFF_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LATCH_LUADIFF_SEED: %v", err)
+		}
+		return n
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// TestLuaDifferential: generated scripts answer as on redis-server, in
+// RESP2 and RESP3, and leave their keys as redis-server does.
+func TestLuaDifferential(t *testing.T) {
+	la, ra := luaServers(t)
+	seed := luaSeed(t)
+	n := 300
+	if s := os.Getenv("LATCH_LUADIFF_N"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("LATCH_LUADIFF_N: %v", err)
+		}
+	}
+	zsets := luaDiffZSets || os.Getenv("LATCH_LUADIFF_ZSET") == "1"
+	variants := []bool{false}
+	if zsets {
+		variants = append(variants, true)
+	}
+	for _, z := range variants {
+		name := "strings"
+		if z {
+			name = "zsets"
+		}
+		t.Run(name, func(t *testing.T) {
+			kinds := map[string]int{}
+			for _, proto := range []string{"2", "3"} {
+				g := newLuaGen(seed, z)
+				p := newLuaPair(t, la, ra, proto, seed)
+				for i := range n {
+					p.run(i, g.next(i))
+				}
+				for k, v := range p.kinds {
+					kinds[proto+k] += v
+				}
+			}
+			if t.Failed() {
+				t.Logf("seed %d (replay: LATCH_LUADIFF_SEED=%d)", seed, seed)
+				return
+			}
+			// The scripts must have answered every type of reply, or the
+			// generator has stopped testing what it should.
+			for _, k := range []string{"2-", "2:", "2$", "2*", "2+", "2null", "3-", "3:", "3$", "3*", "3+", "3null"} {
+				if kinds[k] == 0 {
+					t.Errorf("seed %d: no script answered %q (replies by RESP version and type: %v)", seed, k, kinds)
+				}
+			}
+			t.Logf("seed %d: %d scripts in RESP2 and RESP3; replies by type: %v", seed, n, kinds)
+		})
+	}
+}
+
+// luaCorpusCase is a hand-written script of testdata/lua: its header's
+// "-- keys: N" (1 when absent) and "-- setups: ..." (all when absent)
+// lines say how it runs. ARGV is "tok" and a lease in ms, 100000, or the
+// header's "-- argv: ...".
+func luaCorpus(t *testing.T) []luaCase {
+	files, err := filepath.Glob(filepath.Join("testdata", "lua", "*.lua"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts in testdata/lua: %v", err)
+	}
+	var out []luaCase
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := string(b)
+		nkeys, argv, setups := 1, []string{"tok", "100000"}, []string{"mine", "other", "free", "forever"}
+		for _, l := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(l, "-- keys: "); ok {
+				if nkeys, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+			} else if v, ok := strings.CutPrefix(l, "-- argv: "); ok {
+				argv = strings.Fields(v)
+			} else if v, ok := strings.CutPrefix(l, "-- setups: "); ok {
+				setups = strings.Fields(v)
+			}
+		}
+		out = append(out, luaSetups(filepath.Base(f), body, nkeys, argv, setups)...)
+	}
+	return out
+}
+
+// luaSetups returns a script's cases: one per setup of its keys (held by
+// ARGV[1] with a lease, held by another value, free, held by ARGV[1]
+// without lease), run by EVAL and again by EVALSHA.
+func luaSetups(name, body string, nkeys int, argv, setups []string) []luaCase {
+	var out []luaCase
+	for _, s := range setups {
+		c := luaCase{name: name + "/" + s, body: body, argv: argv, how: "again"}
+		for k := 1; k <= nkeys; k++ {
+			key := fmt.Sprintf("K%d", k)
+			c.keys = append(c.keys, key)
+			switch s {
+			case "mine":
+				c.setup = append(c.setup, []string{"SET", key, argv[0], "NX", "PX", "100000"})
+			case "other":
+				c.setup = append(c.setup, []string{"SET", key, "othertok", "NX", "PX", "100000"})
+			case "forever":
+				c.setup = append(c.setup, []string{"SET", key, argv[0], "NX"})
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// TestLuaDifferentialCorpus: the hand-written scripts of testdata/lua and
+// the installed lock clients' scripts answer as on redis-server, on keys
+// held by their value, by another, and free.
+func TestLuaDifferentialCorpus(t *testing.T) {
+	la, ra := luaServers(t)
+	cases := luaCorpus(t)
+	for _, s := range resp.ClientScripts(t) {
+		argv := append([]string{}, s.Argv...)
+		for j, a := range argv {
+			if a == "1000" {
+				argv[j] = "100000" // leases long enough that time never decides
+			}
+		}
+		// bsm/redislock's TTL script answers PTTL as it is.
+		timed := strings.Contains(strings.ToLower(s.Body), `"pttl"`)
+		for _, c := range luaSetups(s.Client, s.Body, 1, argv, []string{"mine", "other", "free", "forever"}) {
+			c.timed = timed
+			cases = append(cases, c)
+		}
+	}
+	for _, proto := range []string{"2", "3"} {
+		p := newLuaPair(t, la, ra, proto, 0)
+		for i, c := range cases {
+			p.run(i, c)
+		}
+	}
+}
+
+// TestLuaDifferentialLocked: latch's one documented difference in
+// scripts (docs/redis.md): a SET without NX over a key that another value
+// holds is refused (LOCKED) and the lock stays its holder's, where Redis
+// overwrites the string.
+func TestLuaDifferentialLocked(t *testing.T) {
+	if os.Getenv("LATCH_LUADIFF_SELF") == "1" {
+		t.Skip("compares latch with Redis")
+	}
+	la, ra := luaServers(t)
+	for _, proto := range []string{"2", "3"} {
+		p := newLuaPair(t, la, ra, proto, 0)
+		for i, body := range []string{
+			"return redis.call('set', KEYS[1], ARGV[1])",
+			"return redis.call('set', KEYS[1], ARGV[1], 'XX', 'PX', 100000)",
+			"local r = redis.pcall('set', KEYS[1], ARGV[1]) if r.err then return 'refused' end return 'set'",
+		} {
+			key := p.key(i, "K1")
+			for _, c := range []luaConn{p.l, p.r} {
+				if got := c.c.do("SET", key, "othertok", "NX", "PX", "100000"); got != "+OK\r\n" {
+					t.Fatalf("SET NX: %q", got)
+				}
+			}
+			cmd := []string{"EVAL", body, "1", key, "tok"}
+			lr, rr := p.l.c.do(cmd...), p.r.c.do(cmd...)
+			if strings.HasPrefix(rr, "-") || !(strings.HasPrefix(lr, "-LOCKED") || strings.Contains(lr, "refused")) {
+				t.Errorf("RESP%s %q over another value's key:\nlatch %q (want LOCKED)\nredis %q", proto, body, lr, rr)
+			}
+			if lv, rv := p.l.c.do("GET", key), p.r.c.do("GET", key); lv != "$8\r\nothertok\r\n" || rv != "$3\r\ntok\r\n" {
+				t.Errorf("RESP%s %q: then GET: latch %q (want the holder's othertok), redis %q", proto, body, lv, rv)
+			}
+		}
+	}
+}

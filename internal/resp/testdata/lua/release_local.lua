@@ -1,0 +1,1 @@
+local v = redis.call('get', KEYS[1]) if v == ARGV[1] then redis.call('unlink', KEYS[1]) return 1 end return 0
