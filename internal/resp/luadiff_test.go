@@ -56,16 +56,17 @@ type luaConn struct {
 
 // luaPair runs cases on latch and on Redis side by side.
 type luaPair struct {
-	t      *testing.T
-	l, r   luaConn
-	prefix string
-	seed   uint64
-	bad    int
-	kinds  map[string]int // what Redis answered the scripts, by reply type
+	t       *testing.T
+	l, r    luaConn
+	prefix  string
+	seed    uint64
+	bad     int
+	kinds   map[string]int // what Redis answered the scripts, by reply type
+	allowed map[string]int // the deliberate differences seen, by reason
 }
 
 func newLuaPair(t *testing.T, latchAddr, redisAddr, proto string, seed uint64) *luaPair {
-	p := &luaPair{t: t, seed: seed, kinds: map[string]int{},
+	p := &luaPair{t: t, seed: seed, kinds: map[string]int{}, allowed: map[string]int{},
 		prefix: fmt.Sprintf("lua:%d:%s:", time.Now().UnixNano(), proto)}
 	p.l = luaConn{dial(t, latchAddr), proto}
 	p.r = luaConn{dial(t, redisAddr), proto}
@@ -142,21 +143,26 @@ func (p *luaPair) same(desc func() string, cmd []string, timed bool) string {
 			return rr
 		}
 	}
-	if lr != rr && !deliberate(cmd, lr, rr) {
+	if r := deliberate(cmd, lr, rr); r != "" {
+		p.allowed[r]++
+		return rr
+	}
+	if lr != rr {
 		p.bad++
 		p.t.Errorf("seed %d, %s\ncommand %.300q\nlatch %q\nredis %q", p.seed, desc(), cmd, lr, rr)
 	}
 	return rr
 }
 
-// deliberate says whether a difference is one of luaDifferences.
-func deliberate(cmd []string, latch, redis string) bool {
+// deliberate returns the reason of the luaDifferences that a difference
+// is, "" when none.
+func deliberate(cmd []string, latch, redis string) string {
 	for _, d := range luaDifferences {
-		if d.match(cmd, latch, redis) {
-			return true
+		if latch != redis && d.match(cmd, latch, redis) {
+			return d.reason
 		}
 	}
-	return false
+	return ""
 }
 
 // pttlClass reads a PTTL reply: -2, -1, or the lease left.
@@ -277,6 +283,9 @@ func TestLuaDifferential(t *testing.T) {
 				}
 				for k, v := range p.kinds {
 					kinds[proto+k] += v
+				}
+				for r, v := range p.allowed {
+					t.Logf("RESP%s: %d replies differ deliberately: %s", proto, v, r)
 				}
 			}
 			if t.Failed() {
