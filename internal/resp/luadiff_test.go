@@ -304,10 +304,11 @@ func TestLuaDifferential(t *testing.T) {
 	}
 }
 
-// luaCorpusCase is a hand-written script of testdata/lua: its header's
-// "-- keys: N" (1 when absent) and "-- setups: ..." (all when absent)
-// lines say how it runs. ARGV is "tok" and a lease in ms, 100000, or the
-// header's "-- argv: ...".
+// luaCorpus returns the hand-written scripts of testdata/lua: a header's
+// "-- keys: N" (1 when absent), "-- setups: ..." (all when absent) and
+// "-- how: ..." (a luaCase's how; "again" when absent) lines say how each
+// runs. ARGV is "tok" and a lease in ms, 100000, or the header's
+// "-- argv: ...".
 func luaCorpus(t *testing.T) []luaCase {
 	files, err := filepath.Glob(filepath.Join("testdata", "lua", "*.lua"))
 	if err != nil || len(files) == 0 {
@@ -320,7 +321,7 @@ func luaCorpus(t *testing.T) []luaCase {
 			t.Fatal(err)
 		}
 		body := string(b)
-		nkeys, argv, setups := 1, []string{"tok", "100000"}, []string{"mine", "other", "free", "forever"}
+		nkeys, argv, setups, how := 1, []string{"tok", "100000"}, []string{"mine", "other", "free", "forever"}, "again"
 		for _, l := range strings.Split(body, "\n") {
 			if v, ok := strings.CutPrefix(l, "-- keys: "); ok {
 				if nkeys, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
@@ -330,9 +331,14 @@ func luaCorpus(t *testing.T) []luaCase {
 				argv = strings.Fields(v)
 			} else if v, ok := strings.CutPrefix(l, "-- setups: "); ok {
 				setups = strings.Fields(v)
+			} else if v, ok := strings.CutPrefix(l, "-- how: "); ok {
+				how = strings.TrimSpace(v)
 			}
 		}
-		out = append(out, luaSetups(filepath.Base(f), body, nkeys, argv, setups)...)
+		for _, c := range luaSetups(filepath.Base(f), body, nkeys, argv, setups) {
+			c.how = how
+			out = append(out, c)
+		}
 	}
 	return out
 }
