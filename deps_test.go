@@ -32,7 +32,8 @@ var allowedImports = map[string][]string{
 	"internal/wal":         {"internal/vfs"},
 	"internal/vfs":         {},
 	"internal/vfs/crashfs": {"internal/vfs"},
-	"internal/fsm":         {"", "internal/engine", "internal/cache", "internal/znode"},
+	"internal/fsm":         {"", "internal/engine", "internal/cache", "internal/znode", "internal/zset"},
+	"internal/zset":        {},
 	"internal/znode":       {},
 	"internal/replica":     {"", "internal/fsm"},
 	// The only importer of hashicorp/raft.
@@ -44,8 +45,11 @@ var allowedImports = map[string][]string{
 	// A front end is its codec, handlers and error table: netserve serves
 	// its connections.
 	"internal/memcache": {"", "internal/cache", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
-	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
-	"internal/dlock":    {"", "dlockpb", "internal/evloop", "internal/frame", "internal/metrics", "internal/netserve", "internal/timedwrite"},
+	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/luascript", "internal/metrics", "internal/netserve"},
+	// The Lua sandbox of Redis scripts: it knows no command (its Caller
+	// runs them).
+	"internal/luascript": {},
+	"internal/dlock":     {"", "dlockpb", "internal/evloop", "internal/frame", "internal/metrics", "internal/netserve", "internal/timedwrite"},
 	// Every front end's server: listening, accepting, limits, tracking,
 	// the read path, shutdown.
 	"internal/netserve": {"", "internal/evloop", "internal/idleread", "internal/metrics", "internal/peakmap", "internal/refuse", "internal/timedwrite"},
@@ -86,7 +90,7 @@ var allowedImports = map[string][]string{
 
 // deterministic packages are state machines driven by their caller: no I/O,
 // no goroutines, no clock of their own.
-var deterministic = []string{"internal/engine", "internal/cache", "internal/fsm", "internal/znode"}
+var deterministic = []string{"internal/engine", "internal/cache", "internal/fsm", "internal/znode", "internal/zset"}
 
 var (
 	forbiddenInDeterministic = []string{"net", "os", "sync", "sync/atomic", "math/rand", "math/rand/v2", "crypto/rand"}

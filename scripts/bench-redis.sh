@@ -4,17 +4,21 @@
 #
 # It builds latch, starts it (Redis front end only besides its defaults'
 # off) and redis-server (no persistence) on loopback ports, loads the
-# compare-and-delete script of the Redis documentation on both, and runs,
-# against each server in turn, with $CONNS connections and $REQS requests:
+# compare-and-delete script of the Redis documentation on both, and a
+# one-word variant of it (UNLINK for DEL) that latch's table of known lock
+# scripts does not know, so that latch runs it in Lua, and runs, against
+# each server in turn, with $CONNS connections and $REQS requests:
 #
 #   acquire: SET lock:__rand_int__ <value> NX PX 10000
 #   release: EVALSHA <compare-and-delete> 1 lock:__rand_int__ <value>
+#   acquire, again
+#   release-lua: EVALSHA <the variant> 1 lock:__rand_int__ <value>
 #
 # over $KEYS random keys, unpipelined (-P 1) and with $PIPE in flight per
 # connection (-P $PIPE). Each row gives requests/s (redis-benchmark's) and
 # the server's CPU time (user+sys from /proc/<pid>/stat) per request, and
 # a lock cycle (one acquire and one release) per second for both, with
-# the latch/redis ratio. Both servers get the same sequence of runs (an
+# the latch/redis ratio, for the known script and for the variant. Both servers get the same sequence of runs (an
 # acquire run, then a release run, at each depth), alternately. ROUNDS
 # repeats the whole table (the servers keep running: a round starts with
 # the keys the previous one left) and ends with each round's cycle ratios,
@@ -82,6 +86,10 @@ script='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEY
 sha=$(redis-cli -p "$PORT" SCRIPT LOAD "$script")
 lsha=$(redis-cli -p "$LPORT" SCRIPT LOAD "$script")
 [ "$sha" = "$lsha" ] || { echo "SCRIPT LOAD: redis $sha, latch $lsha" >&2; exit 1; }
+variant='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("unlink",KEYS[1]) else return 0 end'
+vsha=$(redis-cli -p "$PORT" SCRIPT LOAD "$variant")
+lvsha=$(redis-cli -p "$LPORT" SCRIPT LOAD "$variant")
+[ "$vsha" = "$lvsha" ] || { echo "SCRIPT LOAD: redis $vsha, latch $lvsha" >&2; exit 1; }
 
 # cpu PID: the process's user+sys clock ticks.
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -106,12 +114,12 @@ table() {
 	printf '%s\n' "| case | in flight | redis req/s | latch req/s | latch/redis | redis CPU µs/req | latch CPU µs/req |" "|---|---|---|---|---|---|---|" | emit
 	declare -A R L
 	for pipe in 1 "$PIPE"; do
-		for kind in acquire release; do
-			if [ "$kind" = acquire ]; then
-				args=(SET lock:__rand_int__ owner-value-0123456789 NX PX 10000)
-			else
-				args=(EVALSHA "$sha" 1 lock:__rand_int__ owner-value-0123456789)
-			fi
+		for kind in acquire release acquire-again release-lua; do
+			case $kind in
+			acquire*) args=(SET lock:__rand_int__ owner-value-0123456789 NX PX 10000) ;;
+			release) args=(EVALSHA "$sha" 1 lock:__rand_int__ owner-value-0123456789) ;;
+			release-lua) args=(EVALSHA "$vsha" 1 lock:__rand_int__ owner-value-0123456789) ;;
+			esac
 			# Alternate which server goes first, round by round.
 			if [ $((round % 2)) = 1 ]; then
 				r=$(run "$PORT" "$rpid" "$pipe" "${args[@]}")
@@ -130,6 +138,10 @@ table() {
 			'BEGIN{rc=1/(1/ra+1/rr); lc=1/(1/la+1/lr); printf "| cycle (acquire + release) | %d | %.0f | %.0f | %.2fx | | |\n", p, rc, lc, lc/rc}')
 		echo "$line" | emit
 		ratios+=("$pipe $(echo "$line" | awk -F'|' '{gsub(/ /, "", $6); print $6}')")
+		line=$(awk -v p="$pipe" -v ra="${R[acquire-again$pipe]}" -v rr="${R[release-lua$pipe]}" -v la="${L[acquire-again$pipe]}" -v lr="${L[release-lua$pipe]}" \
+			'BEGIN{rc=1/(1/ra+1/rr); lc=1/(1/la+1/lr); printf "| cycle (acquire + release-lua) | %d | %.0f | %.0f | %.2fx | | |\n", p, rc, lc, lc/rc}')
+		echo "$line" | emit
+		ratios+=("lua$pipe $(echo "$line" | awk -F'|' '{gsub(/ /, "", $6); print $6}')")
 	done
 }
 
@@ -145,8 +157,11 @@ for round in $(seq "$ROUNDS"); do
 	echo | emit
 done
 if [ "$ROUNDS" != 1 ]; then
-	for pipe in 1 "$PIPE"; do
-		line="- cycle latch/redis, $pipe in flight, by round:"
+	for pipe in 1 "$PIPE" lua1 "lua$PIPE"; do
+		case $pipe in
+		lua*) line="- cycle with the variant (Lua) latch/redis, ${pipe#lua} in flight, by round:" ;;
+		*) line="- cycle latch/redis, $pipe in flight, by round:" ;;
+		esac
 		for x in "${ratios[@]}"; do
 			[ "${x%% *}" = "$pipe" ] && line+=" ${x#* }"
 		done

@@ -29,7 +29,25 @@ package fsm
 //	Watch                                 uvarint count, then each as Key
 //	                                      (length and bytes), Token
 //	                                      uvarint, Expires varint, Owner
-//	                                      (length and bytes)
+//	                                      (length and bytes), Version
+//	                                      uvarint
+//	ZSet                                  only for OpOwned of a sorted-set
+//	                                      kind, after Prefix, the fields
+//	                                      of ZSetArgs the kind reads:
+//	                                      OwnedZAdd Flags (a byte, known
+//	                                      bits) and Pairs; OwnedZPut Pairs;
+//	                                      OwnedZRem Members;
+//	                                      OwnedZRemRangeByScore Range (Min
+//	                                      then Max, each a score and a
+//	                                      byte 0 or 1, Excl);
+//	                                      OwnedZRemRangeByRank Start and
+//	                                      Stop varints. Pairs: uvarint
+//	                                      count, then each as its score
+//	                                      and Member (length and bytes). A
+//	                                      score is its IEEE 754 bits, 8
+//	                                      bytes little-endian. Members:
+//	                                      uvarint count, then each as
+//	                                      length and bytes
 //
 // A batch is a version byte, a uvarint count and that many commands, with
 // nothing after them. AppendBatch writes version 2 (BatchVersion), in
@@ -66,6 +84,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // BatchVersion is the version of the batch encoding that AppendBatch
@@ -297,6 +316,9 @@ func appendCommand(dst []byte, c *Command, version byte) []byte {
 	if f&fPrefix != 0 {
 		dst = binary.AppendUvarint(dst, uint64(c.Prefix))
 	}
+	if f&fOwned != 0 && c.Owned.IsZSet() {
+		dst = appendZSetArgs(dst, c.Owned, &c.ZSet)
+	}
 	if f&fTx != 0 {
 		dst = binary.AppendUvarint(dst, uint64(len(c.Tx)))
 		for i := range c.Tx {
@@ -315,6 +337,7 @@ func appendCommand(dst []byte, c *Command, version byte) []byte {
 			dst = binary.AppendVarint(dst, w.Expires)
 			dst = binary.AppendUvarint(dst, uint64(len(w.Owner)))
 			dst = append(dst, w.Owner...)
+			dst = binary.AppendUvarint(dst, w.Version)
 		}
 	}
 	return dst
@@ -561,6 +584,9 @@ func (d *decoder) fields(c *Command) {
 	if f&fPrefix != 0 {
 		c.Prefix = d.uint32("Prefix")
 	}
+	if f&fOwned != 0 && c.Owned.IsZSet() && d.err == nil {
+		d.zsetArgs(c.Owned, &c.ZSet)
+	}
 	if f&fTx != 0 {
 		c.Tx = d.tx("Tx")
 	}
@@ -590,7 +616,7 @@ func (d *decoder) tx(field string) []Command {
 }
 
 // minWatchLen is the length of the shortest encoded Watch.
-const minWatchLen = 4
+const minWatchLen = 5
 
 // watch reads a count and that many watched keys; none is nil.
 func (d *decoder) watch(field string) []Watch {
@@ -604,6 +630,7 @@ func (d *decoder) watch(field string) []Watch {
 		ws[i].Token = latch.Token(d.uvarint(field + ".Token"))
 		ws[i].Expires = d.varint(field + ".Expires")
 		ws[i].Owner = string(d.bytes(field + ".Owner"))
+		ws[i].Version = d.uvarint(field + ".Version")
 		if d.err != nil {
 			return nil
 		}
@@ -747,4 +774,128 @@ func (d *decoder) keys(field string) []string {
 		off += int(l)
 	}
 	return keys
+}
+
+// appendZSetArgs appends the fields of a that the sorted-set kind k reads.
+func appendZSetArgs(dst []byte, k OwnedKind, a *ZSetArgs) []byte {
+	switch k {
+	case OwnedZAdd:
+		if a.Flags&^zsetFlagsMask != 0 {
+			panic(fmt.Sprintf("fsm: AppendCommand of %v with invalid flags %#x", k, uint8(a.Flags)))
+		}
+		dst = append(dst, byte(a.Flags))
+		dst = appendPairs(dst, a.Pairs)
+	case OwnedZPut:
+		dst = appendPairs(dst, a.Pairs)
+	case OwnedZRem:
+		dst = binary.AppendUvarint(dst, uint64(len(a.Members)))
+		for _, m := range a.Members {
+			dst = binary.AppendUvarint(dst, uint64(len(m)))
+			dst = append(dst, m...)
+		}
+	case OwnedZRemRangeByScore:
+		dst = appendBound(dst, a.Range.Min)
+		dst = appendBound(dst, a.Range.Max)
+	case OwnedZRemRangeByRank:
+		dst = binary.AppendVarint(dst, a.Start)
+		dst = binary.AppendVarint(dst, a.Stop)
+	}
+	return dst
+}
+
+// zsetFlagsMask holds the known zset.AddFlags.
+const zsetFlagsMask = zset.NX | zset.XX | zset.GT | zset.LT | zset.CH | zset.INCR
+
+func appendPairs(dst []byte, ps []zset.Pair) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ps)))
+	for _, p := range ps {
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.Score))
+		dst = binary.AppendUvarint(dst, uint64(len(p.Member)))
+		dst = append(dst, p.Member...)
+	}
+	return dst
+}
+
+func appendBound(dst []byte, b zset.Bound) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(b.Value))
+	if b.Excl {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
+}
+
+// zsetArgs reads the fields of ZSetArgs that the sorted-set kind k reads.
+func (d *decoder) zsetArgs(k OwnedKind, a *ZSetArgs) {
+	switch k {
+	case OwnedZAdd:
+		fl := zset.AddFlags(d.byte("ZSet.Flags"))
+		if d.err == nil && fl&^zsetFlagsMask != 0 {
+			d.fail("ZSet.Flags", "invalid value %#x", uint8(fl))
+		}
+		a.Flags = fl
+		a.Pairs = d.pairs("ZSet.Pairs")
+	case OwnedZPut:
+		a.Pairs = d.pairs("ZSet.Pairs")
+	case OwnedZRem:
+		n := d.count("ZSet.Members", "members", 1)
+		if n > 0 {
+			a.Members = make([]string, n)
+			for i := range a.Members {
+				a.Members[i] = string(d.bytes("ZSet.Members"))
+			}
+		}
+	case OwnedZRemRangeByScore:
+		a.Range.Min = d.bound("ZSet.Range.Min")
+		a.Range.Max = d.bound("ZSet.Range.Max")
+	case OwnedZRemRangeByRank:
+		a.Start = d.varint("ZSet.Start")
+		a.Stop = d.varint("ZSet.Stop")
+	}
+	if d.err != nil {
+		*a = ZSetArgs{}
+	}
+}
+
+// pairs reads a count and that many score and member pairs.
+func (d *decoder) pairs(field string) []zset.Pair {
+	n := d.count(field, "pairs", 9)
+	if n == 0 {
+		return nil
+	}
+	ps := make([]zset.Pair, n)
+	for i := range ps {
+		ps[i].Score = d.score(field + ".Score")
+		ps[i].Member = string(d.bytes(field + ".Member"))
+		if d.err != nil {
+			return nil
+		}
+	}
+	return ps
+}
+
+// score reads a float64's 8 bytes.
+func (d *decoder) score(field string) float64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b)-d.off < 8 {
+		d.fail(field, "truncated")
+		return 0
+	}
+	f := math.Float64frombits(binary.LittleEndian.Uint64(d.b[d.off:]))
+	d.off += 8
+	return f
+}
+
+// bound reads a range bound: a score and an Excl byte, 0 or 1.
+func (d *decoder) bound(field string) zset.Bound {
+	b := zset.Bound{Value: d.score(field)}
+	switch x := d.byte(field + ".Excl"); {
+	case d.err != nil:
+	case x == 1:
+		b.Excl = true
+	case x != 0:
+		d.fail(field+".Excl", "invalid value %d", x)
+	}
+	return b
 }

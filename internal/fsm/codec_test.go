@@ -15,6 +15,7 @@ import (
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
 	"github.com/latchd/latch/internal/znode"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // t0 is a realistic At: an instant in 2025, in Unix nanoseconds.
@@ -113,8 +114,19 @@ func testCommands() map[Op]Command {
 		c.Tx = []Command{
 			{Op: OpOwned, Owned: OwnedGet, Req: latch.LockRequest{Keys: []string{"lock:orders"}}},
 			{Op: OpOwned, Owned: OwnedRelease, Req: latch.LockRequest{Keys: []string{"lock:orders"}}},
+			{Op: OpOwned, Owned: OwnedZAdd, Req: latch.LockRequest{Keys: []string{"sem"}}, ZSet: ZSetArgs{
+				Flags: zset.NX | zset.CH, Pairs: []zset.Pair{{Score: 1.5, Member: "a"}, {Score: math.Inf(-1), Member: ""}}}},
+			{Op: OpOwned, Owned: OwnedZRem, Req: latch.LockRequest{Keys: []string{"sem"}}, ZSet: ZSetArgs{Members: []string{"a", "b"}}},
+			{Op: OpOwned, Owned: OwnedZRemRangeByScore, Req: latch.LockRequest{Keys: []string{"sem"}}, ZSet: ZSetArgs{
+				Range: zset.Range{Min: zset.Bound{Value: math.Inf(-1)}, Max: zset.Bound{Value: 1700000000000, Excl: true}}}},
+			{Op: OpOwned, Owned: OwnedZRemRangeByRank, Req: latch.LockRequest{Keys: []string{"sem"}}, ZSet: ZSetArgs{Start: 0, Stop: -3}},
+			{Op: OpOwned, Owned: OwnedZExpire, OwnedFlags: OwnedPersist, Req: latch.LockRequest{Keys: []string{"sem"}, Lease: time.Second}},
+			{Op: OpOwned, Owned: OwnedZPut, OwnedFlags: OwnedKeepTTL, Req: latch.LockRequest{Keys: []string{"sem"}}, ZSet: ZSetArgs{
+				Pairs: []zset.Pair{{Score: 2, Member: "x"}}}},
+			{Op: OpOwned, Owned: OwnedZGet, Req: latch.LockRequest{Keys: []string{"sem"}}},
+			{Op: OpOwned, Owned: OwnedZDel, Req: latch.LockRequest{Keys: []string{"sem"}}},
 		}
-		c.Watch = []Watch{{Key: "lock:orders", Token: 77, Expires: t0 + 5, Owner: "me"}, {Key: "free"}}
+		c.Watch = []Watch{{Key: "lock:orders", Token: 77, Expires: t0 + 5, Owner: "me"}, {Key: "free"}, {Key: "sem", Version: 300}}
 	})
 	add(hdr(OpZOpen, 44), func(c *Command) {
 		c.TTL, c.Value, c.Exptime = 4*time.Second, []byte("0123456789abcdef"), 1795832362408
@@ -209,6 +221,25 @@ func normalize(c *Command) bool {
 	case OpOwned:
 		n.Req.Keys, n.Req.Lease, n.Value = c.Req.Keys, c.Req.Lease, c.Value
 		n.Owned, n.OwnedFlags, n.Prefix = c.Owned, c.OwnedFlags, c.Prefix
+		// The sorted-set kinds' arguments, as each kind's doc lists them.
+		switch a := &c.ZSet; c.Owned {
+		case OwnedZAdd:
+			n.ZSet.Flags, n.ZSet.Pairs = a.Flags, a.Pairs
+		case OwnedZPut:
+			n.ZSet.Pairs = a.Pairs
+		case OwnedZRem:
+			n.ZSet.Members = a.Members
+		case OwnedZRemRangeByScore:
+			n.ZSet.Range = a.Range
+		case OwnedZRemRangeByRank:
+			n.ZSet.Start, n.ZSet.Stop = a.Start, a.Stop
+		}
+		if len(n.ZSet.Pairs) == 0 {
+			n.ZSet.Pairs = nil
+		}
+		if len(n.ZSet.Members) == 0 {
+			n.ZSet.Members = nil
+		}
 	case OpZOpen:
 		n.TTL, n.Value, n.Exptime = c.TTL, c.Value, c.Exptime
 	case OpZAttach:
@@ -266,7 +297,7 @@ func fullCommand(op Op) Command {
 	sub := hdr(OpOwned, 100)
 	sub.Owned, sub.Req.Keys, sub.Value = OwnedSet, []string{"k"}, []byte("v")
 	c.Tx = []Command{sub}
-	c.Watch = []Watch{{Key: "k", Token: 3, Expires: -4, Owner: "v"}}
+	c.Watch = []Watch{{Key: "k", Token: 3, Expires: -4, Owner: "v"}, {Key: "z", Version: 15}}
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
 	"github.com/latchd/latch/internal/znode"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // Op says which state change a Command makes.
@@ -264,6 +265,9 @@ type Command struct {
 	Prefix     uint32
 	Tx         []Command
 	Watch      []Watch
+	// ZSet holds the arguments of OpOwned's sorted-set kinds (OwnedZGet
+	// to OwnedZPut; see each).
+	ZSet ZSetArgs
 	// TxResults is not part of the command (it is not encoded): room of
 	// its proposer's for OpOwnedTx's results (Result.Tx), used when it is
 	// large enough, so that a front end that applies batches reuses one.
@@ -352,6 +356,16 @@ type Result struct {
 	Foreign int
 	Owner   string
 	Tx      []Result
+	// ZKeys counts the keys an OpOwned command found holding a sorted
+	// set (OwnedAcquire, OwnedGetSet and OwnedObtain then change
+	// nothing; a front end answers WRONGTYPE where Redis would); on the
+	// sorted-set kinds it is 1 when the key holds one after the command.
+	// Version is that set's version (see Watch), Score OwnedZAdd's new
+	// score with zset.INCR, ZSet OwnedZGet's copy of the set.
+	ZKeys   int
+	Version uint64
+	Score   float64
+	ZSet    *zset.Set
 
 	// The ZooKeeper commands': the tree's zxid after the command, the
 	// results of OpZWrite's operations, OpZAttach's session timeout.

@@ -59,8 +59,56 @@ const (
 	// when obtained.
 	OwnedObtain
 
+	// The sorted-set kinds (zsets.go): Redis's sorted sets, a second kind
+	// of key beside the locks. Each reads one key, Req.Keys[0], and the
+	// fields of ZSet it lists. On a key held as a lock each fails with an
+	// error wrapping ErrWrongType (Foreign 1 if a session holds it); on a
+	// free key each acts as on an empty set. After each (but OwnedZPut's
+	// own reply) Found is 1 if the key then holds a set, with its
+	// Expires (0: none), its Version and ZKeys 1.
+
+	// OwnedZGet reads the key: Found, Expires, Version, and a copy of its
+	// set in ZSet (nil when free). It changes nothing.
+	OwnedZGet
+	// OwnedZAdd is ZADD with ZSet.Flags of ZSet.Pairs (zset.Set.Add):
+	// Count is ZADD's reply (members added, or added or changed with CH);
+	// with zset.INCR, Count is 1 and Score the new score, or Count 0
+	// when NX, XX, GT or LT refused it (ZADD replies nil). Errors: the
+	// options' (zset.AddFlags.Check), zset.ErrNaN, or ErrZSetLimit when
+	// the set, or all sets, would get too many members.
+	OwnedZAdd
+	// OwnedZRem is ZREM of ZSet.Members: Count is how many were removed.
+	OwnedZRem
+	// OwnedZRemRangeByScore is ZREMRANGEBYSCORE of ZSet.Range: Count is
+	// how many were removed.
+	OwnedZRemRangeByScore
+	// OwnedZRemRangeByRank is ZREMRANGEBYRANK of ZSet.Start to ZSet.Stop:
+	// Count is how many were removed.
+	OwnedZRemRangeByRank
+	// OwnedZExpire is PEXPIRE on a sorted-set key: its expiry becomes
+	// Req.Lease from At; a lease of 0 or less deletes it; with
+	// OwnedPersist, the expiry is removed (PERSIST). Count is 1 if it
+	// did something (a set was there; with OwnedPersist, a set with an
+	// expiry). OwnedRenew does the same on sorted-set keys without
+	// OwnedMatch, for the generic PEXPIRE and PERSIST of a transaction.
+	OwnedZExpire
+	// OwnedZDel deletes the key's set: Count is 1 if there was one.
+	// OwnedRelease without OwnedMatch does the same, for DEL.
+	OwnedZDel
+	// OwnedZPut replaces the key with a set of ZSet.Pairs (members
+	// distinct, scores not NaN), or deletes it when there are none, with
+	// the expiry Req.Lease from At (0: none) or, with OwnedKeepTTL, the
+	// one it had: a script's effect on the key, replicated. Count is the
+	// members put. It fails on a held key (ErrWrongType), on a member
+	// given twice or a NaN score (latch.ErrInvalidRequest, zset.ErrNaN),
+	// and past a limit (ErrZSetLimit), changing nothing.
+	OwnedZPut
+
 	numOwnedKinds
 )
+
+// IsZSet reports whether k is a sorted-set kind (OwnedZGet to OwnedZPut).
+func (k OwnedKind) IsZSet() bool { return k >= OwnedZGet && k <= OwnedZPut }
 
 var ownedNames = [numOwnedKinds]string{
 	OwnedGet:     "get",
@@ -70,6 +118,15 @@ var ownedNames = [numOwnedKinds]string{
 	OwnedRelease: "release",
 	OwnedRenew:   "renew",
 	OwnedObtain:  "obtain",
+
+	OwnedZGet:             "zget",
+	OwnedZAdd:             "zadd",
+	OwnedZRem:             "zrem",
+	OwnedZRemRangeByScore: "zremrangebyscore",
+	OwnedZRemRangeByRank:  "zremrangebyrank",
+	OwnedZExpire:          "zexpire",
+	OwnedZDel:             "zdel",
+	OwnedZPut:             "zput",
 }
 
 func (k OwnedKind) String() string {
@@ -96,18 +153,47 @@ const (
 	OwnedKeepTTL
 	// OwnedXX: OwnedSet stores only over a held key.
 	OwnedXX
+	// OwnedPersist: OwnedRenew and OwnedZExpire remove the lease or
+	// expiry of the keys rather than set it (PERSIST); Count is how many
+	// keys had one.
+	OwnedPersist
 
 	ownedFlagsMask = 1<<iota - 1
 )
 
-// Watch is a key's state as a client saw it (Engine.Owned at some instant):
-// an OpOwnedTx applies only if each of its watched keys still has the same
-// holder, token, lease end and owner value.
+// Watch is a key's state as a client saw it (Engine.Owned, or the sorted
+// set, at some instant): an OpOwnedTx applies only if each of its watched
+// keys still has the same holder, token, lease end and owner value, or,
+// for a sorted-set key, the same Version (any change to a set, its
+// expiry, or its deletion and re-creation, gives it a new one).
 type Watch struct {
 	Key     string
 	Token   latch.Token // 0: free
 	Expires int64
 	Owner   string
+	// Version is the sorted set's (Result.Version): 0 unless the key
+	// holds one.
+	Version uint64
+}
+
+// WatchOfResult returns the Watch of key from an OwnedGet result r on it
+// (State.OwnedGet, or a proposer's read that answers alike).
+func WatchOfResult(key string, r *Result) Watch {
+	switch {
+	case r.Found == 0:
+		return Watch{Key: key}
+	case r.ZKeys > 0:
+		return Watch{Key: key, Version: r.Version}
+	}
+	return Watch{Key: key, Token: r.Token, Expires: r.Expires, Owner: r.Owner}
+}
+
+// watchOf returns the Watch of key in s at now.
+func (s *State) watchOf(now int64, key string) Watch {
+	if k := s.z.live(now, key); k != nil {
+		return Watch{Key: key, Version: k.ver}
+	}
+	return WatchOf(key, s.eng.Owned(now, key))
 }
 
 // WatchOf returns the Watch of key in st.
@@ -126,7 +212,8 @@ var ErrWatchChanged = errors.New("fsm: a watched key changed")
 // gathered in s.evs.
 func (s *State) applyOwned(c *Command, r *Result) {
 	now, e := c.At, s.eng
-	if !c.Owned.Valid() || c.OwnedFlags&^ownedFlagsMask != 0 {
+	if !c.Owned.Valid() || c.OwnedFlags&^ownedFlagsMask != 0 ||
+		c.OwnedFlags&OwnedPersist != 0 && c.Owned != OwnedRenew && c.Owned != OwnedZExpire {
 		r.Err = fmt.Errorf("owned %v flags %#x: %w", c.Owned, uint8(c.OwnedFlags), latch.ErrInvalidRequest)
 		return
 	}
@@ -145,9 +232,29 @@ func (s *State) applyOwned(c *Command, r *Result) {
 		r.Err = fmt.Errorf("owned %v: %d keys, want 1: %w", c.Owned, len(keys), latch.ErrInvalidRequest)
 		return
 	}
+	if c.Owned.IsZSet() {
+		s.applyZSet(c, keys[0], r)
+		return
+	}
 	if c.Req.Lease < 0 && c.Owned != OwnedRenew {
 		r.Err = fmt.Errorf("owned %v: negative lease: %w", c.Owned, latch.ErrInvalidRequest)
 		return
+	}
+	// A lock command on a sorted-set key: OwnedGet describes it,
+	// OwnedRelease and OwnedRenew act on it (below), the others count
+	// it in ZKeys and change nothing, but OwnedSet, which fails.
+	if c.Owned != OwnedGet && c.Owned != OwnedRelease && c.Owned != OwnedRenew {
+		for _, k := range keys {
+			if s.z.touch(now, k) != nil {
+				r.ZKeys++
+			}
+		}
+		if r.ZKeys > 0 {
+			if c.Owned == OwnedSet {
+				r.Err = fmt.Errorf("owned %v %q: a sorted set: %w", c.Owned, key0(keys), ErrWrongType)
+			}
+			return
+		}
 	}
 	// The owner value is made a string only where the lock table keeps it:
 	// a release or renewal by value compares it in place.
@@ -217,9 +324,14 @@ func (s *State) applyOwned(c *Command, r *Result) {
 }
 
 // OwnedGet answers what an OwnedGet command on key at now would, without
-// changing anything: a read for the proposer.
+// changing anything: a read for the proposer. On a sorted-set key, Found
+// and ZKeys are 1, Expires and Version its own.
 func (s *State) OwnedGet(now int64, key string) Result {
 	var r Result
+	if k := s.z.live(now, key); k != nil {
+		zdescribe(k, &r)
+		return r
+	}
 	st := s.eng.Owned(now, key)
 	if st.Held {
 		r.Found, r.Token, r.Expires = 1, st.Token, st.Expires
@@ -266,7 +378,17 @@ func (s *State) releaseOrRenew(c *Command, r *Result) {
 	chosen := func(st engine.OwnedState) bool {
 		return st.Owned && (c.OwnedFlags&OwnedMatch == 0 || st.Owner == string(c.Value))
 	}
+	// A sorted-set key is chosen without OwnedMatch (DEL, PEXPIRE,
+	// PERSIST), and never with it.
 	for _, key := range c.Req.Keys {
+		if s.z.touch(now, key) != nil {
+			r.Found++
+			r.ZKeys++
+			if c.OwnedFlags&OwnedMatch != 0 && c.OwnedFlags&OwnedAll != 0 {
+				return
+			}
+			continue
+		}
 		st := e.Owned(now, key)
 		if st.Held {
 			r.Found++
@@ -280,8 +402,28 @@ func (s *State) releaseOrRenew(c *Command, r *Result) {
 		if dupKey(c.Req.Keys[:i], key) {
 			continue
 		}
+		if k := s.z.keys[key]; k != nil {
+			if c.OwnedFlags&OwnedMatch == 0 {
+				s.zgeneric(c, key, k, r)
+			}
+			continue
+		}
 		st := e.Owned(now, key)
 		if !chosen(st) {
+			continue
+		}
+		if c.OwnedFlags&OwnedPersist != 0 {
+			if c.Owned == OwnedRenew && st.Expires != 0 {
+				var evs []engine.Event
+				var err error
+				r.Token, r.Expires, evs, err = e.RenewOwned(now, key, 0)
+				s.evs = append(s.evs, evs...)
+				if err != nil {
+					r.Err = err
+					return
+				}
+				r.Count++
+			}
 			continue
 		}
 		lease := c.Req.Lease
@@ -304,6 +446,40 @@ func (s *State) releaseOrRenew(c *Command, r *Result) {
 	}
 }
 
+// zgeneric is OwnedRelease or OwnedRenew (without OwnedMatch) on the
+// sorted-set key k: DEL, PEXPIRE or PERSIST.
+func (s *State) zgeneric(c *Command, key string, k *zkey, r *Result) {
+	now, z := c.At, &s.z
+	switch {
+	case c.Owned == OwnedRelease:
+		z.del(key)
+		r.Count++
+	case c.OwnedFlags&OwnedPersist != 0:
+		if k.expires != 0 {
+			z.setExpires(key, k, 0)
+			r.Count++
+		}
+	default:
+		lease := c.Req.Lease
+		if c.OwnedFlags&OwnedAdd != 0 && k.expires > now {
+			lease += time.Duration(k.expires - now)
+		}
+		if lease <= 0 {
+			z.del(key)
+		} else {
+			z.setExpires(key, k, now+int64(lease))
+		}
+		r.Count++
+	}
+}
+
+func key0(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
+}
+
 func dupKey(keys []string, k string) bool {
 	for _, x := range keys {
 		if x == k {
@@ -317,7 +493,7 @@ func dupKey(keys []string, k string) bool {
 // of c.Tx (all OpOwned) is applied in order at c.At, its result in r.Tx.
 func (s *State) applyOwnedTx(c *Command, r *Result) {
 	for _, w := range c.Watch {
-		if WatchOf(w.Key, s.eng.Owned(c.At, w.Key)) != w {
+		if s.watchOf(c.At, w.Key) != w {
 			r.Err = fmt.Errorf("exec: key %q: %w", w.Key, ErrWatchChanged)
 			return
 		}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
 	"github.com/latchd/latch/internal/znode"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // SnapshotVersion is the format of AppendSnapshot: a version byte; the
@@ -22,8 +24,14 @@ import (
 // before, ascending); the generations of resumed sessions (a uvarint
 // count, then pairs of uvarints, session and generation, in session order);
 // then the lock table's, the item cache's and the ZooKeeper data tree's own
-// snapshots, each prefixed with its length as a uvarint.
-const SnapshotVersion = 3
+// snapshots, each prefixed with its length as a uvarint; then the sorted
+// sets, prefixed with their length as a uvarint: the last version given
+// (uvarint), a uvarint count of keys, then per key in key order its name
+// (uvarint length and bytes), version (uvarint), expiry (varint, 0:
+// none), a uvarint count of members and each member in ascending order
+// as its score (IEEE 754 bits, 8 bytes little-endian) and its bytes
+// (uvarint length and bytes).
+const SnapshotVersion = 4
 
 // ErrSnapshot is wrapped by the errors of Restore.
 var ErrSnapshot = errors.New("fsm: bad snapshot")
@@ -34,7 +42,8 @@ func (s *State) AppendSnapshot(dst []byte) []byte {
 	dst = s.appendHead(dst)
 	dst = appendPart(dst, s.eng.AppendSnapshot)
 	dst = appendPart(dst, s.cache.AppendSnapshot)
-	return appendPart(dst, s.tree.AppendSnapshot)
+	dst = appendPart(dst, s.tree.AppendSnapshot)
+	return appendPart(dst, s.z.appendTo)
 }
 
 // appendHead appends the part of the snapshot before the lock table's.
@@ -86,6 +95,7 @@ type Capture struct {
 	eng   *engine.Capture
 	cache []byte // the item cache's snapshot
 	tree  []byte // the data tree's
+	zsets []byte // the sorted sets'
 }
 
 // Capture captures the state at this instant for a snapshot. Its cost
@@ -94,7 +104,7 @@ type Capture struct {
 // is open at a time (engine.Engine.Capture); the caller closes the one it
 // gets (Close) when done with it.
 func (s *State) Capture() *Capture {
-	return &Capture{head: s.appendHead(nil), eng: s.eng.Capture(), cache: s.cache.AppendSnapshot(nil), tree: s.tree.AppendSnapshot(nil)}
+	return &Capture{head: s.appendHead(nil), eng: s.eng.Capture(), cache: s.cache.AppendSnapshot(nil), tree: s.tree.AppendSnapshot(nil), zsets: s.z.appendTo(nil)}
 }
 
 // Step encodes up to n more entries of the lock table and reports whether
@@ -115,7 +125,8 @@ func (c *Capture) AppendTo(dst []byte) []byte {
 	dst = append(dst, c.head...)
 	dst = appendPart(dst, c.eng.AppendTo)
 	dst = appendPart(dst, func(b []byte) []byte { return append(b, c.cache...) })
-	return appendPart(dst, func(b []byte) []byte { return append(b, c.tree...) })
+	dst = appendPart(dst, func(b []byte) []byte { return append(b, c.tree...) })
+	return appendPart(dst, func(b []byte) []byte { return append(b, c.zsets...) })
 }
 
 // appendTo appends the owner table as SnapshotVersion lays it out.
@@ -294,6 +305,12 @@ func Restore(cfg Config, snap []byte) (*State, error) {
 			return nil, fmt.Errorf("fsm: restore: ZooKeeper session %d not in the lock table: %w", zs.ID, ErrSnapshot)
 		}
 	}
+	if part, b, err = bytesPart(b); err != nil {
+		return nil, err
+	}
+	if st.z, err = restoreZsets(part); err != nil {
+		return nil, err
+	}
 	if len(b) != 0 {
 		return nil, fmt.Errorf("fsm: restore: %d trailing bytes: %w", len(b), ErrSnapshot)
 	}
@@ -341,4 +358,102 @@ func bytesPart(b []byte) (part, rest []byte, err error) {
 		return nil, nil, fmt.Errorf("fsm: restore: part of %d bytes in %d: %w", n, len(b), ErrSnapshot)
 	}
 	return b[:n], b[n:], nil
+}
+
+// appendTo appends the sorted sets as SnapshotVersion lays them out.
+func (z *zsets) appendTo(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, z.ver)
+	names := slices.Sorted(maps.Keys(z.keys))
+	dst = binary.AppendUvarint(dst, uint64(len(names)))
+	for _, name := range names {
+		k := z.keys[name]
+		dst = binary.AppendUvarint(dst, uint64(len(name)))
+		dst = append(dst, name...)
+		dst = binary.AppendUvarint(dst, k.ver)
+		dst = binary.AppendVarint(dst, k.expires)
+		ps := k.set.Pairs()
+		dst = binary.AppendUvarint(dst, uint64(len(ps)))
+		for _, p := range ps {
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.Score))
+			dst = binary.AppendUvarint(dst, uint64(len(p.Member)))
+			dst = append(dst, p.Member...)
+		}
+	}
+	return dst
+}
+
+// restoreZsets reads the sorted sets that appendTo wrote into b, all of
+// b: keys in order, none empty, members in order, no NaN, no version
+// above the last one given.
+func restoreZsets(b []byte) (zsets, error) {
+	z := newZsets()
+	bad := func(what string) (zsets, error) {
+		return newZsets(), fmt.Errorf("fsm: restore: sorted sets: %s: %w", what, ErrSnapshot)
+	}
+	var err error
+	if z.ver, b, err = uvarint(b); err != nil {
+		return z, err
+	}
+	var n uint64
+	if n, b, err = uvarint(b); err != nil {
+		return z, err
+	}
+	if n > uint64(len(b))/13 {
+		return bad(fmt.Sprintf("%d keys in %d bytes", n, len(b)))
+	}
+	prev := ""
+	for i := range n {
+		var name []byte
+		if name, b, err = bytesPart(b); err != nil {
+			return z, err
+		}
+		if i > 0 && string(name) <= prev || len(name) == 0 {
+			return bad("keys out of order")
+		}
+		prev = string(name)
+		k := &zkey{}
+		if k.ver, b, err = uvarint(b); err != nil {
+			return z, err
+		}
+		if k.expires, b, err = varint(b); err != nil {
+			return z, err
+		}
+		if k.ver == 0 || k.ver > z.ver {
+			return bad(fmt.Sprintf("key %q of version %d, last %d", prev, k.ver, z.ver))
+		}
+		var count uint64
+		if count, b, err = uvarint(b); err != nil {
+			return z, err
+		}
+		if count == 0 || count > uint64(len(b))/9 {
+			return bad(fmt.Sprintf("key %q of %d members in %d bytes", prev, count, len(b)))
+		}
+		ps := make([]zset.Pair, count)
+		for j := range ps {
+			if len(b) < 8 {
+				return bad("truncated score")
+			}
+			ps[j].Score = math.Float64frombits(binary.LittleEndian.Uint64(b))
+			var m []byte
+			if m, b, err = bytesPart(b[8:]); err != nil {
+				return z, err
+			}
+			ps[j].Member = string(m)
+			if math.IsNaN(ps[j].Score) || j > 0 && !(ps[j-1].Score < ps[j].Score || ps[j-1].Score == ps[j].Score && ps[j-1].Member < ps[j].Member) {
+				return bad(fmt.Sprintf("key %q: members out of order", prev))
+			}
+		}
+		if k.set, err = zset.New(ps...); err != nil {
+			return bad(err.Error())
+		}
+		z.keys[prev] = k
+		if k.expires != 0 {
+			z.volatile[prev] = struct{}{}
+		}
+		z.members += len(ps)
+	}
+	if len(b) != 0 {
+		return bad(fmt.Sprintf("%d trailing bytes", len(b)))
+	}
+	return z, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
 	"github.com/latchd/latch/internal/znode"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // ErrDuplicate is the result of a command that was not applied because its
@@ -33,6 +34,8 @@ type Config struct {
 	Engine engine.Config
 	Cache  cache.Config
 	ZNode  znode.Config
+	// ZSet limits the sorted sets (the Redis front end's).
+	ZSet zset.Limits
 }
 
 // State is the whole replicated state of a latch server: the lock table
@@ -60,6 +63,8 @@ type State struct {
 	// gens holds the generation of each session resumed at least once
 	// (OpResume); the others are of generation 0.
 	gens map[latch.SessionID]uint64
+	// z holds the sorted sets (zsets.go).
+	z zsets
 
 	// drops gathers the holds ended by a command that makes several
 	// lock-table calls (multi set), which Drops returns.
@@ -77,7 +82,7 @@ func New(cfg Config) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsm: %w", err)
 	}
-	return &State{eng: engine.New(cfg.Engine), cache: c, tree: znode.New(cfg.ZNode), seqs: make(map[uint64]uint64), owners: newOwners(), gens: make(map[latch.SessionID]uint64), cfg: cfg}, nil
+	return &State{eng: engine.New(cfg.Engine), cache: c, tree: znode.New(cfg.ZNode), seqs: make(map[uint64]uint64), owners: newOwners(), gens: make(map[latch.SessionID]uint64), z: newZsets(), cfg: cfg}, nil
 }
 
 // Drops returns the holds that the last command applied ended, when the
@@ -231,6 +236,7 @@ func (s *State) Apply(c *Command, r *Result) []engine.Event {
 		s.unmark(now, c.Key)
 	case OpTick:
 		evs = s.eng.Tick(now)
+		s.z.sweep(now)
 	case OpPromote:
 		evs = s.eng.Promote(now, c.TTL)
 	case OpNodeAlive:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/latchd/latch/internal/cache"
 	"github.com/latchd/latch/internal/engine"
 	"github.com/latchd/latch/internal/znode"
+	"github.com/latchd/latch/internal/zset"
 )
 
 func testConfig() Config {
@@ -67,6 +69,26 @@ func (h *history) keys() []string {
 	return ks
 }
 
+// histScores are the scores of histories' sorted sets.
+var histScores = []float64{math.Inf(-1), -1, 0, 1, 1, 2.5, 3, math.Inf(1), math.NaN()}
+
+// zargs returns random sorted-set arguments, valid or not.
+func (h *history) zargs() ZSetArgs {
+	member := func() string { return []string{"m1", "m2", "m3", ""}[h.rng.IntN(4)] }
+	score := func() float64 { return histScores[h.rng.IntN(len(histScores)-1+h.rng.IntN(2))] }
+	a := ZSetArgs{Flags: zset.AddFlags(h.rng.IntN(64))}
+	if h.rng.IntN(2) == 0 {
+		a.Flags &= zset.CH | zset.XX | zset.GT // mostly valid
+	}
+	for range 1 + h.rng.IntN(3) {
+		a.Pairs = append(a.Pairs, zset.Pair{Score: score(), Member: member()})
+		a.Members = append(a.Members, member())
+	}
+	a.Range = zset.Range{Min: zset.Bound{Value: score(), Excl: h.rng.IntN(2) == 0}, Max: zset.Bound{Value: score(), Excl: h.rng.IntN(2) == 0}}
+	a.Start, a.Stop = int64(h.rng.IntN(7)-3), int64(h.rng.IntN(7)-3)
+	return a
+}
+
 // histPassword is the ZooKeeper sessions' password in histories.
 var histPassword = []byte("0123456789abcdef")
 
@@ -117,6 +139,9 @@ func (h *history) next() Command {
 			o.Req.Lease = h.dur(6 * time.Second)
 		}
 		o.Prefix = uint32(h.rng.IntN(3))
+		if o.Owned.IsZSet() {
+			o.ZSet = h.zargs()
+		}
 		return o
 	}
 	switch h.rng.IntN(31) {

@@ -127,3 +127,64 @@ func benchCycle(b *testing.B, pipe int, loop bool) {
 		b.Fatalf("wrote %d bytes, want %d", nc.written, want)
 	}
 }
+
+// BenchmarkScriptCycle: SET NX PX + release-by-script cycles, as
+// BenchmarkCycle's event-loop case, with the documentation's
+// compare-and-delete run by the known-script table (table), the same
+// script run in Lua with the table's lookup turned off (lua), and a
+// one-word variant the table does not know, run in Lua (unknown).
+func BenchmarkScriptCycle(b *testing.B) {
+	doc := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	variant := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("unlink",KEYS[1]) else return 0 end`
+	for _, tc := range []struct {
+		name   string
+		script string
+		lua    bool
+	}{{"table", doc, false}, {"lua", doc, true}, {"unknown", variant, false}} {
+		for _, pipe := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s-p%d", tc.name, pipe), func(b *testing.B) {
+				n, err := node.New(node.Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer n.Shutdown(context.Background())
+				s, err := New(n, DefaultConfig())
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.noTemplates = tc.lua
+				body := []byte(tc.script)
+				if t := recognise(body); t != tmplNone {
+					s.load(scriptSHA(body), t, body)
+				}
+				if _, err := s.lua.Load(body); err != nil {
+					b.Fatal(err)
+				}
+				const keys = 1000
+				req := bytes.ReplaceAll(benchCycles(keys), []byte("b70c2384248f88e6b75b9f89241a180f856ad852"), []byte(scriptSHA(body)))
+				chunk := len(req) / (2 * keys) * pipe
+				nc := &benchConn{req: req, chunk: chunk, left: b.N / keys}
+				c := newLoopConn(s, nc.RemoteAddr())
+				buf := make([]byte, 64<<10)
+				var in, out []byte
+				b.ReportAllocs()
+				b.ResetTimer()
+				for {
+					k, err := nc.Read(buf)
+					if err != nil {
+						break
+					}
+					in = append(in, buf[:k]...)
+					var used int
+					out, used, _ = c.Input(in, out[:0])
+					nc.Write(out)
+					in = in[:copy(in, in[used:])]
+				}
+				b.StopTimer()
+				if want := (b.N/keys + 1) * keys * len("+OK\r\n:1\r\n"); nc.written != want {
+					b.Fatalf("wrote %d bytes, want %d", nc.written, want)
+				}
+			})
+		}
+	}
+}

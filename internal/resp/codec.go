@@ -497,6 +497,9 @@ func (w *Writer) Error(msg string) {
 // Int writes an integer.
 func (w *Writer) Int(n int64) { w.head(':', n) }
 
+// Raw writes a reply already encoded (for the connection's protocol).
+func (w *Writer) Raw(b []byte) { w.w.Write(b) }
+
 // Bulk writes a bulk string.
 func (w *Writer) Bulk(b []byte) {
 	w.head('$', int64(len(b)))

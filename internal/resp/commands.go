@@ -43,6 +43,8 @@ var commandTable = []command{
 	{name: "latch.token", arity: -2, plan: planToken},
 	{name: "eval", arity: -3, plan: planEval, write: true},
 	{name: "evalsha", arity: -3, plan: planEval, write: true},
+	{name: "eval_ro", arity: -3, fn: cmdEvalLua},
+	{name: "evalsha_ro", arity: -3, fn: cmdEvalLua},
 	{name: "ping", arity: -1, plan: planPing},
 	{name: "echo", arity: 2, plan: planEcho},
 
@@ -86,6 +88,9 @@ func (c *conn) do(args [][]byte) {
 			lower[i] = b
 		}
 		cmd = c.srv.cmds[string(lower[:len(name)])]
+	}
+	if cmd != nil && cmd.plan != nil && (cmd.name == "eval" || cmd.name == "evalsha") && !c.multi && c.scriptLua(args) {
+		cmd = &command{name: cmd.name, arity: cmd.arity, fn: cmdEvalLua, write: true, metric: cmd.metric}
 	}
 	if c.batch > 0 && !c.plannable(cmd, len(args)) {
 		c.runBatch() // its replies come first
@@ -788,11 +793,14 @@ func planEcho(c *conn, args [][]byte) {
 
 // Scripts.
 
-// unsupportedScript answers a script that is not a known lock script.
-func unsupportedScript(sha string) string {
-	return fmt.Sprintf("ERR latch: unsupported script %s: latch runs no Lua, only the lock scripts of the Redis lock libraries it knows (see docs/redis.md)", sha)
+// scriptInMulti answers a script queued in MULTI that is not a known lock
+// script: Lua runs outside transactions only.
+func scriptInMulti(sha string) string {
+	return fmt.Sprintf("ERR latch: script %s cannot run inside MULTI: only the known lock scripts of the Redis lock libraries do (see docs/redis.md); run it outside a transaction", sha)
 }
 
+// planEval plans a known lock script (template) as its native operation;
+// any other script runs in Lua (cmdEvalLua), outside MULTI.
 func planEval(c *conn, args [][]byte) {
 	var t template
 	var sha []byte
@@ -801,7 +809,7 @@ func planEval(c *conn, args [][]byte) {
 		t = recognise(args[1])
 		s := scriptSHA(args[1])
 		if t == tmplNone {
-			c.fail(unsupportedScript(s))
+			c.fail(scriptInMulti(s))
 			return
 		}
 		line = c.srv.load(s, t, args[1])
@@ -810,6 +818,10 @@ func planEval(c *conn, args [][]byte) {
 		var ok bool
 		sha = lowerInPlace(args[1])
 		if t, line, ok = c.srv.script(sha); !ok {
+			if c.srv.lua.Get(string(sha)) != nil {
+				c.fail(scriptInMulti(string(sha)))
+				return
+			}
 			c.fail("NOSCRIPT No matching script. Please use EVAL.")
 			return
 		}
@@ -937,6 +949,6 @@ func (c *conn) runTemplate(t template, keys []string, argv [][]byte) {
 		c.sub(fsm.OwnedRenew, fsm.OwnedMatch|fsm.OwnedAll, argv[0], d, keys...)
 		c.add(rAllOrZero, first).arg = int64(len(keys))
 	default:
-		c.fail(unsupportedScript("?"))
+		c.fail("ERR latch: internal error: unknown script template")
 	}
 }

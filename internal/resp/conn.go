@@ -58,7 +58,9 @@ type conn struct {
 	// txResults is room for the results of a batch or transaction
 	// (fsm.Command.TxResults), reused.
 	txResults []fsm.Result
-	at        int64 // when the results were read (PTTL)
+	at        int64      // when the results were read (PTTL)
+	scriptOut []byte     // room for a Lua script's reply, reused
+	script    *scriptRun // a Lua script's run, reused
 }
 
 // ServeConn serves nc on its own goroutine (netserve.Protocol), until the

@@ -367,14 +367,15 @@ func cmdScript(c *conn, args [][]byte) {
 			c.w.Error("ERR wrong number of arguments for 'script|load' command")
 			return
 		}
-		sha := scriptSHA(args[2])
-		t := recognise(args[2])
-		if t == tmplNone {
-			c.w.Error(unsupportedScript(sha))
+		s, err := c.srv.lua.Load(args[2])
+		if err != nil {
+			c.w.Error(err.Error())
 			return
 		}
-		c.srv.load(sha, t, args[2])
-		c.w.BulkString(sha)
+		if t := recognise(args[2]); t != tmplNone {
+			c.srv.load(s.SHA, t, args[2])
+		}
+		c.w.BulkString(s.SHA)
 	case "EXISTS":
 		if len(args) < 3 {
 			c.w.Error("ERR wrong number of arguments for 'script|exists' command")
@@ -382,16 +383,22 @@ func cmdScript(c *conn, args [][]byte) {
 		}
 		c.w.Array(len(args) - 2)
 		for _, a := range args[2:] {
-			if _, _, ok := c.srv.script(bytes.ToLower(a)); ok {
+			sha := bytes.ToLower(a)
+			if _, _, ok := c.srv.script(sha); ok || c.srv.lua.Get(string(sha)) != nil {
 				c.w.Int(1)
 			} else {
 				c.w.Int(0)
 			}
 		}
 	case "FLUSH":
+		if len(args) > 3 || len(args) == 3 && !strings.EqualFold(string(args[2]), "async") && !strings.EqualFold(string(args[2]), "sync") {
+			c.w.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+			return
+		}
 		c.srv.scriptsMu.Lock()
 		clear(c.srv.loaded)
 		c.srv.scriptsMu.Unlock()
+		c.srv.lua.Flush()
 		c.w.Simple("OK")
 	default:
 		c.w.Error(fmt.Sprintf("ERR unknown subcommand '%s'. Try SCRIPT HELP.", args[1]))

@@ -23,11 +23,14 @@
 // client meets on a Redis whose key holds a list. The items of
 // memcached's store are not Redis keys: GET of one is nil.
 //
-// No Lua runs here. The scripts that redsync, bsm/redislock, redis-py's Lock
-// and node-redlock send are recognised by the SHA1 of their text or of
-// their canonical form (Canonical) and each runs as one native lock
-// operation; any other script is refused with NOSCRIPT, then an error that
-// names its SHA1.
+// Scripts: the scripts that redsync, bsm/redislock, redis-py's Lock and
+// node-redlock send are recognised by the SHA1 of their text or of their
+// canonical form (Canonical) and each runs as one native lock operation
+// (script.go), the cheap path. Any other script runs in Lua (package
+// luascript), as a transaction does (lua.go): once, on this node, against
+// a scratch view of the keys it touches, read with their watches; its
+// write commands are then applied as one fsm.OpOwnedTx under those
+// watches, or the script runs again if a key changed.
 //
 // Every Redis command that changes a lock is one command of the Service
 // (fsm.OpOwned), and a MULTI/EXEC transaction is one fsm.OpOwnedTx, applied

@@ -1,6 +1,11 @@
 package resp
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/latchd/latch/internal/luascript"
+)
 
 // ClientScript is a lock script of an installed client, with ARGV it
 // takes, for the tests of package resp_test.
@@ -25,4 +30,10 @@ func ClientScripts(t *testing.T) []ClientScript {
 		out = append(out, ClientScript{s.client, s.body, a})
 	}
 	return out
+}
+
+// luascriptForTest returns a script engine with a time limit (ns) and a
+// memory limit (bytes).
+func luascriptForTest(ns, mem int64) *luascript.Engine {
+	return luascript.New(luascript.Limits{Time: time.Duration(ns), Memory: mem, Version: redisVersion})
 }

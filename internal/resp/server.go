@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/luascript"
 	"github.com/latchd/latch/internal/metrics"
 	"github.com/latchd/latch/internal/netserve"
 )
@@ -31,6 +33,16 @@ type Server struct {
 	// of their text (knownScripts need no loading).
 	scriptsMu sync.RWMutex
 	loaded    map[string]loadedScript
+
+	// lua compiles, keeps and runs the scripts that are not known lock
+	// scripts (lua.go).
+	lua *luascript.Engine
+	// noTemplates runs every script in Lua, the known ones too (a
+	// benchmark's knob); scriptCheck, when set (tests), is given each
+	// script transaction, what the scratch view answered for its commands,
+	// and what the state machine did.
+	noTemplates bool
+	scriptCheck func(tx []fsm.Command, pred, got []fsm.Result)
 
 	lastID atomic.Int64 // CLIENT ID
 
@@ -57,6 +69,7 @@ func New(svc Service, cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		started: time.Now(),
 		loaded:  make(map[string]loadedScript),
+		lua:     luascript.New(luascript.Limits{Version: redisVersion, Logger: cfg.Logger}),
 	}
 	s.toks.Store(&cfg.Tokens)
 	s.cmds = make(map[string]*command, len(commandTable))

@@ -1,0 +1,321 @@
+package luascript
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// Caller runs the Redis commands of a script.
+type Caller interface {
+	// Call runs one command for the running script: args[0] is its name
+	// as the script wrote it. It answers in the RESP version the script
+	// chose (resp: 2 or 3, redis.setresp). A refusal or a failure is an
+	// Error reply with Redis's text ("ERR Unknown Redis command called
+	// from script", "WRONGTYPE ..."): redis.call raises it, redis.pcall
+	// returns it. args is the Caller's to keep.
+	Call(args [][]byte, resp int) Reply
+}
+
+// Limits bound what a script may use. A run that breaks one is stopped
+// with an error.
+type Limits struct {
+	// Time a run may take (default 5s: Redis's lua-time-limit, after
+	// which Redis only starts answering BUSY; latch stops the script).
+	Time time.Duration
+	// Memory is how much the process heap may grow while a script runs
+	// (default 256 MiB), checked every few milliseconds; string.rep is
+	// refused a result larger than it.
+	Memory int64
+	// CallDepth bounds the Lua call stack, in frames (default 200, as
+	// Lua 5.1's C-call limit bounds Redis's).
+	CallDepth int
+	// Scripts bounds the compiled scripts kept by SHA1 (default 4096),
+	// and ScriptBytes their total text (default 16 MiB): beyond either,
+	// the oldest are forgotten first (EVALSHA of one answers NOSCRIPT).
+	Scripts     int
+	ScriptBytes int
+	// Version is redis.REDIS_VERSION ("7.0.0" if empty).
+	Version string
+	// Logger receives redis.log's messages (none if nil).
+	Logger *slog.Logger
+}
+
+func (l *Limits) defaults() {
+	if l.Time <= 0 {
+		l.Time = 5 * time.Second
+	}
+	if l.Memory <= 0 {
+		l.Memory = 256 << 20
+	}
+	if l.CallDepth <= 0 {
+		l.CallDepth = 200
+	}
+	if l.Scripts <= 0 {
+		l.Scripts = 4096
+	}
+	if l.ScriptBytes <= 0 {
+		l.ScriptBytes = 16 << 20
+	}
+	if l.Version == "" {
+		l.Version = "7.0.0"
+	}
+	if l.Logger == nil {
+		l.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Script is a compiled script.
+type Script struct {
+	SHA  string // the hex SHA1 of its text, lower case
+	Body []byte
+	// Shebang: the script starts with Redis 7's "#!lua" line; NoWrites:
+	// its flags include no-writes (it runs as read-only).
+	Shebang, NoWrites bool
+	proto             *lua.FunctionProto
+}
+
+// shebangFlags are the flags of a "#!lua flags=..." line Redis 7 knows.
+var shebangFlags = map[string]bool{"no-writes": true, "allow-oom": true, "allow-stale": true,
+	"no-cluster": true, "allow-cross-slot-keys": true}
+
+// shebang parses a script's first line when it is a shebang ("#!lua
+// flags=no-writes,..."), as Redis 7 does: whether it has one, whether
+// no-writes is among its flags, and Redis's error for a bad one.
+func shebang(body []byte) (has, noWrites bool, err error) {
+	if !bytes.HasPrefix(body, []byte("#!")) {
+		return false, false, nil
+	}
+	end := bytes.IndexByte(body, '\n')
+	if end < 0 {
+		return true, false, &CompileError{"ERR Invalid script shebang"}
+	}
+	parts := strings.Fields(string(body[:end]))
+	if len(parts) == 0 || parts[0] != "#!lua" {
+		engine := string(body[:end])
+		if len(parts) > 0 {
+			engine = parts[0]
+		}
+		return true, false, &CompileError{"ERR Unexpected engine in script shebang: " + engine}
+	}
+	for _, p := range parts[1:] {
+		flags, ok := strings.CutPrefix(p, "flags=")
+		if !ok {
+			return true, false, &CompileError{"ERR Unknown lua shebang option: " + p}
+		}
+		for f := range strings.SplitSeq(flags, ",") {
+			switch {
+			case f == "":
+			case !shebangFlags[f]:
+				return true, false, &CompileError{"ERR Unexpected flag in script shebang: " + f}
+			case f == "no-writes":
+				noWrites = true
+			}
+		}
+	}
+	return true, noWrites, nil
+}
+
+// Engine compiles, caches and runs scripts. It is safe for concurrent
+// use: each run has a sandbox of its own (kept in a pool).
+type Engine struct {
+	lim Limits
+
+	mu      sync.Mutex
+	scripts map[string]*Script
+	order   []string // SHA1s in load order: the oldest is forgotten first
+	size    int      // bytes of text in scripts
+
+	pool sync.Pool
+
+	randMu sync.Mutex
+	rand   uint64 // math.random's state
+}
+
+// New returns an engine with the limits lim (zero fields: defaults).
+func New(lim Limits) *Engine {
+	lim.defaults()
+	e := &Engine{lim: lim, scripts: make(map[string]*Script), rand: rand48Init}
+	e.pool.New = func() any { return newSandbox(e) }
+	return e
+}
+
+// SHA1 returns the hex SHA1 of a script's text: its name for EVALSHA.
+func SHA1(body []byte) string {
+	sum := sha1.Sum(body)
+	return hex.EncodeToString(sum[:])
+}
+
+// CompileError is a script that does not compile. Its message is Redis's
+// reply, "ERR Error compiling script (new function): user_script:<line>: ...".
+type CompileError struct{ Msg string }
+
+func (e *CompileError) Error() string { return e.Msg }
+
+// gopher-lua's syntax error: "user_script line:1(column:9) near 'EOF':   syntax error".
+var syntaxRE = regexp.MustCompile(`^user_script line:(\d+)\(column:\d+\) near '(.*)':\s*(.*?)\s*$`)
+
+// Load compiles body and keeps it by its SHA1 (no copy of body is kept
+// that the caller may change).
+func (e *Engine) Load(body []byte) (*Script, error) {
+	sha := SHA1(body)
+	if s := e.Get(sha); s != nil {
+		return s, nil
+	}
+	has, noWrites, err := shebang(body)
+	if err != nil {
+		return nil, err
+	}
+	src := body
+	if has {
+		// The shebang line becomes a comment: the lines keep their numbers.
+		src = append([]byte("--"), body[2:]...)
+	}
+	chunk, err := parse.Parse(bytes.NewReader(src), "user_script")
+	if err != nil {
+		msg := err.Error()
+		if m := syntaxRE.FindStringSubmatch(msg); m != nil {
+			near := m[2]
+			if near == "EOF" {
+				near = "<eof>"
+			}
+			msg = fmt.Sprintf("user_script:%s: %s near '%s'", m[1], m[3], near)
+		}
+		return nil, &CompileError{"ERR Error compiling script (new function): " + oneLine(msg)}
+	}
+	proto, err := lua.Compile(chunk, "user_script")
+	if err != nil {
+		return nil, &CompileError{"ERR Error compiling script (new function): " + oneLine(err.Error())}
+	}
+	// The main chunk takes "...": Lua 5.0's compatible "arg" table would
+	// be made for each run, but a main chunk has no local of that name to
+	// see it by.
+	proto.IsVarArg &^= lua.VarArgNeedsArg
+	s := &Script{SHA: sha, Body: bytes.Clone(body), Shebang: has, NoWrites: noWrites, proto: proto}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old, ok := e.scripts[sha]; ok {
+		return old, nil
+	}
+	for len(e.order) > 0 && (len(e.scripts) >= e.lim.Scripts || e.size+len(body) > e.lim.ScriptBytes) {
+		if old, ok := e.scripts[e.order[0]]; ok {
+			e.size -= len(old.Body)
+			delete(e.scripts, e.order[0])
+		}
+		e.order = e.order[1:]
+	}
+	e.scripts[sha] = s
+	e.order = append(e.order, sha)
+	e.size += len(body)
+	return s, nil
+}
+
+// Get returns the script named sha (lower-case hex), or nil.
+func (e *Engine) Get(sha string) *Script {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.scripts[sha]
+}
+
+// Flush forgets every script (SCRIPT FLUSH).
+func (e *Engine) Flush() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(e.scripts)
+	e.order, e.size = nil, 0
+}
+
+// Len returns how many scripts are kept.
+func (e *Engine) Len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.scripts)
+}
+
+// Run runs s with KEYS and ARGV, its commands run by c, for a client of
+// RESP version proto (2 or 3), and returns its reply. raised is true when
+// the script ended by an error (a Lua error, a redis.call that failed,
+// a limit): its reply is then that error, with Redis 7's suffix
+// (" script: <sha1>, on @user_script:<line>."). A script that returns an
+// error reply (redis.error_reply) has not raised one.
+func (e *Engine) Run(s *Script, keys, argv [][]byte, c Caller, proto int) (reply Reply, raised bool) {
+	sb := e.pool.Get().(*sandbox)
+	defer func() {
+		if sb.reset() {
+			e.pool.Put(sb)
+		} else {
+			sb.L.Close()
+		}
+	}()
+	return sb.run(s, keys, argv, c, proto)
+}
+
+// Stop causes.
+var (
+	errTime   = errors.New("time limit")
+	errMemory = errors.New("memory limit")
+)
+
+// heapBytes reads the bytes of the heap's objects (live or not yet
+// collected).
+func heapBytes() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}
+
+// watch stops a run (cancel) past the time limit or once the heap grew
+// by more than the memory limit; it returns the function that ends the
+// watch.
+func (e *Engine) watch(cancel context.CancelCauseFunc) func() {
+	start := time.Now()
+	var base int64 = -1
+	var mu sync.Mutex
+	done := false
+	var t *time.Timer
+	const every = 5 * time.Millisecond
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		h := heapBytes()
+		if base < 0 {
+			base = h
+		}
+		switch {
+		case time.Since(start) > e.lim.Time:
+			cancel(errTime)
+			return
+		case h-base > e.lim.Memory:
+			cancel(errMemory)
+			return
+		}
+		t.Reset(every)
+	}
+	mu.Lock()
+	t = time.AfterFunc(every, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		done = true
+		mu.Unlock()
+		t.Stop()
+	}
+}

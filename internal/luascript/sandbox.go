@@ -1,0 +1,610 @@
+package luascript
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// sandbox is one Lua state set up as Redis 7 sets up EVAL's: the
+// libraries, the redis table, and read-only globals. The script's
+// globals (its function environment) are a proxy: an empty table whose
+// reads fall through to the real globals, whose writes fail, and whose
+// real table answers an error for a name it lacks. The library tables
+// are proxies too. The base functions that would reach behind a proxy
+// (next, pairs, ipairs, rawget, rawset, setmetatable, getmetatable) see
+// through it, or refuse to change it.
+type sandbox struct {
+	e       *Engine
+	L       *lua.LState
+	globals *lua.LTable                 // the real globals
+	real    map[*lua.LTable]*lua.LTable // proxy → real table
+	strMeta *lua.LTable                 // the string metatable's proxy
+	handler *lua.LFunction
+
+	// The run: its caller, the RESP version the script chose.
+	caller Caller
+	resp   int
+	ctx    context.Context
+	broken bool // the state may be inconsistent: not reused
+}
+
+// Redis 7's messages.
+const (
+	msgReadonly    = "Attempt to modify a readonly table"
+	msgNoGlobal    = "Script attempted to access nonexistent global variable '%s'"
+	msgCallNoArgs  = "ERR Please specify at least one argument for this redis lib call"
+	msgCallArgType = "ERR Lua redis lib command arguments must be strings or integers"
+)
+
+// The base functions Redis removes, and gopher-lua's own.
+var removed = []string{"dofile", "loadfile", "print", "getfenv", "setfenv", "module", "require",
+	"newproxy", "_GOPHER_LUA_VERSION", "_printregs", "channel", "os", "io", "debug", "package"}
+
+func newSandbox(e *Engine) *sandbox {
+	L := lua.NewState(lua.Options{
+		SkipOpenLibs:        true,
+		CallStackSize:       e.lim.CallDepth + 8,
+		RegistrySize:        1024,
+		RegistryMaxSize:     1 << 20,
+		MinimizeStackMemory: true,
+	})
+	sb := &sandbox{e: e, L: L, real: make(map[*lua.LTable]*lua.LTable)}
+	for _, lib := range []struct {
+		name string
+		fn   lua.LGFunction
+	}{
+		{lua.BaseLibName, lua.OpenBase}, {lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString},
+		{lua.MathLibName, lua.OpenMath}, {lua.CoroutineLibName, lua.OpenCoroutine},
+	} {
+		L.Push(L.NewFunction(lib.fn))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	g := L.G.Global
+	sb.globals = g
+	for _, n := range removed {
+		g.RawSetString(n, lua.LNil)
+	}
+	set := func(t *lua.LTable, name string, fn lua.LGFunction) { t.RawSetString(name, L.NewFunction(fn)) }
+	set(g, "error", sb.error)
+	set(g, "pcall", sb.pcall)
+	set(g, "next", sb.next)
+	set(g, "pairs", sb.pairs)
+	set(g, "ipairs", sb.ipairs)
+	set(g, "rawget", sb.rawget)
+	set(g, "rawset", sb.rawset)
+	set(g, "setmetatable", sb.setmetatable)
+	set(g, "getmetatable", sb.getmetatable)
+	set(g, "gcinfo", func(L *lua.LState) int { L.Push(lua.LNumber(heapBytes() / 1024)); return 1 })
+	math := g.RawGetString("math").(*lua.LTable)
+	set(math, "random", sb.random)
+	set(math, "randomseed", sb.randomseed)
+	str := g.RawGetString("string").(*lua.LTable)
+	rep := str.RawGetString("rep")
+	set(str, "rep", func(L *lua.LState) int {
+		s, n := L.CheckString(1), L.CheckInt64(2)
+		if n > 0 && int64(len(s))*n > sb.e.lim.Memory {
+			L.RaiseError("resulting string too large")
+		}
+		L.Push(rep)
+		L.Push(lua.LString(s))
+		L.Push(lua.LNumber(n))
+		L.Call(2, 1)
+		return 1
+	})
+	g.RawSetString("redis", sb.redisLib())
+	g.RawSetString("bit", lua.LNil)
+
+	// Globals: reads of a missing name fail; the libraries are proxies.
+	for _, n := range []string{"string", "table", "math", "coroutine", "redis"} {
+		g.RawSetString(n, sb.protect(g.RawGetString(n).(*lua.LTable)))
+	}
+	if sm, ok := L.GetMetatable(lua.LString("")).(*lua.LTable); ok {
+		sm.RawSetString("__index", g.RawGetString("string"))
+		sb.strMeta = sb.protect(sm)
+	}
+	gm := L.NewTable()
+	gm.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError(msgNoGlobal, lua.LVAsString(L.Get(2)))
+		return 0
+	}))
+	L.SetMetatable(g, gm)
+	pg := sb.protect(g)
+	g.RawSetString("_G", pg)
+	L.Env = pg
+	sb.handler = L.NewFunction(sb.onError)
+	sb.resp = 2
+	return sb
+}
+
+// protect returns a read-only proxy of t.
+func (sb *sandbox) protect(t *lua.LTable) *lua.LTable {
+	L := sb.L
+	p, mt := L.NewTable(), L.NewTable()
+	mt.RawSetString("__index", t)
+	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError(msgReadonly)
+		return 0
+	}))
+	L.SetMetatable(p, mt)
+	sb.real[p] = t
+	return p
+}
+
+// unwrap returns the real table behind a proxy, or v.
+func (sb *sandbox) unwrap(v lua.LValue) lua.LValue {
+	if t, ok := v.(*lua.LTable); ok {
+		if r, ok := sb.real[t]; ok {
+			return r
+		}
+	}
+	return v
+}
+
+func (sb *sandbox) isProxy(v lua.LValue) bool {
+	t, ok := v.(*lua.LTable)
+	if !ok {
+		return false
+	}
+	_, ok = sb.real[t]
+	return ok
+}
+
+// reset readies the sandbox for its next run and reports whether it may
+// be reused.
+func (sb *sandbox) reset() bool {
+	sb.caller, sb.ctx = nil, nil
+	sb.resp = 2
+	sb.L.SetTop(0)
+	return !sb.broken
+}
+
+func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Reply, bool) {
+	L := sb.L
+	sb.caller = c
+	arr := func(vs [][]byte) *lua.LTable {
+		t := L.CreateTable(len(vs), 0)
+		for i, v := range vs {
+			t.RawSetInt(i+1, lua.LString(v))
+		}
+		return t
+	}
+	sb.globals.RawSetString("KEYS", arr(keys))
+	sb.globals.RawSetString("ARGV", arr(argv))
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sb.ctx = ctx
+	stop := sb.e.watch(cancel)
+	L.SetContext(ctx)
+	L.Push(L.NewFunctionFromProto(s.proto))
+	err := L.PCall(0, 1, sb.handler)
+	stop()
+	L.RemoveContext()
+	if err == nil {
+		return fromLua(L.Get(-1), sb.resp, 0), false
+	}
+	// An error: its object is what onError made of it, {err, line}, or,
+	// if the handler could not run, the error itself.
+	var msg string
+	line := 0
+	if aerr, ok := err.(*lua.ApiError); ok {
+		if t, ok := aerr.Object.(*lua.LTable); ok {
+			msg = lua.LVAsString(t.RawGetString("err"))
+			if n, ok := t.RawGetString("line").(lua.LNumber); ok {
+				line = int(n)
+			}
+		} else {
+			msg = "ERR " + aerr.Object.String()
+		}
+	} else {
+		msg = "ERR " + err.Error()
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errTime):
+		msg = fmt.Sprintf("ERR latch: script stopped: it ran past the time limit of %v, and nothing it did was applied", sb.e.lim.Time)
+	case errors.Is(cause, errMemory):
+		msg = fmt.Sprintf("ERR latch: script stopped: it used more than %d MiB of memory, and nothing it did was applied", sb.e.lim.Memory>>20)
+		sb.broken = true
+	}
+	if strings.Contains(msg, "callstack overflow") || strings.Contains(msg, "stack overflow") {
+		msg = "ERR latch: script stopped: its call stack is too deep (stack overflow), and nothing it did was applied"
+		sb.broken = true
+	}
+	suffix := fmt.Sprintf(" script: %s, on @user_script:%d.", s.SHA, line)
+	if line == 0 {
+		suffix = fmt.Sprintf(" script: %s, on @user_script:?.", s.SHA)
+	}
+	return ErrorReply(oneLine(msg + suffix)), true
+}
+
+// onError is the script's error handler: it makes the error a table with
+// err (the message, "ERR " added unless the error is already a table
+// with err) and line (where the innermost Lua function stood).
+func (sb *sandbox) onError(L *lua.LState) int {
+	v := L.Get(1)
+	t, ok := v.(*lua.LTable)
+	if !ok || t.RawGetString("err").Type() != lua.LTString {
+		t = L.CreateTable(0, 2)
+		s := "nil"
+		if v != lua.LNil {
+			s = lua.LVAsString(v)
+			if s == "" && v.Type() != lua.LTString {
+				s = v.String()
+			}
+		}
+		t.RawSetString("err", lua.LString("ERR "+s))
+	}
+	for level := 0; ; level++ {
+		dbg, ok := L.GetStack(level)
+		if !ok {
+			break
+		}
+		if _, err := L.GetInfo("Sl", dbg, lua.LNil); err != nil {
+			break
+		}
+		if dbg.What != "G" && dbg.CurrentLine > 0 {
+			t.RawSetString("line", lua.LNumber(dbg.CurrentLine))
+			break
+		}
+	}
+	L.Push(t)
+	return 1
+}
+
+// stopped reports whether the run was stopped by a limit: a pcall must
+// not catch that.
+func (sb *sandbox) stopped() bool { return sb.ctx != nil && sb.ctx.Err() != nil }
+
+// error is Lua's error; a number is made a string first, so that it gets
+// its position as in Lua 5.1.
+func (sb *sandbox) error(L *lua.LState) int {
+	v := L.Get(1)
+	level := L.OptInt(2, 1)
+	if n, ok := v.(lua.LNumber); ok {
+		v = lua.LString(n.String())
+	}
+	L.Error(v, level)
+	return 0
+}
+
+// pcall is Lua's pcall, except that an error table with an err field is
+// answered as its message (as Redis 7 does), and a limit that stopped the
+// run is not caught.
+func (sb *sandbox) pcall(L *lua.LState) int {
+	L.CheckAny(1)
+	nargs := L.GetTop() - 1
+	err := L.PCall(nargs, lua.MultRet, nil)
+	if err == nil {
+		L.Insert(lua.LTrue, 1)
+		return L.GetTop()
+	}
+	var obj lua.LValue = lua.LString(err.Error())
+	if aerr, ok := err.(*lua.ApiError); ok {
+		obj = aerr.Object
+	}
+	if sb.stopped() || strings.Contains(lua.LVAsString(obj), "stack overflow") {
+		sb.broken = sb.broken || !sb.stopped()
+		L.Error(obj, 0)
+	}
+	if t, ok := obj.(*lua.LTable); ok {
+		if s, ok := t.RawGetString("err").(lua.LString); ok {
+			obj = s
+		}
+	}
+	L.Push(lua.LFalse)
+	L.Push(obj)
+	return 2
+}
+
+func (sb *sandbox) next(L *lua.LState) int {
+	t, ok := sb.unwrap(L.CheckAny(1)).(*lua.LTable)
+	if !ok {
+		L.ArgError(1, "table expected")
+	}
+	k, v := t.Next(L.Get(2))
+	if k == lua.LNil {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(k)
+	L.Push(v)
+	return 2
+}
+
+func (sb *sandbox) pairs(L *lua.LState) int {
+	t := sb.unwrap(L.CheckTable(1))
+	L.Push(sb.globals.RawGetString("next"))
+	L.Push(t)
+	L.Push(lua.LNil)
+	return 3
+}
+
+func (sb *sandbox) ipairs(L *lua.LState) int {
+	t := sb.unwrap(L.CheckTable(1))
+	L.Push(L.NewFunction(func(L *lua.LState) int {
+		i := L.CheckInt(2) + 1
+		v := L.CheckTable(1).RawGetInt(i)
+		if v == lua.LNil {
+			return 0
+		}
+		L.Push(lua.LNumber(i))
+		L.Push(v)
+		return 2
+	}))
+	L.Push(t)
+	L.Push(lua.LNumber(0))
+	return 3
+}
+
+func (sb *sandbox) rawget(L *lua.LState) int {
+	t, ok := sb.unwrap(L.CheckTable(1)).(*lua.LTable)
+	if !ok {
+		L.ArgError(1, "table expected")
+	}
+	L.Push(t.RawGet(L.CheckAny(2)))
+	return 1
+}
+
+func (sb *sandbox) rawset(L *lua.LState) int {
+	t := L.CheckTable(1)
+	if sb.isProxy(t) {
+		L.Error(lua.LString(msgReadonly), 0)
+	}
+	t.RawSet(L.CheckAny(2), L.CheckAny(3))
+	L.Push(t)
+	return 1
+}
+
+func (sb *sandbox) setmetatable(L *lua.LState) int {
+	t := L.CheckTable(1)
+	if sb.isProxy(t) {
+		L.Error(lua.LString(msgReadonly), 0)
+	}
+	mt := L.Get(2)
+	if mt.Type() != lua.LTNil && mt.Type() != lua.LTTable {
+		L.ArgError(2, "nil or table expected")
+	}
+	if old, ok := L.GetMetatable(t).(*lua.LTable); ok && old.RawGetString("__metatable") != lua.LNil {
+		L.RaiseError("cannot change a protected metatable")
+	}
+	L.SetMetatable(t, mt)
+	L.SetTop(1)
+	return 1
+}
+
+func (sb *sandbox) getmetatable(L *lua.LState) int {
+	v := L.CheckAny(1)
+	if sb.isProxy(v) {
+		L.Push(lua.LNil)
+		return 1
+	}
+	mt := L.GetMetatable(v)
+	if v.Type() == lua.LTString && sb.strMeta != nil {
+		mt = sb.strMeta
+	} else if t, ok := mt.(*lua.LTable); ok {
+		if f := t.RawGetString("__metatable"); f != lua.LNil {
+			mt = f
+		}
+	}
+	L.Push(mt)
+	return 1
+}
+
+// Redis's PRNG: the 48-bit linear congruential generator of its rand.c,
+// one per engine as one per Redis process: it starts from rand.c's
+// initial state and goes on from run to run (Redis 7 no longer reseeds it
+// for each script); math.randomseed reseeds it.
+const (
+	rand48Mask = 1<<48 - 1
+	rand48Init = 0x1234ABCD330E
+)
+
+func (sb *sandbox) srand(seed int32) {
+	s := uint64(uint16(seed))<<16 | uint64(uint16(uint32(seed)>>16))<<32
+	sb.e.randMu.Lock()
+	sb.e.rand = s | 0x330E
+	sb.e.randMu.Unlock()
+}
+
+func (sb *sandbox) lrand() int32 {
+	e := sb.e
+	e.randMu.Lock()
+	defer e.randMu.Unlock()
+	e.rand = (0x5DEECE66D*e.rand + 0xB) & rand48Mask
+	return int32(e.rand >> 17)
+}
+
+func (sb *sandbox) random(L *lua.LState) int {
+	r := float64(sb.lrand()%math.MaxInt32) / float64(math.MaxInt32)
+	switch L.GetTop() {
+	case 0:
+		L.Push(lua.LNumber(r))
+	case 1:
+		u := L.CheckInt(1)
+		if u < 1 {
+			L.ArgError(1, "interval is empty")
+		}
+		L.Push(lua.LNumber(math.Floor(r*float64(u)) + 1))
+	case 2:
+		l, u := L.CheckInt(1), L.CheckInt(2)
+		if l > u {
+			L.ArgError(2, "interval is empty")
+		}
+		L.Push(lua.LNumber(math.Floor(r*float64(u-l+1)) + float64(l)))
+	default:
+		L.RaiseError("wrong number of arguments")
+	}
+	return 1
+}
+
+func (sb *sandbox) randomseed(L *lua.LState) int {
+	sb.srand(int32(L.CheckInt(1)))
+	return 0
+}
+
+// The redis table.
+
+func (sb *sandbox) redisLib() *lua.LTable {
+	L := sb.L
+	t := L.NewTable()
+	fns := map[string]lua.LGFunction{
+		"call":  func(L *lua.LState) int { return sb.call(L, true) },
+		"pcall": func(L *lua.LState) int { return sb.call(L, false) },
+		"error_reply": func(L *lua.LState) int {
+			s, ok := L.Get(1).(lua.LString)
+			if L.GetTop() != 1 || !ok {
+				return sb.pushErr(L, "ERR wrong number or type of arguments")
+			}
+			return sb.pushErr(L, errorText(string(s)))
+		},
+		"status_reply": func(L *lua.LState) int {
+			s, ok := L.Get(1).(lua.LString)
+			if L.GetTop() != 1 || !ok {
+				return sb.pushErr(L, "ERR wrong number or type of arguments")
+			}
+			r := L.CreateTable(0, 1)
+			r.RawSetString("ok", s)
+			L.Push(r)
+			return 1
+		},
+		"sha1hex": func(L *lua.LState) int {
+			if L.GetTop() != 1 {
+				sb.raise(L, "ERR wrong number of arguments")
+			}
+			s, _ := argString(L.Get(1))
+			sum := sha1.Sum([]byte(s))
+			L.Push(lua.LString(hex.EncodeToString(sum[:])))
+			return 1
+		},
+		"log": func(L *lua.LState) int {
+			n := L.GetTop()
+			if n < 2 {
+				sb.raise(L, "ERR redis.log() requires two arguments or more.")
+			}
+			lv, ok := L.Get(1).(lua.LNumber)
+			if !ok {
+				sb.raise(L, "ERR First argument must be a number (log level).")
+			}
+			if lv < 0 || lv > 3 {
+				sb.raise(L, "ERR Invalid debug level.")
+			}
+			var b strings.Builder
+			for i := 2; i <= n; i++ {
+				if i > 2 {
+					b.WriteByte(' ')
+				}
+				s, _ := argString(L.Get(i))
+				b.WriteString(s)
+			}
+			level := [...]slog.Level{slog.LevelDebug, slog.LevelDebug, slog.LevelInfo, slog.LevelWarn}[int(lv)]
+			sb.e.lim.Logger.Log(context.Background(), level, "redis script log", "message", b.String())
+			return 0
+		},
+		"setresp": func(L *lua.LState) int {
+			if L.GetTop() != 1 {
+				sb.raise(L, "ERR redis.setresp() requires one argument.")
+			}
+			n, ok := L.Get(1).(lua.LNumber)
+			if !ok || (n != 2 && n != 3) {
+				sb.raise(L, "ERR RESP version must be 2 or 3.")
+			}
+			sb.resp = int(n)
+			return 0
+		},
+		"set_repl": func(L *lua.LState) int {
+			n, ok := L.Get(1).(lua.LNumber)
+			if L.GetTop() != 1 || !ok {
+				sb.raise(L, "ERR redis.set_repl() requires one argument.")
+			}
+			if n < 0 || n > 3 {
+				sb.raise(L, "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.")
+			}
+			return 0
+		},
+		"replicate_commands": func(L *lua.LState) int { L.Push(lua.LTrue); return 1 },
+		"breakpoint":         func(L *lua.LState) int { L.Push(lua.LFalse); return 1 },
+		"debug":              func(L *lua.LState) int { return 0 },
+	}
+	for name, fn := range fns {
+		t.RawSetString(name, L.NewFunction(fn))
+	}
+	for name, v := range map[string]int{"LOG_DEBUG": 0, "LOG_VERBOSE": 1, "LOG_NOTICE": 2, "LOG_WARNING": 3,
+		"REPL_NONE": 0, "REPL_AOF": 1, "REPL_SLAVE": 2, "REPL_REPLICA": 2, "REPL_ALL": 3} {
+		t.RawSetString(name, lua.LNumber(v))
+	}
+	t.RawSetString("REDIS_VERSION", lua.LString(sb.e.lim.Version))
+	t.RawSetString("REDIS_VERSION_NUM", lua.LNumber(versionNum(sb.e.lim.Version)))
+	return t
+}
+
+// versionNum is Redis's REDIS_VERSION_NUM: 0x00MMmmpp.
+func versionNum(v string) int {
+	var a, b, c int
+	fmt.Sscanf(v, "%d.%d.%d", &a, &b, &c)
+	return a<<16 | b<<8 | c
+}
+
+// errorText is the message of redis.error_reply(s), as Redis 7 makes it:
+// "-CODE msg" gives "CODE msg", a message without a code gets "ERR ".
+func errorText(s string) string {
+	if !strings.HasPrefix(s, "-") {
+		s = "-" + s
+	}
+	code, msg, ok := strings.Cut(s[1:], " ")
+	if !ok {
+		code, msg = "ERR", s[1:]
+	}
+	return code + " " + strings.Trim(msg, "\r\n")
+}
+
+// pushErr returns an error table {err = msg}, as a value.
+func (sb *sandbox) pushErr(L *lua.LState, msg string) int {
+	t := L.CreateTable(0, 1)
+	t.RawSetString("err", lua.LString(msg))
+	L.Push(t)
+	return 1
+}
+
+// raise raises the error table {err = msg}.
+func (sb *sandbox) raise(L *lua.LState, msg string) {
+	t := L.CreateTable(0, 1)
+	t.RawSetString("err", lua.LString(msg))
+	L.Error(t, 0)
+}
+
+// call is redis.call (raise) and redis.pcall.
+func (sb *sandbox) call(L *lua.LState, raise bool) int {
+	n := L.GetTop()
+	fail := func(msg string) int {
+		if raise {
+			sb.raise(L, msg)
+		}
+		return sb.pushErr(L, msg)
+	}
+	if n == 0 {
+		return fail(msgCallNoArgs)
+	}
+	args := make([][]byte, n)
+	for i := range args {
+		s, ok := argString(L.Get(i + 1))
+		if !ok {
+			return fail(msgCallArgType)
+		}
+		args[i] = []byte(s)
+	}
+	r := sb.caller.Call(args, sb.resp)
+	if r.Kind == Error {
+		return fail(r.Str)
+	}
+	L.Push(toLua(L, &r, sb.resp))
+	return 1
+}

@@ -1,0 +1,518 @@
+package resp
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/latchd/latch"
+	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/luascript"
+)
+
+// Scripts that are not known lock scripts run in Lua (package luascript),
+// as latch runs MULTI/EXEC: effects replication guarded by versions. The
+// script runs once, on the node that received it, against a scratch view
+// of the keys it touches: each key's state is read from the live state
+// the first time the script touches it (with its fsm.Watch), redis.call
+// answers from and changes the scratch view as the command would the lock
+// table, and the write commands it ran are kept in order. At its end the
+// writes are proposed as ONE fsm.OpOwnedTx watching every key the script
+// read or wrote: applied on every replica as the same commands outside a
+// script would be, or not at all if a key changed meanwhile, and then the
+// script runs again (maxScriptTries times at most). A script that writes
+// nothing proposes nothing; when it read several keys, they are read
+// again at its end, and it runs again if one changed, so that its reads
+// are of one instant. A script that raised an error applies nothing.
+
+// maxScriptTries bounds how often a script runs because the keys it
+// touched changed while it ran.
+const maxScriptTries = 16
+
+// noScriptCall are the commands latch serves that a script may not call:
+// Redis's answer for them is "This Redis command is not allowed from
+// script". LATCH.TOKEN is refused too: the token of a grant made by the
+// script is not known before the script's effects apply.
+var noScriptCall = map[string]bool{
+	"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "script": true,
+	"multi": true, "exec": true, "discard": true, "watch": true, "unwatch": true,
+	"hello": true, "auth": true, "client": true, "quit": true, "reset": true,
+	"config": true, "wait": true, "latch.token": true,
+}
+
+// scriptLua reports whether an EVAL or EVALSHA request (not queued in
+// MULTI) runs in Lua rather than as a known lock script's native
+// operation (planEval).
+func (c *conn) scriptLua(args [][]byte) bool {
+	if len(args) < 3 {
+		return false
+	}
+	s := c.srv
+	if len(args[0]) == 4 { // eval
+		if s.noTemplates {
+			return true
+		}
+		sha := scriptSHA(args[1])
+		if _, _, ok := s.script([]byte(sha)); ok {
+			return false
+		}
+		return s.lua.Get(sha) != nil || recognise(args[1]) == tmplNone
+	}
+	sha := lowerInPlace(args[1])
+	if _, _, ok := s.script(sha); ok && !s.noTemplates {
+		return false
+	}
+	return s.lua.Get(string(sha)) != nil
+}
+
+// cmdEvalLua runs EVAL, EVALSHA, EVAL_RO or EVALSHA_RO in Lua.
+func cmdEvalLua(c *conn, args [][]byte) {
+	name := strings.ToLower(string(args[0]))
+	ro := strings.HasSuffix(name, "_ro")
+	msg, r := c.evalLua(name, args, ro)
+	if msg != "" {
+		c.srv.cmds[name].metric.Error()
+		c.w.Error(msg)
+		return
+	}
+	if r.Kind == luascript.Error {
+		c.srv.cmds[name].metric.Error()
+	}
+	c.scriptOut = r.AppendRESP(c.scriptOut[:0], c.w.Proto)
+	c.w.Raw(c.scriptOut)
+}
+
+// evalLua runs a script request: an error message for a request refused
+// before the script ran, or the script's reply.
+func (c *conn) evalLua(name string, args [][]byte, ro bool) (string, luascript.Reply) {
+	nk, ok := parseInt(args[2])
+	switch {
+	case !ok:
+		return "ERR value is not an integer or out of range", luascript.Reply{}
+	case nk < 0:
+		return "ERR Number of keys can't be negative", luascript.Reply{}
+	case nk > int64(len(args)-3):
+		return "ERR Number of keys can't be greater than number of args", luascript.Reply{}
+	}
+	keys, argv := args[3:3+nk], args[3+nk:]
+	for _, k := range keys {
+		if msg := c.checkKey(k); msg != "" {
+			return msg, luascript.Reply{}
+		}
+	}
+	var s *luascript.Script
+	if name == "eval" || name == "eval_ro" {
+		var err error
+		if s, err = c.srv.lua.Load(args[1]); err != nil {
+			return err.Error(), luascript.Reply{}
+		}
+	} else if s = c.srv.lua.Get(string(lowerInPlace(args[1]))); s == nil {
+		return "NOSCRIPT No matching script. Please use EVAL.", luascript.Reply{}
+	}
+	switch {
+	case ro && s.Shebang && !s.NoWrites:
+		return "ERR Can not execute a script with write flag using *_ro command.", luascript.Reply{}
+	case s.NoWrites:
+		ro = true
+	}
+	run := c.script
+	if run == nil {
+		run = &scriptRun{c: c}
+		c.script = run
+	}
+	run.ro = ro
+	defer run.clear()
+	for try := 0; try < maxScriptTries; try++ {
+		run.start()
+		r, raised := c.srv.lua.Run(s, keys, argv, run, c.w.Proto)
+		if raised {
+			return "", r
+		}
+		done, err := run.commit()
+		if err != nil {
+			return errorReply(err), luascript.Reply{}
+		}
+		if done {
+			return "", r
+		}
+	}
+	return fmt.Sprintf("ERR latch: script %s was not applied: the keys it touched changed each of the %d times it ran", s.SHA, maxScriptTries), luascript.Reply{}
+}
+
+// checkKey checks a key a request names, as conn.key: an error message,
+// or "".
+func (c *conn) checkKey(k []byte) string {
+	if err := latch.CheckKey(string(k)); err != nil {
+		return "ERR " + err.Error() + " (latch keys are 1 to 250 bytes without space, CR or LF)"
+	}
+	if c.token != nil && !c.token.AllowsKey(string(k)) {
+		return fmt.Sprintf("NOPERM this token cannot access key '%s'", k)
+	}
+	return ""
+}
+
+// scriptRun is one run of a script: its scratch view of the keys it
+// touched, and the write commands it ran (luascript.Caller).
+type scriptRun struct {
+	c  *conn
+	ro bool
+	at int64 // the script's instant: time stands still while it runs
+
+	keys  map[string]*scratchKey
+	order []string      // the keys in the order first touched
+	tx    []fsm.Command // the writes, in order
+	pred  []fsm.Result  // what the scratch view answered for each
+	watch []fsm.Watch
+
+	// sc plans the script's commands with the connection's rights, and
+	// answers them into out.
+	sc  *conn
+	out bytes.Buffer
+	bw  *bufio.Writer
+}
+
+// scratchKey is a key as the script sees it: its state when first read
+// (watch) and now (st, as an fsm.OwnedGet result).
+type scratchKey struct {
+	watch fsm.Watch
+	st    fsm.Result
+}
+
+// start readies the run for a try.
+func (r *scriptRun) start() {
+	r.at = r.c.srv.svc.Now()
+	if r.keys == nil {
+		r.keys = make(map[string]*scratchKey)
+	}
+	r.clear()
+	if r.sc == nil {
+		r.sc = &conn{srv: r.c.srv, token: r.c.token, authed: true}
+		r.bw = bufio.NewWriter(&r.out)
+		r.sc.w = NewWriter(r.bw)
+	}
+}
+
+// clear drops what the run refers to, once answered.
+func (r *scriptRun) clear() {
+	clear(r.keys)
+	clear(r.order)
+	clear(r.tx)
+	clear(r.pred)
+	r.order, r.tx, r.pred = r.order[:0], r.tx[:0], r.pred[:0]
+	r.watch = r.watch[:0]
+}
+
+// read returns the scratch state of key, reading it on first touch.
+func (r *scriptRun) read(key string) (*scratchKey, error) {
+	if k, ok := r.keys[key]; ok {
+		return k, nil
+	}
+	res, _ := r.c.srv.svc.OwnedGet(key)
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	k := &scratchKey{watch: fsm.WatchOfResult(key, &res), st: res}
+	r.keys[key] = k
+	r.order = append(r.order, key)
+	return k, nil
+}
+
+// commit applies the run's writes as one OpOwnedTx under the watches of
+// every key it touched; done is false when a key changed (the script
+// must run again). A run without writes checks, when it read several
+// keys, that none changed since.
+func (r *scriptRun) commit() (done bool, err error) {
+	svc := r.c.srv.svc
+	if len(r.tx) == 0 {
+		if len(r.order) < 2 {
+			return true, nil
+		}
+		for _, key := range r.order {
+			res, _ := svc.OwnedGet(key)
+			if res.Err != nil {
+				return false, res.Err
+			}
+			if fsm.WatchOfResult(key, &res) != r.keys[key].watch {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	r.watch = r.watch[:0]
+	for _, key := range r.order {
+		r.watch = append(r.watch, r.keys[key].watch)
+	}
+	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch}
+	res := svc.Owned(&in)
+	if errors.Is(res.Err, fsm.ErrWatchChanged) {
+		return false, nil
+	}
+	if res.Err != nil {
+		return false, res.Err
+	}
+	if r.c.srv.scriptCheck != nil {
+		r.c.srv.scriptCheck(r.tx, r.pred, res.Tx)
+	}
+	return true, nil
+}
+
+// Call runs one of the script's commands (luascript.Caller).
+func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
+	name := strings.ToLower(string(args[0]))
+	if name == "time" {
+		if len(args) != 1 {
+			return luascript.ErrorReply("ERR Wrong number of args calling Redis command from script")
+		}
+		now := time.Now()
+		return luascript.Reply{Kind: luascript.Array, Elems: []luascript.Reply{
+			{Kind: luascript.Bulk, Str: strconv.FormatInt(now.Unix(), 10)},
+			{Kind: luascript.Bulk, Str: strconv.FormatInt(int64(now.Nanosecond()/1000), 10)},
+		}}
+	}
+	cmd := r.c.srv.cmds[name]
+	switch {
+	case cmd == nil:
+		return luascript.ErrorReply("ERR Unknown Redis command called from script")
+	case noScriptCall[name]:
+		return luascript.ErrorReply("ERR This Redis command is not allowed from script")
+	case (cmd.arity > 0 && len(args) != cmd.arity) || len(args) < -cmd.arity:
+		return luascript.ErrorReply("ERR Wrong number of args calling Redis command from script")
+	case r.ro && cmd.write:
+		return luascript.ErrorReply("ERR Write commands are not allowed from read-only scripts.")
+	}
+	sc := r.sc
+	sc.w.Proto = proto
+	r.out.Reset()
+	if cmd.fn != nil {
+		cmd.fn(sc, args)
+	} else {
+		sc.subs, sc.plans, sc.names, sc.results = sc.subs[:0], sc.plans[:0], sc.names[:0], sc.results[:0]
+		cmd.plan(sc, args)
+		p := &sc.plans[0]
+		if p.kind != rError {
+			for i := p.first; i < p.first+p.n; i++ {
+				sub := &sc.subs[i]
+				res, err := r.apply(sub)
+				if err != nil {
+					return luascript.ErrorReply(errorReply(err))
+				}
+				sc.results = append(sc.results, res)
+			}
+			p.first = 0
+		}
+		sc.at = r.at
+		sc.answer(p)
+		clear(sc.subs)
+		clear(sc.plans)
+	}
+	r.bw.Flush()
+	reply, _ := parseReply(r.out.Bytes())
+	return reply
+}
+
+// apply applies an owned-lock command to the scratch view and answers as
+// the state machine would (fsm's applyOwned) at the script's instant; a
+// write is kept for the transaction.
+func (r *scriptRun) apply(sub *fsm.Command) (fsm.Result, error) {
+	var res fsm.Result
+	keys := sub.Req.Keys
+	for _, k := range keys {
+		if _, err := r.read(k); err != nil {
+			return res, err
+		}
+	}
+	k0 := r.keys[keys[0]]
+	grant := func(k *scratchKey, lease time.Duration) {
+		k.st = fsm.Result{Found: 1, Count: 1, Owner: string(sub.Value)}
+		if lease > 0 {
+			k.st.Expires = r.at + int64(lease)
+		}
+	}
+	// A lock command on a sorted-set key: as the state machine, OwnedGet
+	// describes it, OwnedRelease and OwnedRenew act on it, OwnedSet fails,
+	// the others change nothing.
+	if sub.Owned != fsm.OwnedGet && sub.Owned != fsm.OwnedRelease && sub.Owned != fsm.OwnedRenew {
+		for _, k := range keys {
+			res.ZKeys += r.keys[k].st.ZKeys
+		}
+		if res.ZKeys > 0 {
+			if sub.Owned == fsm.OwnedSet {
+				res.Err = fmt.Errorf("owned %v %q: a sorted set: %w", sub.Owned, keys[0], fsm.ErrWrongType)
+			}
+			return res, nil
+		}
+	}
+	switch sub.Owned {
+	case fsm.OwnedGet:
+		return k0.st, nil
+	case fsm.OwnedAcquire:
+		for _, k := range keys {
+			if r.keys[k].st.Found == 1 {
+				return res, nil
+			}
+		}
+		for _, k := range keys {
+			grant(r.keys[k], sub.Req.Lease)
+		}
+		res.Count, res.Granted = 1, true
+	case fsm.OwnedSet:
+		st := &k0.st
+		switch {
+		case st.Found == 0 && sub.OwnedFlags&fsm.OwnedXX != 0:
+		case st.Found == 0:
+			grant(k0, sub.Req.Lease)
+			res.Count, res.Granted = 1, true
+		case st.Count == 1 && st.Owner == string(sub.Value):
+			res.Count = 1
+			if sub.OwnedFlags&fsm.OwnedKeepTTL == 0 {
+				st.Expires = 0
+				if sub.Req.Lease > 0 {
+					st.Expires = r.at + int64(sub.Req.Lease)
+				}
+			}
+		default:
+			res.Foreign = st.Foreign
+			res.Err = &latch.BusyError{Err: latch.ErrWouldBlock, Keys: []string{keys[0]}}
+		}
+	case fsm.OwnedGetSet:
+		st := &k0.st
+		switch {
+		case st.Found == 0:
+			grant(k0, 0)
+			res.Count, res.Granted = 1, true
+		case st.Count == 1:
+			res.Found, res.Count, res.Owner, res.Granted = 1, 1, st.Owner, true
+			grant(k0, 0)
+		default:
+			res.Foreign = 1
+			res.Err = &latch.BusyError{Err: latch.ErrWouldBlock, Keys: []string{keys[0]}}
+		}
+	case fsm.OwnedRelease, fsm.OwnedRenew:
+		r.releaseOrRenew(sub, &res)
+	default:
+		return res, fmt.Errorf("script: owned %v: %w", sub.Owned, latch.ErrInvalidRequest)
+	}
+	r.keep(sub, res)
+	return res, nil
+}
+
+// releaseOrRenew is OwnedRelease and OwnedRenew on the scratch view, as
+// the state machine's.
+func (r *scriptRun) releaseOrRenew(sub *fsm.Command, res *fsm.Result) {
+	keys, fl := sub.Req.Keys, sub.OwnedFlags
+	chosen := func(st *fsm.Result) bool {
+		return st.Count == 1 && (fl&fsm.OwnedMatch == 0 || st.Owner == string(sub.Value))
+	}
+	for _, key := range keys {
+		st := &r.keys[key].st
+		res.Found += st.Found
+		if st.ZKeys > 0 {
+			res.ZKeys++
+			if fl&fsm.OwnedMatch != 0 && fl&fsm.OwnedAll != 0 {
+				return
+			}
+			continue
+		}
+		res.Foreign += st.Foreign
+		if !chosen(st) && fl&fsm.OwnedAll != 0 {
+			return
+		}
+	}
+	for i, key := range keys {
+		st := &r.keys[key].st
+		if slices.Contains(keys[:i], key) || st.ZKeys == 0 && !chosen(st) || st.ZKeys > 0 && fl&fsm.OwnedMatch != 0 {
+			continue
+		}
+		if fl&fsm.OwnedPersist != 0 {
+			if (sub.Owned == fsm.OwnedRenew || st.ZKeys > 0) && st.Expires != 0 {
+				st.Expires = 0
+				res.Count++
+			}
+			continue
+		}
+		lease := sub.Req.Lease
+		if sub.Owned == fsm.OwnedRenew && fl&fsm.OwnedAdd != 0 && st.Expires > r.at {
+			lease += time.Duration(st.Expires - r.at)
+		}
+		if sub.Owned == fsm.OwnedRelease || lease <= 0 {
+			*st = fsm.Result{}
+		} else {
+			st.Expires = r.at + int64(lease)
+		}
+		res.Count++
+	}
+}
+
+// keep records a write command and the scratch view's result of it, if
+// it changed something: one that did not would change nothing in the
+// transaction either, under its watches.
+func (r *scriptRun) keep(sub *fsm.Command, res fsm.Result) {
+	if res.Err != nil || res.Count == 0 || sub.Owned == fsm.OwnedGet {
+		return
+	}
+	c := *sub
+	c.Req.Keys = slices.Clone(sub.Req.Keys)
+	c.Value = bytes.Clone(sub.Value)
+	r.tx = append(r.tx, c)
+	r.pred = append(r.pred, res)
+}
+
+// parseReply reads one reply that this package wrote.
+func parseReply(b []byte) (luascript.Reply, []byte) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 {
+		return luascript.ErrorReply("ERR latch: internal error: a script's command answered nothing"), nil
+	}
+	line, rest := string(b[1:i-1]), b[i+1:]
+	n, _ := strconv.ParseInt(line, 10, 64)
+	switch b[0] {
+	case '+':
+		return luascript.Reply{Kind: luascript.Status, Str: line}, rest
+	case '-':
+		return luascript.ErrorReply(line), rest
+	case ':':
+		return luascript.Reply{Kind: luascript.Int, Int: n}, rest
+	case '_':
+		return luascript.Reply{Kind: luascript.Nil}, rest
+	case '#':
+		r := luascript.Reply{Kind: luascript.Bool}
+		if line == "t" {
+			r.Int = 1
+		}
+		return r, rest
+	case ',':
+		f, _ := strconv.ParseFloat(line, 64)
+		return luascript.Reply{Kind: luascript.Double, Num: f}, rest
+	case '$', '=':
+		if n < 0 {
+			return luascript.Reply{Kind: luascript.Nil}, rest
+		}
+		s := string(rest[:n])
+		if b[0] == '=' && len(s) >= 4 {
+			return luascript.Reply{Kind: luascript.Verbatim, Format: s[:3], Str: s[4:]}, rest[n+2:]
+		}
+		return luascript.Reply{Kind: luascript.Bulk, Str: s}, rest[n+2:]
+	case '*', '~', '%':
+		if n < 0 {
+			return luascript.Reply{Kind: luascript.NilArray}, rest
+		}
+		k := luascript.Array
+		switch b[0] {
+		case '~':
+			k = luascript.Set
+		case '%':
+			k, n = luascript.Map, 2*n
+		}
+		r := luascript.Reply{Kind: k, Elems: make([]luascript.Reply, n)}
+		for j := range r.Elems {
+			r.Elems[j], rest = parseReply(rest)
+		}
+		return r, rest
+	}
+	return luascript.ErrorReply("ERR latch: internal error: a script's command answered " + strconv.Quote(string(b[:i]))), nil
+}

@@ -1,0 +1,197 @@
+package resp
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/latchd/latch/internal/fsm"
+	"github.com/latchd/latch/internal/node"
+)
+
+// luaHarness is one connection, served as an event loop serves it, of a
+// server on a node in memory.
+type luaHarness struct {
+	t   testing.TB
+	n   *node.Node
+	s   *Server
+	c   *conn
+	out []byte
+}
+
+func newLuaHarness(t testing.TB) *luaHarness {
+	n, err := node.New(node.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown(context.Background()) })
+	s, err := New(n, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &luaHarness{t: t, n: n, s: s, c: newLoopConn(s, new(benchConn).RemoteAddr())}
+}
+
+// do sends one request and returns its reply.
+func (h *luaHarness) do(args ...string) string {
+	var in []byte
+	in = fmt.Appendf(in, "*%d\r\n", len(args))
+	for _, a := range args {
+		in = fmt.Appendf(in, "$%d\r\n%s\r\n", len(a), a)
+	}
+	var used int
+	h.out, used, _ = h.c.Input(in, h.out[:0])
+	if used != len(in) {
+		h.t.Fatalf("%q: used %d of %d bytes", args, used, len(in))
+	}
+	return string(h.out)
+}
+
+// state describes keys as the node holds them (their watches).
+func (h *luaHarness) state(keys ...string) string {
+	var b strings.Builder
+	for _, k := range keys {
+		r, _ := h.n.OwnedGet(k)
+		w := fsm.WatchOfResult(k, &r)
+		fmt.Fprintf(&b, "%s:%d/%d/%q/%d ", k, w.Token, w.Expires, w.Owner, w.Version)
+	}
+	return b.String()
+}
+
+// scriptOps are the lock commands that randomScript strings together.
+var scriptOps = []string{
+	"redis.call('set', KEYS[%d], ARGV[1], 'NX', 'PX', 60000)",
+	"redis.call('set', KEYS[%d], ARGV[1], 'PX', 60000)",
+	"redis.pcall('set', KEYS[%d], ARGV[2])",
+	"redis.call('set', KEYS[%d], ARGV[1], 'XX', 'KEEPTTL')",
+	"redis.call('setnx', KEYS[%d], ARGV[2])",
+	"redis.pcall('getset', KEYS[%d], ARGV[1])",
+	"redis.call('del', KEYS[%d])",
+	"redis.call('unlink', KEYS[%d], KEYS[1])",
+	"redis.call('get', KEYS[%d])",
+	"redis.call('pexpire', KEYS[%d], 30000)",
+	"redis.call('expire', KEYS[%d], 0)",
+	"redis.call('exists', KEYS[%d])",
+	"redis.call('pttl', KEYS[%d])",
+	"redis.call('type', KEYS[%d])",
+}
+
+// randomScript returns a script of n random lock commands on 3 keys that
+// returns all their replies.
+func randomScript(r *rand.Rand, n int) string {
+	var b strings.Builder
+	b.WriteString("local out = {}\n")
+	for range n {
+		op := fmt.Sprintf(scriptOps[r.IntN(len(scriptOps))], 1+r.IntN(3))
+		fmt.Fprintf(&b, "out[#out+1] = tostring(%s)\n", op)
+	}
+	b.WriteString("return out\n")
+	return b.String()
+}
+
+// TestScriptEffectsAgree: the write commands a script replicates answer,
+// in the state machine, what the script's scratch view answered it; and
+// what a script did is what it says it did (GET after it agrees).
+func TestScriptEffectsAgree(t *testing.T) {
+	h := newLuaHarness(t)
+	checked := 0
+	h.s.scriptCheck = func(tx []fsm.Command, pred, got []fsm.Result) {
+		if len(pred) != len(got) || len(tx) != len(got) {
+			t.Fatalf("%d commands, %d predicted, %d results", len(tx), len(pred), len(got))
+		}
+		for i := range got {
+			p, g := pred[i], got[i]
+			if p.Count != g.Count || p.Found != g.Found || p.Owner != g.Owner || p.Foreign != g.Foreign ||
+				p.ZKeys != g.ZKeys || (p.Err == nil) != (g.Err == nil) {
+				t.Errorf("%v %v %q: scratch view answered %+v, the state machine %+v", tx[i].Owned, tx[i].OwnedFlags, tx[i].Req.Keys, p, g)
+			}
+			checked++
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		body := randomScript(r, 1+r.IntN(8))
+		owner := fmt.Sprintf("o%d", r.IntN(3))
+		rep := h.do("EVAL", body, "3", "k1", "k2", "k3", owner, "v")
+		if strings.HasPrefix(rep, "-") && !strings.Contains(rep, "LOCKED") {
+			t.Fatalf("script %d:\n%s\nanswered %q", i, body, rep)
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("only %d replicated commands checked", checked)
+	}
+}
+
+// TestScriptErrorAppliesNothing: a script that raises an error after it
+// wrote applies none of its writes (unlike Redis, which keeps them).
+func TestScriptErrorAppliesNothing(t *testing.T) {
+	h := newLuaHarness(t)
+	before := h.state("k1", "k2")
+	rep := h.do("EVAL", "redis.call('set', KEYS[1], 'a'); redis.call('set', KEYS[2], 'b'); error('after writes')", "2", "k1", "k2")
+	if !strings.HasPrefix(rep, "-ERR user_script:1: after writes script: ") {
+		t.Fatalf("reply %q", rep)
+	}
+	if after := h.state("k1", "k2"); after != before {
+		t.Fatalf("state changed by a failed script: %s -> %s", before, after)
+	}
+	// A script that returns an error reply is not a failure: its writes apply.
+	rep = h.do("EVAL", "redis.call('set', KEYS[1], 'a'); return redis.error_reply('NOPE done')", "1", "k1")
+	if rep != "-NOPE done\r\n" || h.do("GET", "k1") != "$1\r\na\r\n" {
+		t.Fatalf("reply %q, then GET %q", rep, h.do("GET", "k1"))
+	}
+}
+
+// TestScriptLimits: a script past the time limit, or too deep, or using
+// too much memory, is stopped with an error and applies nothing.
+func TestScriptLimits(t *testing.T) {
+	h := newLuaHarness(t)
+	h.s.lua = luascriptForTest(200e6, 64<<20)
+	for _, tc := range []struct{ body, want string }{
+		{"redis.call('set', KEYS[1], 'a'); while true do end", "-ERR latch: script stopped: it ran past the time limit of 200ms"},
+		{"redis.call('set', KEYS[1], 'a'); while true do pcall(function() while true do end end) end", "-ERR latch: script stopped: it ran past the time limit of 200ms"},
+		{"redis.call('set', KEYS[1], 'a'); local function f(n) return 1 + f(n + 1) end; return f(1)", "-ERR latch: script stopped: its call stack is too deep"},
+		{"redis.call('set', KEYS[1], 'a'); local t = {}; for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end", "-ERR latch: script stopped: it used more than 64 MiB of memory"},
+		{"redis.call('set', KEYS[1], 'a'); return string.rep('x', 1e10)", "-ERR user_script:1: resulting string too large"},
+	} {
+		before := h.state("k1")
+		rep := h.do("EVAL", tc.body, "1", "k1")
+		if !strings.HasPrefix(rep, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q...", tc.body, rep, tc.want)
+		}
+		if after := h.state("k1"); after != before {
+			t.Errorf("%s: state changed: %s -> %s", tc.body, before, after)
+		}
+		if got := h.do("EVAL", "return 1", "0"); got != ":1\r\n" {
+			t.Errorf("after %s, a script answers %q", tc.body, got)
+		}
+	}
+}
+
+// FuzzScript: a random script with random arguments never crashes the
+// server, and one that ends in an error leaves the keys as they were.
+func FuzzScript(f *testing.F) {
+	f.Add("return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])", "tok", "1000")
+	f.Add("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0", "tok", "")
+	f.Add("redis.call('set', KEYS[2], ARGV[1]); error(ARGV[2])", "a", "b")
+	f.Add("local t = {} for i = 1, tonumber(ARGV[1]) do t[i] = redis.call('exists', KEYS[i % 3 + 1]) end return t", "5", "")
+	f.Add("redis.setresp(3); return {map={a=ARGV[1]}, double=tonumber(ARGV[2])}", "x", "1.5")
+	f.Add("return redis.call(ARGV[1], KEYS[1], ARGV[2])", "getset", "v")
+	f.Add("return {pcall(redis.call, ARGV[1], ARGV[2])}", "pexpire", "k1")
+	f.Fuzz(func(t *testing.T, body, a1, a2 string) {
+		h := newLuaHarness(t)
+		h.s.lua = luascriptForTest(100e6, 64<<20)
+		h.do("SET", "k1", "held", "PX", "60000")
+		before := h.state("k1", "k2", "k3")
+		rep := h.do("EVAL", body, "3", "k1", "k2", "k3", a1, a2)
+		if strings.HasPrefix(rep, "-") && strings.Contains(rep, ", on @user_script:") {
+			if after := h.state("k1", "k2", "k3"); after != before {
+				t.Fatalf("script %q failed (%q) and changed %s -> %s", body, rep, before, after)
+			}
+		}
+		if got := h.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("after script %q, PING answers %q", body, got)
+		}
+	})
+}
