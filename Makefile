@@ -62,7 +62,7 @@ ifneq ($(strip $(DEB_PKGS)),)
 	fi
 endif
 	@test -d $(NPM_DIR)/node_modules/memcached || npm ci --prefix $(NPM_DIR) --no-audit --no-fund
-	@test -d $(REDIS_NPM_DIR)/node_modules/redlock5 || npm ci --prefix $(REDIS_NPM_DIR) --no-audit --no-fund
+	@test -d $(REDIS_NPM_DIR)/node_modules/redis-semaphore || npm ci --prefix $(REDIS_NPM_DIR) --no-audit --no-fund
 	@test -d $(ZK_NPM_DIR)/node_modules/node-zookeeper-client || npm ci --prefix $(ZK_NPM_DIR) --no-audit --no-fund
 
 # Fail on a file gofmt would change and on a go.mod or go.sum that

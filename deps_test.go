@@ -38,14 +38,14 @@ var allowedImports = map[string][]string{
 	"internal/replica":     {"", "internal/fsm"},
 	// The only importer of hashicorp/raft.
 	"internal/replica/raftrep": {"", "internal/fsm", "internal/replica", "internal/vfs", "internal/wal"},
-	"internal/node":            {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap", "internal/znode"},
+	"internal/node":            {"", "internal/engine", "internal/cache", "internal/fsm", "internal/replica", "internal/peakmap", "internal/znode", "internal/zset"},
 	// The memcached front end names items and item commands in the
 	// vocabulary of cache and fsm, but holds no cache: it reaches items
 	// only through its Service (internal/node).
 	// A front end is its codec, handlers and error table: netserve serves
 	// its connections.
 	"internal/memcache": {"", "internal/cache", "internal/evloop", "internal/fsm", "internal/metrics", "internal/netserve"},
-	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/luascript", "internal/metrics", "internal/netserve"},
+	"internal/resp":     {"", "internal/evloop", "internal/fsm", "internal/luascript", "internal/metrics", "internal/netserve", "internal/zset"},
 	// The Lua sandbox of Redis scripts: it knows no command (its Caller
 	// runs them).
 	"internal/luascript": {},
@@ -63,7 +63,7 @@ var allowedImports = map[string][]string{
 	"internal/metrics":   {"", "internal/cache", "internal/node"}, // implements node.Observer; reads the item cache's stats
 	// The configuration's sections are the components' own Configs,
 	// decoded from flags, environment and file in place.
-	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/netserve", "internal/node", "internal/resp", "internal/zookeeper", "internal/znode"},
+	"internal/config":                   {"", "internal/admin", "internal/cache", "internal/dlock", "internal/engine", "internal/memcache", "internal/netserve", "internal/node", "internal/resp", "internal/zookeeper", "internal/znode", "internal/zset"},
 	"internal/tlsconf":                  {},
 	"internal/tlsconf/tlstest":          {},
 	"internal/statuscmd":                {"", "internal/admin"},

@@ -19,6 +19,7 @@ import (
 	"github.com/latchd/latch/internal/resp"
 	"github.com/latchd/latch/internal/znode"
 	"github.com/latchd/latch/internal/zookeeper"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // Config is the configuration of one latch server. The zero value is not
@@ -271,6 +272,16 @@ type RedisConfig struct {
 	// the dlock tokens file's format (TOKEN [lock|read [PREFIX...]]):
 	// until it authenticates, a connection may only AUTH, HELLO or QUIT.
 	TokensFile string `toml:"tokens-file"`
+	// ZSetMaxMembers and ZSetMaxTotal limit the members of one sorted set
+	// and of all of them (the semaphores of redis-semaphore); 0 means no
+	// limit. A ZADD past them fails and changes nothing.
+	ZSetMaxMembers int `toml:"zset-max-members"`
+	ZSetMaxTotal   int `toml:"zset-max-total"`
+}
+
+// ZSet returns the sorted sets' limits.
+func (c RedisConfig) ZSet() zset.Limits {
+	return zset.Limits{MaxMembers: c.ZSetMaxMembers, MaxTotal: c.ZSetMaxTotal}
 }
 
 // ZooKeeperConfig configures the ZooKeeper front end (the lock recipes of
@@ -347,7 +358,7 @@ func DefaultConfig() Config {
 			MemoryMB:    int(items.MemoryLimit >> 20),
 			MaxItemSize: items.MaxItemSize,
 		},
-		Redis: RedisConfig{Config: resp.DefaultConfig()},
+		Redis: RedisConfig{Config: resp.DefaultConfig(), ZSetMaxMembers: 10_000, ZSetMaxTotal: 1_000_000},
 		DLock: DLockConfig{Config: dlock.DefaultConfig()},
 		ZooKeeper: ZooKeeperConfig{
 			Config:        zookeeper.DefaultConfig(),
@@ -424,6 +435,8 @@ func (c Config) Validate() error {
 		{"zookeeper-max-znodes", c.ZooKeeper.MaxZnodes},
 		{"zookeeper-max-children", c.ZooKeeper.MaxChildren},
 		{"zookeeper-max-ephemerals", c.ZooKeeper.MaxEphemerals},
+		{"redis-zset-max-members", c.Redis.ZSetMaxMembers},
+		{"redis-zset-max-total", c.Redis.ZSetMaxTotal},
 	} {
 		if v.n < 0 {
 			errs = append(errs, fmt.Errorf("config: invalid %s %d: must not be negative (0 means no limit)", v.name, v.n))

@@ -172,6 +172,18 @@ var settings = []setting{
 		field: func(c *Config) any { return &c.Redis.MaxValue },
 	},
 	{
+		flag:  "redis-zset-max-members",
+		toml:  "redis.zset-max-members",
+		usage: "refuse a ZADD that would give one Redis sorted set more than `n` members (0: no limit)",
+		field: func(c *Config) any { return &c.Redis.ZSetMaxMembers },
+	},
+	{
+		flag:  "redis-zset-max-total",
+		toml:  "redis.zset-max-total",
+		usage: "refuse a ZADD that would give all Redis sorted sets together more than `n` members (0: no limit)",
+		field: func(c *Config) any { return &c.Redis.ZSetMaxTotal },
+	},
+	{
 		flag:   "redis-tokens-file",
 		toml:   "redis.tokens-file",
 		usage:  "require Redis connections to AUTH with one of the tokens in this `file`: TOKEN [lock|read [PREFIX...]] per line",

@@ -513,6 +513,13 @@ func FuzzRestore(f *testing.F) {
 		f.Add(s.AppendSnapshot(nil))
 	}
 	f.Add([]byte{SnapshotVersion, 0, 0, 0})
+	zs := newState(f)
+	for i, c := range []Command{zadd("sem", 0, 1.0, "a", math.Inf(-1), "b"), zadd("sem2", 0, 2.0, ""),
+		withLease(zcmd(OwnedZExpire, "sem2", ZSetArgs{}), time.Second, 0)} {
+		c.At = int64(i)
+		apply(zs, &c)
+	}
+	f.Add(zs.AppendSnapshot(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Restore(testConfig(), b)
 		if err != nil {

@@ -53,9 +53,27 @@ type ZSetArgs struct {
 var ErrWrongType = errors.New("fsm: the key holds the wrong kind of value")
 
 // ErrZSetLimit is wrapped by the error of a command that would take a
-// sorted set, or all of them, past the limits of zset.Limits. It wraps
-// latch.ErrInvalidRequest.
+// sorted set, or all of them, past the limits of zset.Limits (a
+// *ZSetLimitError). It wraps latch.ErrInvalidRequest.
 var ErrZSetLimit = fmt.Errorf("fsm: sorted-set limit: %w", latch.ErrInvalidRequest)
+
+// ZSetLimitError is the error of a command that would take the sorted set
+// Key past zset.Limits.MaxMembers, or all sets past MaxTotal (Total): it
+// would hold Would members, at most Max. It wraps ErrZSetLimit.
+type ZSetLimitError struct {
+	Key        string
+	Total      bool
+	Would, Max int
+}
+
+func (e *ZSetLimitError) Error() string {
+	if e.Total {
+		return fmt.Sprintf("sorted sets would hold %d members in all, at most %d", e.Would, e.Max)
+	}
+	return fmt.Sprintf("sorted set %q would hold %d members, at most %d", e.Key, e.Would, e.Max)
+}
+
+func (e *ZSetLimitError) Unwrap() error { return ErrZSetLimit }
 
 // zkey is a sorted-set key of the state.
 type zkey struct {
@@ -152,10 +170,10 @@ func (s *State) checkZLimits(key string, k *zkey, added int) error {
 		return nil
 	}
 	if lim.MaxMembers > 0 && k.card()+added > lim.MaxMembers {
-		return fmt.Errorf("sorted set %q would hold %d members, at most %d: %w", key, k.card()+added, lim.MaxMembers, ErrZSetLimit)
+		return &ZSetLimitError{Key: key, Would: k.card() + added, Max: lim.MaxMembers}
 	}
 	if lim.MaxTotal > 0 && s.z.members+added > lim.MaxTotal {
-		return fmt.Errorf("sorted sets would hold %d members in all, at most %d: %w", s.z.members+added, lim.MaxTotal, ErrZSetLimit)
+		return &ZSetLimitError{Key: key, Total: true, Would: s.z.members + added, Max: lim.MaxTotal}
 	}
 	return nil
 }

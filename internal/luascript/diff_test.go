@@ -1,7 +1,6 @@
 package luascript_test
 
 import (
-	"regexp"
 	"strconv"
 	"testing"
 
@@ -126,9 +125,6 @@ var diffScripts = []struct {
 	{body: "redis.call('lpush', KEYS[1], 'a'); return redis.call('get', KEYS[1])", keys: []string{"k"}},
 	{body: "redis.call('lpush', KEYS[1], 'a'); return redis.pcall('get', KEYS[1])", keys: []string{"k"}},
 }
-
-// version hides what differs from the Redis version tested.
-var shaRE = regexp.MustCompile(`[0-9a-f]{40}`)
 
 func TestDifferential(t *testing.T) {
 	addr := startRedis(t)

@@ -19,6 +19,7 @@ import (
 	"github.com/latchd/latch/internal/peakmap"
 	"github.com/latchd/latch/internal/replica"
 	"github.com/latchd/latch/internal/znode"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // Config configures a Node. Start from DefaultConfig; the zero value is
@@ -47,6 +48,9 @@ type Config struct {
 	// ZNode limits the ZooKeeper data tree; the zero value means
 	// znode's defaults.
 	ZNode znode.Config `toml:"-"`
+	// ZSet limits the Redis front end's sorted sets; the zero value means
+	// no limit.
+	ZSet zset.Limits `toml:"-"`
 	// Logger receives admin actions (info) and expiries (debug). nil: discard.
 	Logger *slog.Logger `toml:"-"`
 	// Observer, when set, is told about sessions, grants, releases,
@@ -262,6 +266,7 @@ func StateConfig(cfg Config) fsm.Config {
 		},
 		Cache: cfg.Cache,
 		ZNode: cfg.ZNode,
+		ZSet:  cfg.ZSet,
 	}
 }
 

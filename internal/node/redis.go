@@ -31,6 +31,7 @@ func (n *Node) Owned(in *fsm.Command) fsm.Result {
 	c.Req.Keys, c.Req.Lease, c.Value = in.Req.Keys, in.Req.Lease, in.Value
 	c.Owned, c.OwnedFlags, c.Prefix = in.Owned, in.OwnedFlags, in.Prefix
 	c.Tx, c.Watch, c.TxResults = in.Tx, in.Watch, in.TxResults
+	c.ZSet = in.ZSet
 	r := n.propose()
 	if n.obs != nil {
 		n.ownedGrants(in, &r)
@@ -66,4 +67,21 @@ func (n *Node) OwnedGet(key string) (r fsm.Result, at int64) {
 	defer n.unlock()
 	at = n.now()
 	return n.st.OwnedGet(at, key), at
+}
+
+// OwnedZGet reads key's sorted set at the node's time, as an
+// fsm.OwnedZGet command would answer (Result.ZSet is a copy the caller
+// owns; an error wrapping fsm.ErrWrongType on a lock), without proposing
+// anything; at is that time. The copy is made under the node's lock: it
+// costs what copying the set's members costs.
+func (n *Node) OwnedZGet(key string) (r fsm.Result, at int64) {
+	if !n.isReady.Load() {
+		if err := n.awaitReady(); err != nil {
+			return fsm.Result{Err: fmt.Errorf("zget: %w", err)}, n.now()
+		}
+	}
+	n.mu.Lock()
+	defer n.unlock()
+	at = n.now()
+	return n.st.OwnedZGet(at, key), at
 }

@@ -179,3 +179,16 @@ func TestRedislock(t *testing.T) {
 		t.Fatalf("obtain after expiry: %v", err)
 	}
 }
+
+// TestRedisSemaphore: npm's redis-semaphore 5.8 on ioredis: Mutex,
+// Semaphore and MultiSemaphore, under contention, with scripts latch runs
+// in Lua.
+func TestRedisSemaphore(t *testing.T) {
+	lt := startLatch(t)
+	dir, err := filepath.Abs("testdata/npm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lt.redis[strings.LastIndexByte(lt.redis, ':')+1:]
+	runClient(t, dir, "node", "semaphore.js", port, prefix(t))
+}

@@ -417,7 +417,8 @@ func unhex(c byte) byte {
 }
 
 // parseInt parses a decimal integer as Redis's string2ll does: an optional
-// minus sign, no plus sign, no leading zeros (but "0"), no spaces.
+// minus sign, no plus sign, no leading zeros (but "0"; "-0" is refused),
+// no spaces.
 func parseInt(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
@@ -427,7 +428,7 @@ func parseInt(b []byte) (int64, bool) {
 	if neg {
 		d = b[1:]
 	}
-	if len(d) == 0 || (d[0] == '0' && len(d) > 1) {
+	if len(d) == 0 || (d[0] == '0' && (len(d) > 1 || neg)) {
 		return 0, false
 	}
 	var v uint64

@@ -192,7 +192,7 @@ func (c *conn) deferrable(firstSub int) bool {
 		return false
 	}
 	for i := firstSub; i < len(c.subs); i++ {
-		if c.subs[i].Owned == fsm.OwnedGet {
+		if k := c.subs[i].Owned; k == fsm.OwnedGet || k == fsm.OwnedZGet {
 			return false // reads are read at once, without a command, unless they follow a batch
 		}
 	}
@@ -258,6 +258,8 @@ const (
 	rCADMissing                  // :-1 when free, else :Count
 	rPTTLIf                      // PTTL if the owner value is val, else :-3
 	rAllOrZero                   // :arg if Count > 0, else :0
+	rZRead                       // the sorted-set read zq, from the set read
+	rZIncr                       // ZADD INCR: the score as a double, or null
 )
 
 // plan is one request's answer to make from the results of its commands,
@@ -275,10 +277,13 @@ type plan struct {
 	typed bool
 	sha   []byte
 	line  int
+	// zq is the query of a sorted-set read (rZRead).
+	zq *zquery
 }
 
 // wrongType is Redis's error for a command on a key of another type: here
-// a key held over memcached or dlock, a lock without an owner value.
+// a key held over memcached or dlock, a lock without an owner value, a
+// sorted set to a lock command, or a lock to a sorted-set command.
 const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 // typeOfSession is what TYPE answers for a key held over memcached or
@@ -366,11 +371,16 @@ func (c *conn) run(tx bool) bool {
 		}
 		reads := true
 		for i := range c.subs {
-			reads = reads && c.subs[i].Owned == fsm.OwnedGet
+			k := c.subs[i].Owned
+			reads = reads && (k == fsm.OwnedGet || k == fsm.OwnedZGet)
 		}
 		if reads {
 			for i := range c.subs {
-				r, at := svc.OwnedGet(c.subs[i].Req.Keys[0])
+				read := svc.OwnedGet
+				if c.subs[i].Owned == fsm.OwnedZGet {
+					read = svc.OwnedZGet
+				}
+				r, at := read(c.subs[i].Req.Keys[0])
 				c.results = append(c.results, r)
 				c.at = at
 			}
@@ -436,7 +446,7 @@ func (c *conn) answer(p *plan) bool {
 	rs := c.results[p.first : p.first+p.n]
 	if p.typed {
 		for i := range rs {
-			if rs[i].Foreign > 0 {
+			if rs[i].Foreign > 0 || rs[i].ZKeys > 0 {
 				w.Error(p.wrongTypeError())
 				return true
 			}
@@ -493,6 +503,8 @@ func (c *conn) answer(p *plan) bool {
 		w.Int(ms)
 	case rType:
 		switch {
+		case r.ZKeys == 1:
+			w.Simple("zset")
 		case r.Foreign == 1:
 			w.Simple(typeOfSession)
 		case r.Found == 1:
@@ -501,7 +513,7 @@ func (c *conn) answer(p *plan) bool {
 			w.Simple("none")
 		}
 	case rToken, rTokenIf:
-		if r.Found == 1 && (p.kind == rToken || r.Count == 1 && r.Owner == string(p.val)) {
+		if r.Found == 1 && r.ZKeys == 0 && (p.kind == rToken || r.Count == 1 && r.Owner == string(p.val)) {
 			w.Int(int64(r.Token))
 		} else {
 			w.Null()
@@ -523,6 +535,14 @@ func (c *conn) answer(p *plan) bool {
 			w.Int(p.arg)
 		} else {
 			w.Int(0)
+		}
+	case rZRead:
+		c.answerZRead(p.zq, r.ZSet)
+	case rZIncr:
+		if r.Count == 1 {
+			w.Double(r.Score)
+		} else {
+			w.Null()
 		}
 	}
 	return false
@@ -546,6 +566,9 @@ func (c *conn) pttl(r *fsm.Result) int64 {
 
 // errorReply is the reply to a failed command.
 func errorReply(err error) string {
+	if msg, ok := zsetErrorReply(err); ok {
+		return msg
+	}
 	switch {
 	case errors.Is(err, latch.ErrWouldBlock):
 		return "LOCKED latch: the key is held by another owner; only SET NX takes a free key, and only its owner's value changes it"

@@ -93,11 +93,7 @@ func cmdWatch(c *conn, args [][]byte) {
 			c.w.Error(errorReply(r.Err))
 			return
 		}
-		w := fsm.Watch{Key: k}
-		if r.Found == 1 {
-			w.Token, w.Expires, w.Owner = r.Token, r.Expires, r.Owner
-		}
-		c.watches = append(c.watches, w)
+		c.watches = append(c.watches, fsm.WatchOfResult(k, &r))
 	}
 	c.w.Simple("OK")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/latchd/latch"
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/luascript"
+	"github.com/latchd/latch/internal/zset"
 )
 
 // Scripts that are not known lock scripts run in Lua (package luascript),
@@ -181,6 +182,7 @@ type scriptRun struct {
 type scratchKey struct {
 	watch fsm.Watch
 	st    fsm.Result
+	set   *zset.Set // a sorted-set key's members (st.ZKeys 1)
 }
 
 // start readies the run for a try.
@@ -212,11 +214,27 @@ func (r *scriptRun) read(key string) (*scratchKey, error) {
 	if k, ok := r.keys[key]; ok {
 		return k, nil
 	}
-	res, _ := r.c.srv.svc.OwnedGet(key)
+	svc := r.c.srv.svc
+	res, _ := svc.OwnedGet(key)
 	if res.Err != nil {
 		return nil, res.Err
 	}
 	k := &scratchKey{watch: fsm.WatchOfResult(key, &res), st: res}
+	// A sorted set's members, read with the same version as its watch.
+	for try := 0; res.ZKeys > 0; try++ {
+		z, _ := svc.OwnedZGet(key)
+		if z.Err == nil && z.Found == 1 && z.Version == res.Version {
+			k.set = z.ZSet
+			break
+		}
+		if try == 8 {
+			return nil, fmt.Errorf("script: sorted set %q changes too often to be read", key)
+		}
+		if res, _ = svc.OwnedGet(key); res.Err != nil {
+			return nil, res.Err
+		}
+		k.watch, k.st = fsm.WatchOfResult(key, &res), res
+	}
 	r.keys[key] = k
 	r.order = append(r.order, key)
 	return k, nil
@@ -257,6 +275,14 @@ func (r *scriptRun) commit() (done bool, err error) {
 	}
 	if r.c.srv.scriptCheck != nil {
 		r.c.srv.scriptCheck(r.tx, r.pred, res.Tx)
+	}
+	// The scratch view cannot see the limits on all sorted sets together:
+	// a command it applied may fail in the state machine, the others
+	// applied.
+	for i := range res.Tx {
+		if err := res.Tx[i].Err; err != nil && r.pred[i].Err == nil {
+			return true, fmt.Errorf("latch: script effect %d of %d failed, the others applied: %w", i+1, len(res.Tx), err)
+		}
 	}
 	return true, nil
 }
@@ -327,6 +353,11 @@ func (r *scriptRun) apply(sub *fsm.Command) (fsm.Result, error) {
 		}
 	}
 	k0 := r.keys[keys[0]]
+	if sub.Owned.IsZSet() {
+		res = r.applyZSet(sub, k0)
+		r.keep(sub, res)
+		return res, nil
+	}
 	grant := func(k *scratchKey, lease time.Duration) {
 		k.st = fsm.Result{Found: 1, Count: 1, Owner: string(sub.Value)}
 		if lease > 0 {
@@ -441,6 +472,7 @@ func (r *scriptRun) releaseOrRenew(sub *fsm.Command, res *fsm.Result) {
 		}
 		if sub.Owned == fsm.OwnedRelease || lease <= 0 {
 			*st = fsm.Result{}
+			r.keys[key].set = nil
 		} else {
 			st.Expires = r.at + int64(lease)
 		}
@@ -448,11 +480,104 @@ func (r *scriptRun) releaseOrRenew(sub *fsm.Command, res *fsm.Result) {
 	}
 }
 
+// applyZSet applies a sorted-set command to the scratch view, as the
+// state machine's applyZSet.
+func (r *scriptRun) applyZSet(sub *fsm.Command, k *scratchKey) fsm.Result {
+	var res fsm.Result
+	key := sub.Req.Keys[0]
+	if k.st.Found == 1 && k.st.ZKeys == 0 {
+		res.Foreign = k.st.Foreign
+		res.Err = fmt.Errorf("owned %v %q: a lock: %w", sub.Owned, key, fsm.ErrWrongType)
+		return res
+	}
+	a := &sub.ZSet
+	describe := func() {
+		if k.set == nil || k.set.Card() == 0 {
+			k.set, k.st = nil, fsm.Result{}
+			return
+		}
+		if k.st.ZKeys == 0 {
+			k.st = fsm.Result{Found: 1, ZKeys: 1}
+		}
+		res.Found, res.ZKeys, res.Expires, res.Version = 1, 1, k.st.Expires, k.st.Version
+	}
+	switch sub.Owned {
+	case fsm.OwnedZGet:
+		if k.set != nil {
+			res.Found, res.ZKeys, res.Expires, res.Version = 1, 1, k.st.Expires, k.st.Version
+			res.ZSet = k.set.Clone()
+		}
+		return res
+	case fsm.OwnedZAdd:
+		if err := a.Flags.Check(len(a.Pairs)); err != nil {
+			res.Err = fmt.Errorf("owned %v %q: %w", sub.Owned, key, err)
+			return res
+		}
+		if k.set == nil {
+			k.set = &zset.Set{}
+		}
+		ar, err := k.set.Add(a.Flags, a.Pairs...)
+		if err != nil {
+			res.Err = fmt.Errorf("owned %v %q: %w", sub.Owned, key, err)
+			break
+		}
+		if a.Flags&zset.INCR != 0 {
+			if ar.Done {
+				res.Count, res.Score = 1, ar.Score
+			}
+		} else {
+			res.Count = ar.Count
+		}
+	case fsm.OwnedZRem:
+		if k.set != nil {
+			res.Count = k.set.Rem(a.Members...)
+		}
+	case fsm.OwnedZRemRangeByScore:
+		if k.set != nil {
+			res.Count = k.set.RemRangeByScore(a.Range)
+		}
+	case fsm.OwnedZRemRangeByRank:
+		if k.set != nil {
+			res.Count = k.set.RemRangeByRank(a.Start, a.Stop)
+		}
+	case fsm.OwnedZExpire:
+		if k.set == nil {
+			return res
+		}
+		switch {
+		case sub.OwnedFlags&fsm.OwnedPersist != 0:
+			if k.st.Expires != 0 {
+				res.Count = 1
+				k.st.Expires = 0
+			}
+		case sub.Req.Lease <= 0:
+			res.Count = 1
+			k.set = nil
+		default:
+			res.Count = 1
+			k.st.Expires = r.at + int64(sub.Req.Lease)
+		}
+	case fsm.OwnedZDel:
+		if k.set != nil {
+			res.Count = 1
+			k.set = nil
+		}
+	default:
+		res.Err = fmt.Errorf("script: owned %v: %w", sub.Owned, latch.ErrInvalidRequest)
+		return res
+	}
+	describe()
+	return res
+}
+
 // keep records a write command and the scratch view's result of it, if
 // it changed something: one that did not would change nothing in the
 // transaction either, under its watches.
 func (r *scriptRun) keep(sub *fsm.Command, res fsm.Result) {
-	if res.Err != nil || res.Count == 0 || sub.Owned == fsm.OwnedGet {
+	switch {
+	case res.Err != nil || sub.Owned == fsm.OwnedGet || sub.Owned == fsm.OwnedZGet:
+		return
+	case res.Count == 0 && sub.Owned != fsm.OwnedZAdd: // ZADD may change scores only
 		return
 	}
 	c := *sub

@@ -76,15 +76,25 @@ var scriptOps = []string{
 	"redis.call('exists', KEYS[%d])",
 	"redis.call('pttl', KEYS[%d])",
 	"redis.call('type', KEYS[%d])",
+	"redis.pcall('zadd', KEYS[%d], 1, ARGV[1], 2, ARGV[2])",
+	"redis.pcall('zadd', KEYS[%d], 'GT', 'CH', 5, ARGV[1])",
+	"redis.pcall('zadd', KEYS[%d], 'INCR', 1.5, 'x')",
+	"redis.pcall('zrem', KEYS[%d], ARGV[1], 'x')",
+	"redis.pcall('zremrangebyscore', KEYS[%d], '-inf', 1)",
+	"redis.pcall('zcard', KEYS[%d])",
+	"redis.pcall('zrange', KEYS[%d], 0, -1, 'WITHSCORES')",
+	"redis.pcall('zscore', KEYS[%d], ARGV[1])",
+	"redis.pcall('persist', KEYS[%d])",
 }
 
-// randomScript returns a script of n random lock commands on 3 keys that
+// randomScript returns a script of n random lock and sorted-set commands
+// on 5 keys that
 // returns all their replies.
 func randomScript(r *rand.Rand, n int) string {
 	var b strings.Builder
 	b.WriteString("local out = {}\n")
 	for range n {
-		op := fmt.Sprintf(scriptOps[r.IntN(len(scriptOps))], 1+r.IntN(3))
+		op := fmt.Sprintf(scriptOps[r.IntN(len(scriptOps))], 1+r.IntN(5))
 		fmt.Fprintf(&b, "out[#out+1] = tostring(%s)\n", op)
 	}
 	b.WriteString("return out\n")
@@ -104,7 +114,7 @@ func TestScriptEffectsAgree(t *testing.T) {
 		for i := range got {
 			p, g := pred[i], got[i]
 			if p.Count != g.Count || p.Found != g.Found || p.Owner != g.Owner || p.Foreign != g.Foreign ||
-				p.ZKeys != g.ZKeys || (p.Err == nil) != (g.Err == nil) {
+				p.ZKeys != g.ZKeys || p.Score != g.Score || (p.Err == nil) != (g.Err == nil) {
 				t.Errorf("%v %v %q: scratch view answered %+v, the state machine %+v", tx[i].Owned, tx[i].OwnedFlags, tx[i].Req.Keys, p, g)
 			}
 			checked++
@@ -114,10 +124,13 @@ func TestScriptEffectsAgree(t *testing.T) {
 	for i := range 500 {
 		body := randomScript(r, 1+r.IntN(8))
 		owner := fmt.Sprintf("o%d", r.IntN(3))
-		rep := h.do("EVAL", body, "3", "k1", "k2", "k3", owner, "v")
-		if strings.HasPrefix(rep, "-") && !strings.Contains(rep, "LOCKED") {
+		rep := h.do("EVAL", body, "5", "k1", "k2", "k3", "z1", "z2", owner, "v")
+		if strings.HasPrefix(rep, "-") && !strings.HasPrefix(rep, "-LOCKED") && !strings.HasPrefix(rep, "-WRONGTYPE") {
 			t.Fatalf("script %d:\n%s\nanswered %q", i, body, rep)
 		}
+	}
+	if rep := h.do("ZCARD", "z1"); rep == ":0\r\n" && h.do("ZCARD", "z2") == ":0\r\n" {
+		t.Logf("no sorted set left (%s)", rep)
 	}
 	if checked < 500 {
 		t.Fatalf("only %d replicated commands checked", checked)

@@ -22,6 +22,22 @@ const (
 	extendExpire = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("expire",KEYS[1],ARGV[2]) else return 0 end`
 )
 
+// semAcquire is a counting semaphore's acquire on a sorted set, in the
+// manner of redis-semaphore: drop the expired holders, join if there is
+// room.
+const semAcquire = `local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local id = ARGV[2]
+local timeout = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+redis.call('zremrangebyscore', key, '-inf', now - timeout)
+if redis.call('zcard', key) < limit then
+  redis.call('zadd', key, now, id)
+  redis.call('pexpire', key, timeout)
+  return 1
+end
+return 0`
+
 // luaScenarios are command sequences with Lua scripts whose replies must be
 // byte for byte Redis's ("K" in an argument: the scenario's key prefix).
 var luaScenarios = [][][]string{
@@ -72,6 +88,26 @@ var luaScenarios = [][][]string{
 		{"EVAL", "return redis.call('script', 'flush')", "0"},
 		{"EVAL", "return #redis.call('time')", "0"},
 		{"EXISTS", "K6"},
+	},
+	{ // sorted sets in scripts: a semaphore of 2
+		{"EVAL", semAcquire, "1", "Ks", "2", "a", "10000", "1000"},
+		{"EVAL", semAcquire, "1", "Ks", "2", "b", "10000", "1001"},
+		{"EVAL", semAcquire, "1", "Ks", "2", "c", "10000", "1002"},
+		{"EVAL", "return redis.call('zrange', KEYS[1], 0, -1, 'WITHSCORES')", "1", "Ks"},
+		{"EVAL", semAcquire, "1", "Ks", "2", "c", "10000", "11500"},
+		{"EVAL", "return {redis.call('zcard', KEYS[1]), redis.call('zscore', KEYS[1], 'c'), redis.call('zrank', KEYS[1], 'c'), redis.call('zcount', KEYS[1], 0, '+inf')}", "1", "Ks"},
+		{"EVAL", "redis.setresp(3); return redis.call('zscore', KEYS[1], 'c')", "1", "Ks"},
+		{"EVAL", "return {redis.call('zrem', KEYS[1], 'c', 'x'), redis.call('zcard', KEYS[1]), redis.call('type', KEYS[1])}", "1", "Ks"},
+		{"EVAL", "return redis.call('zadd', KEYS[1], 'INCR', 2.5, 'm')", "1", "Kz"},
+		{"EVAL", "return redis.call('zadd', KEYS[1], 'NX', 'XX', 1, 'm')", "1", "Kz"},
+		{"EVAL", "return redis.pcall('zadd', KEYS[1], 'nan', 'm')", "1", "Kz"},
+		{"EVAL", "return {redis.call('zrangebyscore', KEYS[1], '(1', '+inf'), redis.call('zremrangebyscore', KEYS[1], 0, 10), redis.call('exists', KEYS[1])}", "1", "Kz"},
+		{"SET", "Kl", "v", "PX", "100000"},
+		{"EVAL", "return redis.call('zadd', KEYS[1], 1, 'm')", "1", "Kl"},
+		{"EVAL", "return redis.pcall('zcard', KEYS[1])", "1", "Kl"},
+		{"ZADD", "Kz2", "1", "a"},
+		{"EVAL", "return redis.pcall('get', KEYS[1])", "1", "Kz2"},
+		{"EVAL", "return {redis.call('pexpire', KEYS[1], 100000), redis.call('ttl', KEYS[1]), redis.call('persist', KEYS[1]), redis.call('ttl', KEYS[1]), redis.call('del', KEYS[1]), redis.call('exists', KEYS[1])}", "1", "Kz2"},
 	},
 	{ // EVAL_RO, EVALSHA, SCRIPT
 		{"SET", "K7", "v", "PX", "100000"},

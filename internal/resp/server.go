@@ -72,11 +72,13 @@ func New(svc Service, cfg Config) (*Server, error) {
 		lua:     luascript.New(luascript.Limits{Version: redisVersion, Logger: cfg.Logger}),
 	}
 	s.toks.Store(&cfg.Tokens)
-	s.cmds = make(map[string]*command, len(commandTable))
-	for i := range commandTable {
-		c := commandTable[i]
-		c.metric = cfg.Metrics.Command(c.name)
-		s.cmds[c.name] = &c
+	s.cmds = make(map[string]*command, len(commandTable)+len(zcommandTable))
+	for _, table := range [][]command{commandTable, zcommandTable} {
+		for i := range table {
+			c := table[i]
+			c.metric = cfg.Metrics.Command(c.name)
+			s.cmds[c.name] = &c
+		}
 	}
 	s.unknown = cfg.Metrics.Command("unknown")
 	loops := 0 // a request waits for its commit: a loop would make its other connections wait too

@@ -22,4 +22,8 @@ type Service interface {
 	// OwnedGet reads key's holder as an fsm.OwnedGet command would answer,
 	// without changing anything; at is the instant it read.
 	OwnedGet(key string) (r fsm.Result, at int64)
+	// OwnedZGet reads key's sorted set as an fsm.OwnedZGet command would
+	// answer (Result.ZSet a copy the caller owns), without changing
+	// anything; at is the instant it read.
+	OwnedZGet(key string) (r fsm.Result, at int64)
 }

@@ -38,5 +38,6 @@ func nodeConfig(cfg config.Config) node.Config {
 		MaxItemSize: cfg.Memcache.MaxItemSize,
 	}
 	nc.ZNode = cfg.ZooKeeper.ZNode()
+	nc.ZSet = cfg.Redis.ZSet()
 	return nc
 }

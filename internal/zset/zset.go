@@ -87,8 +87,13 @@ func (s *Set) Rank(member string, rev bool) (int, bool) {
 	return i, true
 }
 
-// set puts member with score f, replacing its old score.
+// set puts member with score f, replacing its old score. A score of -0
+// is kept as 0, as Redis keeps the scores of small sets (listpacks store
+// 0 for it), so that the sign of a zero never shows.
 func (s *Set) set(member string, f float64) {
+	if f == 0 {
+		f = 0 // +0
+	}
 	if old, ok := s.scores[member]; ok {
 		if old == f {
 			return
@@ -179,7 +184,8 @@ type AddResult struct {
 }
 
 // Add does ZADD with the options f on the pairs, in order (a member given
-// twice is added, then updated). It fails, changing nothing, with the
+// twice is added, then updated). A score of -0 is stored as 0 (INCR's
+// Score is the sum, which Redis replies, sign and all). It fails, changing nothing, with the
 // errors of Check, or ErrNaN when a score is NaN or INCR makes one. Done
 // is true but for an INCR refused.
 func (s *Set) Add(f AddFlags, pairs ...Pair) (AddResult, error) {
