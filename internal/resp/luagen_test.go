@@ -124,9 +124,13 @@ func (g *luaGen) call() (args string, volatile bool) {
 	k, i := g.skey()
 	own := fmt.Sprintf("ARGV[%d]", i)
 	if g.ro || g.p(35) { // reads
-		switch g.n(6) {
+		switch g.n(8) {
 		case 0, 1:
 			return g.name("get") + ", " + k, false
+		case 6:
+			return g.name("ttl") + ", " + g.anyKey(), true
+		case 7:
+			return g.pick("'ping'", "'PING', 'hi'", "'echo', ARGV[1]", "'ECHO', 3.5"), false
 		case 2:
 			ks := []string{k}
 			for g.p(40) {
