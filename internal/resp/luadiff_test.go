@@ -227,9 +227,14 @@ func (p *luaPair) run(i int, c luaCase) {
 		}
 		p.same(desc, args, false)
 	}
-	keys := make([]string, len(c.keys))
-	for j, k := range c.keys {
-		keys[j] = p.key(i, k)
+	// The state of the keys, and of the keys K<n>:u that generated scripts
+	// name without declaring them.
+	var keys []string
+	for _, k := range c.keys {
+		keys = append(keys, p.key(i, k))
+		if k[0] == 'K' {
+			keys = append(keys, p.key(i, k)+":u")
+		}
 	}
 	for _, cmd := range p.commands(i, c) {
 		var before []string

@@ -72,8 +72,15 @@ func (g *luaGen) pick(s ...string) string { return s[g.r.IntN(len(s))] }
 func (g *luaGen) otherArg() int { return g.nk + 1 }
 func (g *luaGen) leaseArg() int { return g.nk + 2 }
 
+// skey is a string key and the index of its owner in ARGV: KEYS[i], or,
+// one time in ten, a key that the script names without declaring it in
+// KEYS (as Redis allows outside a cluster), KEYS[i] .. ':u', which has the
+// same owner.
 func (g *luaGen) skey() (string, int) {
 	i := 1 + g.n(g.nk)
+	if g.p(10) {
+		return fmt.Sprintf("KEYS[%d] .. ':u'", i), i
+	}
 	return fmt.Sprintf("KEYS[%d]", i), i
 }
 
