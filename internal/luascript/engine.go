@@ -142,6 +142,10 @@ type Engine struct {
 
 	randMu sync.Mutex
 	rand   uint64 // math.random's state
+
+	wmu      sync.Mutex
+	running  map[*sandbox]time.Time // runs in progress, by start
+	watching bool                   // the watchdog goroutine runs
 }
 
 // New returns an engine with the limits lim (zero fields: defaults).
@@ -279,43 +283,74 @@ func heapBytes() int64 {
 	return int64(s[0].Value.Uint64())
 }
 
-// watch stops a run (cancel) past the time limit or once the heap grew
-// by more than the memory limit; it returns the function that ends the
-// watch.
-func (e *Engine) watch(cancel context.CancelCauseFunc) func() {
-	start := time.Now()
+// The watchdog: one goroutine per engine, while scripts run (and for a
+// second after), checks every few milliseconds the runs in progress: it
+// stops one past the time limit, and, when the process heap has grown by
+// more than the memory limit since runs began, the one that has run
+// longest. A run costs it a map entry, not a timer.
+const watchEvery = 5 * time.Millisecond
+
+// enter registers sb's run with the watchdog, giving sb a fresh context
+// if the last one was stopped.
+func (e *Engine) enter(sb *sandbox) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if sb.ctx == nil || sb.ctx.Err() != nil {
+		sb.ctx, sb.cancel = context.WithCancelCause(context.Background())
+		sb.L.SetContext(sb.ctx)
+	}
+	if e.running == nil {
+		e.running = make(map[*sandbox]time.Time)
+	}
+	e.running[sb] = time.Now()
+	if !e.watching {
+		e.watching = true
+		go e.watchdog()
+	}
+}
+
+// leave ends sb's run for the watchdog.
+func (e *Engine) leave(sb *sandbox) {
+	e.wmu.Lock()
+	delete(e.running, sb)
+	e.wmu.Unlock()
+}
+
+func (e *Engine) watchdog() {
 	var base int64 = -1
-	var mu sync.Mutex
-	done := false
-	var t *time.Timer
-	const every = 5 * time.Millisecond
-	check := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return
+	idle := 0
+	for {
+		time.Sleep(watchEvery)
+		e.wmu.Lock()
+		if len(e.running) == 0 {
+			base = -1
+			if idle++; idle > int(time.Second/watchEvery) {
+				e.watching = false
+				e.wmu.Unlock()
+				return
+			}
+			e.wmu.Unlock()
+			continue
 		}
+		idle = 0
 		h := heapBytes()
 		if base < 0 {
 			base = h
 		}
-		switch {
-		case time.Since(start) > e.lim.Time:
-			cancel(errTime)
-			return
-		case h-base > e.lim.Memory:
-			cancel(errMemory)
-			return
+		var oldest *sandbox
+		var since time.Time
+		for sb, start := range e.running {
+			if time.Since(start) > e.lim.Time {
+				sb.cancel(errTime)
+			}
+			if oldest == nil || start.Before(since) {
+				oldest, since = sb, start
+			}
 		}
-		t.Reset(every)
-	}
-	mu.Lock()
-	t = time.AfterFunc(every, check)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		done = true
-		mu.Unlock()
-		t.Stop()
+		if h-base > e.lim.Memory {
+			oldest.cancel(errMemory)
+			base = -1
+		}
+		e.wmu.Unlock()
 	}
 }

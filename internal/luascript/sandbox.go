@@ -32,7 +32,8 @@ type sandbox struct {
 	// The run: its caller, the RESP version the script chose.
 	caller Caller
 	resp   int
-	ctx    context.Context
+	ctx    context.Context // the runs' until a limit stops one (watchdog)
+	cancel context.CancelCauseFunc
 	broken bool // the state may be inconsistent: not reused
 }
 
@@ -161,7 +162,7 @@ func (sb *sandbox) isProxy(v lua.LValue) bool {
 // reset readies the sandbox for its next run and reports whether it may
 // be reused.
 func (sb *sandbox) reset() bool {
-	sb.caller, sb.ctx = nil, nil
+	sb.caller = nil
 	sb.resp = 2
 	sb.L.SetTop(0)
 	return !sb.broken
@@ -180,15 +181,11 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 	sb.globals.RawSetString("KEYS", arr(keys))
 	sb.globals.RawSetString("ARGV", arr(argv))
 
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sb.ctx = ctx
-	stop := sb.e.watch(cancel)
-	L.SetContext(ctx)
+	sb.e.enter(sb)
+	ctx := sb.ctx
 	L.Push(L.NewFunctionFromProto(s.proto))
 	err := L.PCall(0, 1, sb.handler)
-	stop()
-	L.RemoveContext()
+	sb.e.leave(sb)
 	if err == nil {
 		return fromLua(L.Get(-1), sb.resp, 0), false
 	}
@@ -262,7 +259,7 @@ func (sb *sandbox) onError(L *lua.LState) int {
 
 // stopped reports whether the run was stopped by a limit: a pcall must
 // not catch that.
-func (sb *sandbox) stopped() bool { return sb.ctx != nil && sb.ctx.Err() != nil }
+func (sb *sandbox) stopped() bool { return sb.ctx.Err() != nil }
 
 // error is Lua's error; a number is made a string first, so that it gets
 // its position as in Lua 5.1.

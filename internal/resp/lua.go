@@ -193,10 +193,11 @@ func (r *scriptRun) start() {
 	}
 	r.clear()
 	if r.sc == nil {
-		r.sc = &conn{srv: r.c.srv, token: r.c.token, authed: true}
+		r.sc = &conn{srv: r.c.srv, authed: true}
 		r.bw = bufio.NewWriter(&r.out)
 		r.sc.w = NewWriter(r.bw)
 	}
+	r.sc.token = r.c.token // the rights of the connection's last AUTH
 }
 
 // clear drops what the run refers to, once answered.
