@@ -488,7 +488,8 @@ func TestLuaDiffCorpus(t *testing.T) {
 // scripts (docs/redis.md), which the generator keeps away from, asserted
 // as differences: a SET without NX over a key that another value holds is
 // refused (LOCKED) and the lock stays its holder's, where Redis overwrites
-// the string; SET's GET option is refused; and a script that fails
+// the string; SET's GET option is refused; a number that is not a small
+// integer is written by .. in gopher-lua's way; and a script that fails
 // applies none of its writes, where Redis keeps those made before the
 // error.
 func TestLuaDiffDocumented(t *testing.T) {
@@ -523,6 +524,19 @@ func TestLuaDiffDocumented(t *testing.T) {
 		cmd := []string{"EVAL", "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'GET')", "1", key, "tok"}
 		if lr, rr := p.l.c.do(cmd...), p.r.c.do(cmd...); !strings.HasPrefix(lr, "-ERR latch: SET with GET is not supported") || rr != p.r.c.do("EVAL", "return false", "0") {
 			t.Errorf("RESP%s SET NX GET on a free key: latch %q (want refused), redis %q (want null)", proto, lr, rr)
+		}
+
+		// Lua's .. writes a number that is not an integer below 1e15 as
+		// gopher-lua does, not as tostring does.
+		for body, want := range map[string][2]string{
+			"return 'n' .. 1e15":    {"n1000000000000000", "n1e+15"},
+			"return 10 / 3 .. ''":   {"3.3333333333333335", "3.3333333333333"},
+			"return tostring(1e15)": {"1e+15", "1e+15"},
+		} {
+			lr, rr := p.l.c.do("EVAL", body, "0"), p.r.c.do("EVAL", body, "0")
+			if lr != fmt.Sprintf("$%d\r\n%s\r\n", len(want[0]), want[0]) || rr != fmt.Sprintf("$%d\r\n%s\r\n", len(want[1]), want[1]) {
+				t.Errorf("RESP%s %s: latch %q (want %q), redis %q (want %q)", proto, body, lr, want[0], rr, want[1])
+			}
 		}
 
 		key = p.key(11, "K1")

@@ -445,7 +445,7 @@ func (g *luaGen) expr(depth int) string {
 		}
 		return fmt.Sprintf("show(redis.pcall(%s))", args)
 	case c < 20:
-		return g.pick("#KEYS", "#ARGV", "tonumber(ARGV[1])", "tostring(1.5)", "'n' .. 0.1", "'n' .. 1e15", "'n' .. 2^63",
+		return g.pick("#KEYS", "#ARGV", "tonumber(ARGV[1])", "tostring(1.5)", "'n' .. tostring(0.1)", "'n' .. tostring(1e15)", "'n' .. tostring(2^63)", "'n' .. 12 .. -3",
 			"tostring(10/3)", "string.format('%d:%s', 7, 'x')", "math.floor(-2.5)", "math.max(1, 9.5)", "redis.sha1hex('abc')",
 			"string.rep('ab', 3)", "tostring(nil) .. tostring(true)", "select('#', 1, nil, 3)", "string.len(ARGV[1])",
 			"type(redis.call)", "tostring(-0.0)", "1 / 3 * 3", "string.upper(KEYS[1]) == KEYS[1]",
