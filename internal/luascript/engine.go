@@ -145,13 +145,15 @@ type Engine struct {
 
 	wmu      sync.Mutex
 	running  map[*sandbox]time.Time // runs in progress, by start
-	watching bool                   // the watchdog goroutine runs
+	watching bool                   // the watchdog's timer is armed
+	timer    *time.Timer
+	heapBase int64 // the heap when the runs began (-1: not read yet)
 }
 
 // New returns an engine with the limits lim (zero fields: defaults).
 func New(lim Limits) *Engine {
 	lim.defaults()
-	e := &Engine{lim: lim, scripts: make(map[string]*Script), rand: rand48Init}
+	e := &Engine{lim: lim, scripts: make(map[string]*Script), rand: rand48Init, heapBase: -1}
 	e.pool.New = func() any { return newSandbox(e) }
 	return e
 }
@@ -168,8 +170,12 @@ type CompileError struct{ Msg string }
 
 func (e *CompileError) Error() string { return e.Msg }
 
-// gopher-lua's syntax error: "user_script line:1(column:9) near 'EOF':   syntax error".
-var syntaxRE = regexp.MustCompile(`^user_script line:(\d+)\(column:\d+\) near '(.*)':\s*(.*?)\s*$`)
+// gopher-lua's syntax errors: "user_script line:1(column:9) near 'EOF':
+// syntax error", "user_script at EOF:   unterminated string".
+var (
+	syntaxRE    = regexp.MustCompile(`^user_script line:(\d+)\(column:\d+\) near '(.*)':\s*(.*?)\s*$`)
+	syntaxEOFRE = regexp.MustCompile(`^user_script at EOF:\s*(.*?)\s*$`)
+)
 
 // Load compiles body and keeps it by its SHA1 (no copy of body is kept
 // that the caller may change).
@@ -196,6 +202,12 @@ func (e *Engine) Load(body []byte) (*Script, error) {
 				near = "<eof>"
 			}
 			msg = fmt.Sprintf("user_script:%s: %s near '%s'", m[1], m[3], near)
+		} else if m := syntaxEOFRE.FindStringSubmatch(msg); m != nil {
+			what := m[1]
+			if what == "unterminated string" {
+				what = "unfinished string" // Lua 5.1's words
+			}
+			msg = fmt.Sprintf("user_script:%d: %s near '<eof>'", 1+bytes.Count(body, []byte("\n")), what)
 		}
 		return nil, &CompileError{"ERR Error compiling script (new function): " + oneLine(msg)}
 	}
@@ -283,11 +295,11 @@ func heapBytes() int64 {
 	return int64(s[0].Value.Uint64())
 }
 
-// The watchdog: one goroutine per engine, while scripts run (and for a
-// second after), checks every few milliseconds the runs in progress: it
-// stops one past the time limit, and, when the process heap has grown by
-// more than the memory limit since runs began, the one that has run
-// longest. A run costs it a map entry, not a timer.
+// The watchdog: a timer per engine, armed while scripts run, checks every
+// few milliseconds the runs in progress: it stops one past the time
+// limit, and, when the process heap has grown by more than the memory
+// limit since runs began, the one that has run longest. A run costs it a
+// map entry, not a timer of its own; no goroutine waits when none runs.
 const watchEvery = 5 * time.Millisecond
 
 // enter registers sb's run with the watchdog, giving sb a fresh context
@@ -305,7 +317,11 @@ func (e *Engine) enter(sb *sandbox) {
 	e.running[sb] = time.Now()
 	if !e.watching {
 		e.watching = true
-		go e.watchdog()
+		if e.timer == nil {
+			e.timer = time.AfterFunc(watchEvery, e.watchdog)
+		} else {
+			e.timer.Reset(watchEvery)
+		}
 	}
 }
 
@@ -316,41 +332,31 @@ func (e *Engine) leave(sb *sandbox) {
 	e.wmu.Unlock()
 }
 
+// watchdog is one check; it arms the timer again while runs go on.
 func (e *Engine) watchdog() {
-	var base int64 = -1
-	idle := 0
-	for {
-		time.Sleep(watchEvery)
-		e.wmu.Lock()
-		if len(e.running) == 0 {
-			base = -1
-			if idle++; idle > int(time.Second/watchEvery) {
-				e.watching = false
-				e.wmu.Unlock()
-				return
-			}
-			e.wmu.Unlock()
-			continue
-		}
-		idle = 0
-		h := heapBytes()
-		if base < 0 {
-			base = h
-		}
-		var oldest *sandbox
-		var since time.Time
-		for sb, start := range e.running {
-			if time.Since(start) > e.lim.Time {
-				sb.cancel(errTime)
-			}
-			if oldest == nil || start.Before(since) {
-				oldest, since = sb, start
-			}
-		}
-		if h-base > e.lim.Memory {
-			oldest.cancel(errMemory)
-			base = -1
-		}
-		e.wmu.Unlock()
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if len(e.running) == 0 {
+		e.watching, e.heapBase = false, -1
+		return
 	}
+	h := heapBytes()
+	if e.heapBase < 0 {
+		e.heapBase = h
+	}
+	var oldest *sandbox
+	var since time.Time
+	for sb, start := range e.running {
+		if time.Since(start) > e.lim.Time {
+			sb.cancel(errTime)
+		}
+		if oldest == nil || start.Before(since) {
+			oldest, since = sb, start
+		}
+	}
+	if h-e.heapBase > e.lim.Memory {
+		oldest.cancel(errMemory)
+		e.heapBase = -1
+	}
+	e.timer.Reset(watchEvery)
 }

@@ -84,6 +84,17 @@ func newSandbox(e *Engine) *sandbox {
 	set(g, "rawset", sb.rawset)
 	set(g, "setmetatable", sb.setmetatable)
 	set(g, "getmetatable", sb.getmetatable)
+	tostr := g.RawGetString("tostring")
+	set(g, "tostring", func(L *lua.LState) int {
+		if n, ok := L.Get(1).(lua.LNumber); ok {
+			L.Push(lua.LString(formatNumber(float64(n))))
+			return 1
+		}
+		L.Push(tostr)
+		L.Push(L.CheckAny(1))
+		L.Call(1, 1)
+		return 1
+	})
 	set(g, "gcinfo", func(L *lua.LState) int { L.Push(lua.LNumber(heapBytes() / 1024)); return 1 })
 	math := g.RawGetString("math").(*lua.LTable)
 	set(math, "random", sb.random)
@@ -396,6 +407,23 @@ func (sb *sandbox) getmetatable(L *lua.LState) int {
 	return 1
 }
 
+// formatNumber writes a number as Lua 5.1 does ("%.14g", C's inf and
+// nan): tostring's; gopher-lua's own (Go's shortest form) stays that of
+// the concatenation operator.
+func formatNumber(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "-nan" // what 0/0 gives on amd64
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case f == 0 && math.Signbit(f):
+		return "-0"
+	}
+	return fmt.Sprintf("%.14g", f)
+}
+
 // Redis's PRNG: the 48-bit linear congruential generator of its rand.c,
 // one per engine as one per Redis process: it starts from rand.c's
 // initial state and goes on from run to run (Redis 7 no longer reseeds it
@@ -590,13 +618,23 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 	if n == 0 {
 		return fail(msgCallNoArgs)
 	}
-	args := make([][]byte, n)
-	for i := range args {
-		s, ok := argString(L.Get(i + 1))
+	// The arguments, copied into one buffer.
+	var strs [8]string
+	ss := strs[:0]
+	size := 0
+	for i := 1; i <= n; i++ {
+		s, ok := argString(L.Get(i))
 		if !ok {
 			return fail(msgCallArgType)
 		}
-		args[i] = []byte(s)
+		ss = append(ss, s)
+		size += len(s)
+	}
+	buf := make([]byte, 0, size)
+	args := make([][]byte, n)
+	for i, s := range ss {
+		buf = append(buf, s...)
+		args[i] = buf[len(buf)-len(s) : len(buf) : len(buf)]
 	}
 	r := sb.caller.Call(args, sb.resp)
 	if r.Kind == Error {

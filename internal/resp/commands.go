@@ -89,10 +89,18 @@ func (c *conn) do(args [][]byte) {
 		}
 		cmd = c.srv.cmds[string(lower[:len(name)])]
 	}
+	lua := false // a script that runs in Lua, not as a known lock script
 	if cmd != nil && cmd.plan != nil && (cmd.name == "eval" || cmd.name == "evalsha") && !c.multi && c.scriptLua(args) {
 		cmd = &command{name: cmd.name, arity: cmd.arity, fn: cmdEvalLua, write: true, metric: cmd.metric}
+		lua = true
 	}
-	if c.batch > 0 && !c.plannable(cmd, len(args)) {
+	if cmd != nil && (cmd.name == "eval_ro" || cmd.name == "evalsha_ro") && !c.multi {
+		lua = true
+	}
+	// A batch of lock commands, or of Lua scripts (luaQ), is answered
+	// before any request that would not join it.
+	if c.batch > 0 && (len(c.luaQ) == 0 && !c.plannable(cmd, len(args)) ||
+		len(c.luaQ) > 0 && !(lua && c.plannableLua(cmd, len(args)))) {
 		c.runBatch() // its replies come first
 	}
 	if cmd == nil {
@@ -185,6 +193,14 @@ func (c *conn) plannable(cmd *command, n int) bool {
 		!(cmd.write && c.token != nil && c.token.ReadOnly)
 }
 
+// plannableLua reports whether a Lua script request for cmd with n
+// arguments would run (not be refused at once): only those may join the
+// Lua batch.
+func (c *conn) plannableLua(cmd *command, n int) bool {
+	return c.authed && !((cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity) &&
+		!(cmd.write && c.token != nil && c.token.ReadOnly)
+}
+
 // deferrable reports whether the request just planned, whose commands
 // start at c.subs[firstSub], may wait for the requests buffered after it.
 func (c *conn) deferrable(firstSub int) bool {
@@ -201,6 +217,10 @@ func (c *conn) deferrable(firstSub int) bool {
 
 // runBatch applies the planned requests and answers them in order.
 func (c *conn) runBatch() {
+	if len(c.luaQ) > 0 {
+		c.flushLua() // a batch is of Lua scripts or of lock commands
+		return
+	}
 	c.batch = 0
 	c.rd.Keep(false)
 	c.run(false)

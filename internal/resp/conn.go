@@ -61,6 +61,7 @@ type conn struct {
 	at        int64      // when the results were read (PTTL)
 	scriptOut []byte     // room for a Lua script's reply, reused
 	script    *scriptRun // a Lua script's run, reused
+	luaQ      []luaReq   // the Lua batch: script requests not yet run (flushLua)
 }
 
 // ServeConn serves nc on its own goroutine (netserve.Protocol), until the

@@ -30,6 +30,8 @@ import (
 // nothing proposes nothing; when it read several keys, they are read
 // again at its end, and it runs again if one changed, so that its reads
 // are of one instant. A script that raised an error applies nothing.
+// Pipelined scripts run as a batch (flushLua): one scratch view, one
+// transaction.
 
 // maxScriptTries bounds how often a script runs because the keys it
 // touched changed while it ran.
@@ -46,6 +48,11 @@ var noScriptCall = map[string]bool{
 	"config": true, "wait": true, "latch.token": true,
 }
 
+// inLua reports whether a known script of template t runs in Lua all the
+// same: redis-py's extend (3.5+) answers 0 and changes nothing on a key
+// without a lease, which its native operation would renew.
+func inLua(t template) bool { return t == tmplExtendPy }
+
 // scriptLua reports whether an EVAL or EVALSHA request (not queued in
 // MULTI) runs in Lua rather than as a known lock script's native
 // operation (planEval).
@@ -59,90 +66,164 @@ func (c *conn) scriptLua(args [][]byte) bool {
 			return true
 		}
 		sha := scriptSHA(args[1])
-		if _, _, ok := s.script([]byte(sha)); ok {
-			return false
+		if t, _, ok := s.script([]byte(sha)); ok {
+			return inLua(t)
 		}
-		return s.lua.Get(sha) != nil || recognise(args[1]) == tmplNone
+		if s.lua.Get(sha) != nil {
+			return true
+		}
+		t := recognise(args[1])
+		return t == tmplNone || inLua(t)
 	}
 	sha := lowerInPlace(args[1])
-	if _, _, ok := s.script(sha); ok && !s.noTemplates {
+	if t, _, ok := s.script(sha); ok && !s.noTemplates && !inLua(t) {
 		return false
 	}
-	return s.lua.Get(string(sha)) != nil
+	return s.lua.Get(string(sha)) != nil || !s.noTemplates && knownLua(sha)
 }
 
-// cmdEvalLua runs EVAL, EVALSHA, EVAL_RO or EVALSHA_RO in Lua.
+// knownLua reports whether sha names a known script that runs in Lua
+// (inLua): EVALSHA of it runs it, or answers NOSCRIPT until it is loaded.
+func knownLua(sha []byte) bool {
+	t, ok := knownScripts[string(sha)]
+	return ok && inLua(t)
+}
+
+// cmdEvalLua runs EVAL, EVALSHA, EVAL_RO or EVALSHA_RO in Lua. While more
+// of the connection's input is buffered, the request joins the Lua batch
+// (flushLua) instead.
 func cmdEvalLua(c *conn, args [][]byte) {
-	name := strings.ToLower(string(args[0]))
-	ro := strings.HasSuffix(name, "_ro")
-	msg, r := c.evalLua(name, args, ro)
-	if msg != "" {
-		c.srv.cmds[name].metric.Error()
-		c.w.Error(msg)
+	req := c.prepareLua(args)
+	if len(c.luaQ) > 0 || c.more() && c.rd.Held() <= maxBatchHeld {
+		c.luaQ = append(c.luaQ, req)
+		if c.more() && len(c.luaQ) < maxBatch && c.rd.Held() <= maxBatchHeld {
+			c.batch++
+			c.rd.Keep(true)
+			return
+		}
+		c.flushLua()
 		return
 	}
-	if r.Kind == luascript.Error {
-		c.srv.cmds[name].metric.Error()
-	}
-	c.scriptOut = r.AppendRESP(c.scriptOut[:0], c.w.Proto)
-	c.w.Raw(c.scriptOut)
+	c.luaQ = append(c.luaQ, req)
+	c.flushLua()
 }
 
-// evalLua runs a script request: an error message for a request refused
-// before the script ran, or the script's reply.
-func (c *conn) evalLua(name string, args [][]byte, ro bool) (string, luascript.Reply) {
+// luaReq is a Lua script request: its script and arguments, or the error
+// that refuses it before it runs (msg); args are kept by the Reader while
+// the request waits in a batch.
+type luaReq struct {
+	name       string
+	s          *luascript.Script
+	keys, argv [][]byte
+	ro         bool
+	msg        string
+	reply      luascript.Reply
+}
+
+// prepareLua checks a script request and finds or compiles its script.
+func (c *conn) prepareLua(args [][]byte) luaReq {
+	req := luaReq{name: strings.ToLower(string(args[0]))}
+	req.ro = strings.HasSuffix(req.name, "_ro")
 	nk, ok := parseInt(args[2])
 	switch {
 	case !ok:
-		return "ERR value is not an integer or out of range", luascript.Reply{}
+		req.msg = "ERR value is not an integer or out of range"
 	case nk < 0:
-		return "ERR Number of keys can't be negative", luascript.Reply{}
+		req.msg = "ERR Number of keys can't be negative"
 	case nk > int64(len(args)-3):
-		return "ERR Number of keys can't be greater than number of args", luascript.Reply{}
+		req.msg = "ERR Number of keys can't be greater than number of args"
 	}
-	keys, argv := args[3:3+nk], args[3+nk:]
-	for _, k := range keys {
-		if msg := c.checkKey(k); msg != "" {
-			return msg, luascript.Reply{}
+	if req.msg != "" {
+		return req
+	}
+	req.keys, req.argv = slices.Clone(args[3:3+nk]), slices.Clone(args[3+nk:])
+	for _, k := range req.keys {
+		if req.msg = c.checkKey(k); req.msg != "" {
+			return req
 		}
 	}
-	var s *luascript.Script
-	if name == "eval" || name == "eval_ro" {
+	if req.name == "eval" || req.name == "eval_ro" {
 		var err error
-		if s, err = c.srv.lua.Load(args[1]); err != nil {
-			return err.Error(), luascript.Reply{}
+		if req.s, err = c.srv.lua.Load(args[1]); err != nil {
+			req.msg = err.Error()
+			return req
 		}
-	} else if s = c.srv.lua.Get(string(lowerInPlace(args[1]))); s == nil {
-		return "NOSCRIPT No matching script. Please use EVAL.", luascript.Reply{}
+	} else if req.s = c.srv.lua.Get(string(lowerInPlace(args[1]))); req.s == nil {
+		req.msg = "NOSCRIPT No matching script. Please use EVAL."
+		return req
 	}
 	switch {
-	case ro && s.Shebang && !s.NoWrites:
-		return "ERR Can not execute a script with write flag using *_ro command.", luascript.Reply{}
-	case s.NoWrites:
-		ro = true
+	case req.ro && req.s.Shebang && !req.s.NoWrites:
+		req.msg = "ERR Can not execute a script with write flag using *_ro command."
+	case req.s.NoWrites:
+		req.ro = true
 	}
+	return req
+}
+
+// flushLua runs the scripts of the Lua batch, in order, each against the
+// scratch view the ones before it left, and applies all their writes as
+// one transaction under the watches of every key they touched; if a key
+// changed, they all run again. A script that raises an error has its
+// own writes taken back from the scratch view, and applies nothing. The
+// replies are written in order once the transaction is applied.
+func (c *conn) flushLua() {
+	q := c.luaQ
 	run := c.script
 	if run == nil {
 		run = &scriptRun{c: c}
 		c.script = run
 	}
-	run.ro = ro
-	defer run.clear()
-	for try := 0; try < maxScriptTries; try++ {
+	applied := false
+	var failed error
+	for try := 0; try < maxScriptTries && !applied && failed == nil; try++ {
+		if try > 0 && c.srv.svc.Execution() == latch.Replicated {
+			// A cluster node may read its keys before it has applied what
+			// failed the watches: give it the time to catch up (a
+			// goroutine's connection: no loop waits).
+			time.Sleep(time.Duration(try) * time.Millisecond)
+		}
 		run.start()
-		r, raised := c.srv.lua.Run(s, keys, argv, run, c.w.Proto)
-		if raised {
-			return "", r
+		for i := range q {
+			req := &q[i]
+			if req.msg != "" {
+				continue
+			}
+			run.ro = req.ro
+			run.begin()
+			var raised bool
+			req.reply, raised = c.srv.lua.Run(req.s, req.keys, req.argv, run, c.w.Proto)
+			if raised {
+				run.rollback()
+			}
 		}
-		done, err := run.commit()
-		if err != nil {
-			return errorReply(err), luascript.Reply{}
-		}
-		if done {
-			return "", r
-		}
+		applied, failed = run.commit()
 	}
-	return fmt.Sprintf("ERR latch: script %s was not applied: the keys it touched changed each of the %d times it ran", s.SHA, maxScriptTries), luascript.Reply{}
+	for i := range q {
+		req := &q[i]
+		msg := req.msg
+		switch {
+		case msg != "":
+		case failed != nil:
+			msg = errorReply(failed)
+		case !applied:
+			msg = fmt.Sprintf("ERR latch: script %s was not applied: the keys it touched changed each of the %d times it ran", req.s.SHA, maxScriptTries)
+		}
+		if msg != "" || req.reply.Kind == luascript.Error {
+			c.srv.cmds[req.name].metric.Error()
+		}
+		if msg != "" {
+			c.w.Error(msg)
+			continue
+		}
+		c.scriptOut = req.reply.AppendRESP(c.scriptOut[:0], c.w.Proto)
+		c.w.Raw(c.scriptOut)
+	}
+	run.clear()
+	clear(c.luaQ)
+	c.luaQ = c.luaQ[:0]
+	c.batch = 0
+	c.rd.Keep(false)
 }
 
 // checkKey checks a key a request names, as conn.key: an error message,
@@ -170,6 +251,12 @@ type scriptRun struct {
 	pred  []fsm.Result  // what the scratch view answered for each
 	watch []fsm.Watch
 
+	// The scratch state of the keys the running script changed, as it
+	// was before (begin, rollback), and where its writes start in tx.
+	gen   int
+	undo  []undoEntry
+	first int
+
 	// sc plans the script's commands with the connection's rights, and
 	// answers them into out.
 	sc  *conn
@@ -183,6 +270,47 @@ type scratchKey struct {
 	watch fsm.Watch
 	st    fsm.Result
 	set   *zset.Set // a sorted-set key's members (st.ZKeys 1)
+	saved int       // the run's gen when last saved in undo
+}
+
+// undoEntry is a key's scratch state before the running script changed it.
+type undoEntry struct {
+	k   *scratchKey
+	st  fsm.Result
+	set *zset.Set
+}
+
+// begin starts a script of the batch: what it changes can be taken back.
+func (r *scriptRun) begin() {
+	r.gen++
+	clear(r.undo)
+	r.undo = r.undo[:0]
+	r.first = len(r.tx)
+}
+
+// save keeps k's scratch state before the running script changes it.
+func (r *scriptRun) save(k *scratchKey) {
+	if k.saved == r.gen {
+		return
+	}
+	k.saved = r.gen
+	e := undoEntry{k: k, st: k.st}
+	if k.set != nil {
+		e.set = k.set.Clone() // sorted-set commands change it in place
+	}
+	r.undo = append(r.undo, e)
+}
+
+// rollback takes back what the running script changed in the scratch
+// view, and its writes.
+func (r *scriptRun) rollback() {
+	for i := len(r.undo) - 1; i >= 0; i-- {
+		e := &r.undo[i]
+		e.k.st, e.k.set = e.st, e.set
+	}
+	clear(r.tx[r.first:])
+	clear(r.pred[r.first:])
+	r.tx, r.pred = r.tx[:r.first], r.pred[:r.first]
 }
 
 // start readies the run for a try.
@@ -208,6 +336,8 @@ func (r *scriptRun) clear() {
 	clear(r.pred)
 	r.order, r.tx, r.pred = r.order[:0], r.tx[:0], r.pred[:0]
 	r.watch = r.watch[:0]
+	clear(r.undo)
+	r.undo, r.first = r.undo[:0], 0
 }
 
 // read returns the scratch state of key, reading it on first touch.
@@ -290,7 +420,17 @@ func (r *scriptRun) commit() (done bool, err error) {
 
 // Call runs one of the script's commands (luascript.Caller).
 func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
-	name := strings.ToLower(string(args[0]))
+	var lower [32]byte
+	name := "" // lower case, if it may name a command
+	if len(args[0]) <= len(lower) {
+		for i, b := range args[0] {
+			if 'A' <= b && b <= 'Z' {
+				b += 'a' - 'A'
+			}
+			lower[i] = b
+		}
+		name = string(lower[:len(args[0])])
+	}
 	if name == "time" {
 		if len(args) != 1 {
 			return luascript.ErrorReply("ERR Wrong number of args calling Redis command from script")
@@ -351,6 +491,11 @@ func (r *scriptRun) apply(sub *fsm.Command) (fsm.Result, error) {
 	for _, k := range keys {
 		if _, err := r.read(k); err != nil {
 			return res, err
+		}
+	}
+	if sub.Owned != fsm.OwnedGet && sub.Owned != fsm.OwnedZGet {
+		for _, k := range keys {
+			r.save(r.keys[k])
 		}
 	}
 	k0 := r.keys[keys[0]]

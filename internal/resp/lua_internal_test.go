@@ -213,3 +213,57 @@ func FuzzScript(f *testing.F) {
 		}
 	})
 }
+
+// doAll sends requests in one read and returns the replies.
+func (h *luaHarness) doAll(reqs [][]string) string {
+	var in []byte
+	for _, args := range reqs {
+		in = fmt.Appendf(in, "*%d\r\n", len(args))
+		for _, a := range args {
+			in = fmt.Appendf(in, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	var used int
+	h.out, used, _ = h.c.Input(in, h.out[:0])
+	if used != len(in) {
+		h.t.Fatalf("used %d of %d bytes", used, len(in))
+	}
+	return string(h.out)
+}
+
+// TestLuaBatch: pipelined scripts run as a batch (one transaction) answer
+// as the same scripts sent one at a time: each sees what the ones before
+// it did, one that raises an error applies nothing of its own, and the
+// others apply; a batch the state machine applies is one proposal.
+func TestLuaBatch(t *testing.T) {
+	reqs := [][]string{
+		{"SET", "b1", "x", "NX"},
+		{"EVAL", "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 60000)", "1", "b2", "me"},
+		{"EVAL", "return {redis.call('get', KEYS[1]), redis.call('get', KEYS[2])}", "2", "b1", "b2"},
+		{"EVAL", "redis.call('del', KEYS[1]); redis.call('set', KEYS[2], 'new'); error('undo')", "2", "b1", "b3"},
+		{"EVAL", "return {redis.call('get', KEYS[1]), redis.call('exists', KEYS[2])}", "2", "b1", "b3"},
+		{"EVAL_RO", "return redis.call('pttl', KEYS[1]) > 0", "1", "b2"},
+		{"EVAL", "redis.call('zadd', KEYS[1], 1, 'a', 2, 'b'); return redis.call('zcard', KEYS[1])", "1", "bz"},
+		{"EVAL", "redis.call('zrem', KEYS[1], 'a'); error('undo zrem')", "1", "bz"},
+		{"EVAL", "return redis.call('zrange', KEYS[1], 0, -1)", "1", "bz"},
+		{"EVAL", "return 1", "x"},
+		{"EVAL", "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0", "1", "b2", "me"},
+		{"GET", "b2"},
+		{"EXISTS", "b1", "b2", "b3", "bz"},
+	}
+	one := newLuaHarness(t)
+	var want strings.Builder
+	for _, r := range reqs {
+		want.WriteString(one.do(r...))
+	}
+	batch := newLuaHarness(t)
+	svc := &countingService{Service: batch.n}
+	batch.s.svc = svc
+	got := batch.doAll(reqs)
+	if got != want.String() {
+		t.Fatalf("pipelined:\n%q\none at a time:\n%q", got, want.String())
+	}
+	if want := int64(3); svc.owned.Load() > want {
+		t.Errorf("%d commands applied, want at most %d (SET, the batch of scripts, GET's batch)", svc.owned.Load(), want)
+	}
+}

@@ -175,6 +175,7 @@ func FuzzLoopInput(f *testing.F) {
 	f.Add([]byte("MULTI\r\nSET b v NX\r\nEXEC\r\nWATCH b\r\nGET b\r\nMULTI\r\nDEL b\r\nEXEC\r\n"), uint8(7))
 	f.Add([]byte("EVAL \"return redis.call('del',KEYS[1])\" 1 k\r\nHELLO 3\r\nCLIENT INFO\r\nINFO\r\nQUIT\r\nPING\r\n"), uint8(5))
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$-5\r\n*1\r\n$4\r\nPING\r\n"), uint8(2))
+	f.Add([]byte("EVAL \"return redis.call('set',KEYS[1],'v','NX')\" 1 s\r\nEVAL \"redis.call('del',KEYS[1]) error('x')\" 1 s\r\nEVAL_RO \"return redis.call('get',KEYS[1])\" 1 s\r\nGET s\r\nEVAL \"return 1\" x\r\n"), uint8(9))
 	f.Add([]byte("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$3\r\nab"), uint8(4))
 	f.Fuzz(func(t *testing.T, input []byte, cut uint8) {
 		synctest.Test(t, func(t *testing.T) {

@@ -3,6 +3,7 @@ package resp
 import (
 	"bufio"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,4 +79,37 @@ func (c *lineConn) do(args ...string) string {
 		c.t.Fatal(err)
 	}
 	return line
+}
+
+// TestScriptTokens: a read-only token runs EVAL_RO, not EVAL, and its
+// scripts cannot write; a token's key prefixes bind the keys a script's
+// commands name, KEYS or not.
+func TestScriptTokens(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Tokens = []netserve.Token{{Value: "ro", ReadOnly: true}, {Value: "app", Prefixes: []string{"app:"}}}
+	s := startServer(t, cfg)
+	c := dialLine(t, s.Addr().String())
+	for _, tc := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"AUTH", "app"}, "+OK"},
+		{[]string{"EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "app:k"}, "+OK"},
+		{[]string{"EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "other:k"}, "-NOPERM this token cannot access key 'other:k'"},
+		{[]string{"EVAL", "return redis.call('set', 'other:k', 'v')", "0"}, "-NOPERM this token cannot access key 'other:k' script: "},
+		{[]string{"EVAL", "return redis.pcall('get', 'other:k')", "0"}, "-NOPERM this token cannot access key 'other:k'"},
+		{[]string{"AUTH", "ro"}, "+OK"},
+		{[]string{"EVAL_RO", "return redis.call('exists', KEYS[1])", "1", "app:k"}, ":1"},
+		{[]string{"EVAL_RO", "return redis.call('del', KEYS[1])", "1", "app:k"}, "-ERR Write commands are not allowed from read-only scripts. script: "},
+		{[]string{"EVAL", "return 1", "0"}, "-NOPERM this token is read-only"},
+		{[]string{"EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "0"}, "-NOPERM this token is read-only"},
+	} {
+		args := slices.Clone(tc.cmd)
+		if len(args) > 1 && strings.Contains(args[1], " ") {
+			args[1] = `"` + args[1] + `"` // an inline request's quoting
+		}
+		if got := c.do(args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q: %q, want %q...", tc.cmd, got, tc.want)
+		}
+	}
 }
