@@ -406,7 +406,12 @@ func (g *luaGen) expr(depth int) string {
 		}
 		return v
 	}
-	switch c := g.n(22); {
+	switch c := g.n(26); {
+	case c == 22:
+		return g.pick("{double=2.5}", "{double=-0.125}", "{1, {double=3}}")
+	case c >= 23:
+		// A value converted under RESP3, from here on.
+		return "(function() redis.setresp(3) return " + g.pick("true", "false", "{true, false, 1}", "{false, true}", "{double=7.75}", "nil", "{ok='S'}") + " end)()"
 	case c < 3:
 		return g.pick("1", "0", "-1", "3.99", "-3.99", "0.5", "1e3", "2^53", "-0", "1700000000123.7")
 	case c < 5:
