@@ -215,27 +215,9 @@ func pttlClass(rep string) (int64, bool) {
 // and then the state of its keys.
 func (p *luaPair) run(i int, c luaCase) {
 	p.t.Helper()
-	desc := func() string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "case %s (RESP%s, %s)\nsetup %q\nkeys %q argv %q\nscript:\n%s", c.name, p.l.proto, c.how, c.setup, c.keys, c.argv, c.body)
-		return b.String()
-	}
-	for _, cmd := range c.setup {
-		args := make([]string, len(cmd))
-		for j, a := range cmd {
-			args[j] = p.key(i, a)
-		}
-		p.same(desc, args, false)
-	}
-	// The state of the keys, and of the keys K<n>:u that generated scripts
-	// name without declaring them.
-	var keys []string
-	for _, k := range c.keys {
-		keys = append(keys, p.key(i, k))
-		if k[0] == 'K' {
-			keys = append(keys, p.key(i, k)+":u")
-		}
-	}
+	desc := p.describe(c)
+	p.setup(i, c, desc)
+	keys := p.stateKeys(i, c)
 	for _, cmd := range p.commands(i, c) {
 		var before []string
 		if strings.HasPrefix(cmd[0], "EVAL") {
@@ -264,6 +246,101 @@ func (p *luaPair) run(i int, c luaCase) {
 		}
 	}
 	p.sameState(desc, keys, luaState(p.l.c, keys), luaState(p.r.c, keys))
+	if p.bad > 20 {
+		p.t.Fatalf("seed %d: too many differences, stopping", p.seed)
+	}
+}
+
+// describe returns a description of case c, for failures.
+func (p *luaPair) describe(c luaCase) func() string {
+	return func() string {
+		return fmt.Sprintf("case %s (RESP%s, %s)\nsetup %q\nkeys %q argv %q\nscript:\n%s", c.name, p.l.proto, c.how, c.setup, c.keys, c.argv, c.body)
+	}
+}
+
+// setup runs case c's setup commands on both servers.
+func (p *luaPair) setup(i int, c luaCase, desc func() string) {
+	p.t.Helper()
+	for _, cmd := range c.setup {
+		args := make([]string, len(cmd))
+		for j, a := range cmd {
+			args[j] = p.key(i, a)
+		}
+		p.same(desc, args, false)
+	}
+}
+
+// stateKeys are the keys whose state case c (numbered i) is checked by:
+// its keys, and the keys K<n>:u that generated scripts name without
+// declaring them.
+func (p *luaPair) stateKeys(i int, c luaCase) []string {
+	var keys []string
+	for _, k := range c.keys {
+		keys = append(keys, p.key(i, k))
+		if k[0] == 'K' {
+			keys = append(keys, p.key(i, k)+":u")
+		}
+	}
+	return keys
+}
+
+// runBatch runs cases (numbered from i0) with the commands that run their
+// scripts pipelined, all sent in one write to each server, so that latch
+// runs them as a batch. Each case runs its script once at most (how is
+// not "again" or "flush"): a failed script is its case's last command.
+func (p *luaPair) runBatch(i0 int, cases []luaCase) {
+	p.t.Helper()
+	var (
+		all    [][]string
+		owner  []int
+		keys   = make([][]string, len(cases))
+		before = make([][]string, len(cases))
+		failed = make([]bool, len(cases))
+	)
+	for j, c := range cases {
+		p.setup(i0+j, c, p.describe(c))
+		keys[j] = p.stateKeys(i0+j, c)
+		before[j] = luaState(p.r.c, keys[j])
+		for _, cmd := range p.commands(i0+j, c) {
+			all, owner = append(all, cmd), append(owner, j)
+		}
+	}
+	var batch []byte
+	for _, cmd := range all {
+		batch = append(batch, encode(cmd...)...)
+	}
+	var replies [2][]string
+	for s, c := range []*rconn{p.l.c, p.r.c} {
+		if _, err := c.nc.Write(batch); err != nil {
+			p.t.Fatal(err)
+		}
+		for range all {
+			replies[s] = append(replies[s], c.read())
+		}
+	}
+	for x, cmd := range all {
+		c := cases[owner[x]]
+		lr, rr := replies[0][x], replies[1][x]
+		if r := deliberate(cmd, lr, rr); r != "" {
+			p.allowed[r]++
+		} else if lr != rr {
+			p.bad++
+			p.t.Errorf("seed %d, pipelined, %s\ncommand %.300q\nlatch %q\nredis %q", p.seed, p.describe(c)(), cmd, lr, rr)
+		}
+		if strings.HasPrefix(cmd[0], "EVAL") && luaRaised.MatchString(rr) {
+			failed[owner[x]] = true
+		}
+	}
+	for j, c := range cases {
+		desc := func() string { return "pipelined, " + p.describe(c)() }
+		if failed[j] && os.Getenv("LATCH_LUADIFF_SELF") != "1" {
+			// latch applied nothing of the failed script (and, in the
+			// batch, the scripts after it saw its writes taken back).
+			p.sameState(desc, keys[j], luaState(p.l.c, keys[j]), before[j])
+			continue
+		}
+		p.sameState(desc, keys[j], luaState(p.l.c, keys[j]), luaState(p.r.c, keys[j]))
+	}
 	if p.bad > 20 {
 		p.t.Fatalf("seed %d: too many differences, stopping", p.seed)
 	}
@@ -393,6 +470,28 @@ func TestLuaDiffGenerated(t *testing.T) {
 			t.Logf("seed %d: %d scripts in RESP2 and RESP3; replies by type: %v", seed, n, kinds)
 		})
 	}
+	// The same scripts again, pipelined in batches of 1 to 8 cases.
+	t.Run("pipelined", func(t *testing.T) {
+		for _, proto := range []string{"2", "3"} {
+			g := newLuaGen(seed, zsets)
+			p := newLuaPair(t, la, ra, proto, seed)
+			for i := 0; i < n; {
+				var batch []luaCase
+				for k := 1 + int((seed>>3+uint64(i))%8); k > 0 && i+len(batch) < n; k-- {
+					c := g.next(i + len(batch))
+					if c.how == "again" || c.how == "flush" {
+						c.how = "evalsha"
+					}
+					batch = append(batch, c)
+				}
+				p.runBatch(i, batch)
+				i += len(batch)
+			}
+			if t.Failed() {
+				t.Logf("seed %d (replay: LATCH_LUADIFF_SEED=%d)", seed, seed)
+			}
+		}
+	})
 }
 
 // luaCorpus returns the hand-written scripts of testdata/lua: a header's
