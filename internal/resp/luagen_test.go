@@ -406,10 +406,10 @@ func (g *luaGen) expr(depth int) string {
 		}
 		return v
 	}
-	switch c := g.n(26); {
-	case c == 22:
+	switch c := g.n(28); {
+	case c == 22 || c == 23:
 		return g.pick("{double=2.5}", "{double=-0.125}", "{1, {double=3}}")
-	case c >= 23:
+	case c >= 24:
 		// A value converted under RESP3, from here on.
 		return "(function() redis.setresp(3) return " + g.pick("true", "false", "{true, false, 1}", "{false, true}", "{double=7.75}", "nil", "{ok='S'}") + " end)()"
 	case c < 3:
