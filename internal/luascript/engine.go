@@ -282,7 +282,20 @@ func (e *Engine) Run(s *Script, keys, argv [][]byte, c Caller, proto int) (reply
 var (
 	errTime   = errors.New("time limit")
 	errMemory = errors.New("memory limit")
+	errKilled = errors.New("killed")
 )
+
+// Kill stops every script running (SCRIPT KILL) and reports whether there
+// was one. A killed script applies nothing: its Caller applies writes only
+// after it ends.
+func (e *Engine) Kill() bool {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	for sb := range e.running {
+		sb.cancel(errKilled)
+	}
+	return len(e.running) > 0
+}
 
 // heapBytes reads the bytes of the heap's objects (live or not yet
 // collected).

@@ -95,6 +95,18 @@ func newSandbox(e *Engine) *sandbox {
 		L.Call(1, 1)
 		return 1
 	})
+	// collectgarbage: a script's garbage is the process's (Go's
+	// collector), whose full collection would stop every other client: it
+	// answers as Lua's does and collects nothing ("count": the heap in KB).
+	set(g, "collectgarbage", func(L *lua.LState) int {
+		switch L.OptString(1, "collect") {
+		case "count":
+			L.Push(lua.LNumber(float64(heapBytes()) / 1024))
+		default:
+			L.Push(lua.LNumber(0))
+		}
+		return 1
+	})
 	set(g, "gcinfo", func(L *lua.LState) int { L.Push(lua.LNumber(heapBytes() / 1024)); return 1 })
 	math := g.RawGetString("math").(*lua.LTable)
 	set(math, "random", sb.random)
@@ -113,10 +125,10 @@ func newSandbox(e *Engine) *sandbox {
 		return 1
 	})
 	g.RawSetString("redis", sb.redisLib())
-	g.RawSetString("bit", lua.LNil)
+	g.RawSetString("bit", bitLib(L))
 
 	// Globals: reads of a missing name fail; the libraries are proxies.
-	for _, n := range []string{"string", "table", "math", "coroutine", "redis"} {
+	for _, n := range []string{"string", "table", "math", "coroutine", "redis", "bit"} {
 		g.RawSetString(n, sb.protect(g.RawGetString(n).(*lua.LTable)))
 	}
 	if sm, ok := L.GetMetatable(lua.LString("")).(*lua.LTable); ok {
@@ -197,6 +209,11 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 	L.Push(L.NewFunctionFromProto(s.proto))
 	err := L.PCall(0, 1, sb.handler)
 	sb.e.leave(sb)
+	if err == nil && ctx.Err() != nil {
+		// Stopped by a limit where the script caught it (a coroutine's
+		// resume): the run fails all the same.
+		err = errors.New("stopped")
+	}
 	if err == nil {
 		return fromLua(L.Get(-1), sb.resp, 0), false
 	}
@@ -219,6 +236,8 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTime):
 		msg = fmt.Sprintf("ERR latch: script stopped: it ran past the time limit of %v, and nothing it did was applied", sb.e.lim.Time)
+	case errors.Is(cause, errKilled):
+		msg = "ERR Script killed by user with SCRIPT KILL..."
 	case errors.Is(cause, errMemory):
 		msg = fmt.Sprintf("ERR latch: script stopped: it used more than %d MiB of memory, and nothing it did was applied", sb.e.lim.Memory>>20)
 		sb.broken = true

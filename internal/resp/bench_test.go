@@ -188,3 +188,51 @@ func BenchmarkScriptCycle(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScriptRelease: releases by a script the table does not know
+// (run in Lua), 16 in flight, of keys acquired before the timer starts,
+// as scripts/bench-redis.sh's release-lua run: pipelined scripts run as
+// batches. One op is one release.
+func BenchmarkScriptRelease(b *testing.B) {
+	n, err := node.New(node.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	s, err := New(n, DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("unlink",KEYS[1]) else return 0 end`)
+	if _, err := s.lua.Load(body); err != nil {
+		b.Fatal(err)
+	}
+	sha := scriptSHA(body)
+	c := newLoopConn(s, new(benchConn).RemoteAddr())
+	const value = "owner-value-0123456789"
+	var acquire, release []byte
+	for i := range b.N {
+		key := fmt.Sprintf("lock:%012d", i)
+		acquire = fmt.Appendf(acquire, "*6\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n60000\r\n", len(key), key, len(value), value)
+		release = fmt.Appendf(release, "*5\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", sha, len(key), key, len(value), value)
+	}
+	out, _, _ := c.Input(acquire, nil)
+	if want := b.N * len("+OK\r\n"); len(out) != want {
+		b.Fatalf("acquire: %d bytes of replies, want %d", len(out), want)
+	}
+	per := len(release) / max(b.N, 1) * 16
+	written := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for in := release; len(in) > 0; {
+		chunk := in[:min(per, len(in))]
+		var used int
+		out, used, _ = c.Input(chunk, out[:0])
+		written += len(out)
+		in = in[used:]
+	}
+	b.StopTimer()
+	if want := b.N * len(":1\r\n"); written != want {
+		b.Fatalf("release: %d bytes of replies, want %d", written, want)
+	}
+}

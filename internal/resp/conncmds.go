@@ -386,6 +386,14 @@ func cmdScript(c *conn, args [][]byte) {
 				c.w.Int(0)
 			}
 		}
+	case "KILL":
+		// Another connection's script (a loop's own cannot be running
+		// while it answers this).
+		if !c.srv.lua.Kill() {
+			c.w.Error("NOTBUSY No scripts in execution right now.")
+			return
+		}
+		c.w.Simple("OK")
 	case "FLUSH":
 		if len(args) > 3 || len(args) == 3 && !strings.EqualFold(string(args[2]), "async") && !strings.EqualFold(string(args[2]), "sync") {
 			c.w.Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/latchd/latch/internal/fsm"
 	"github.com/latchd/latch/internal/node"
@@ -164,6 +165,8 @@ func TestScriptLimits(t *testing.T) {
 		{"redis.call('set', KEYS[1], 'a'); while true do end", "-ERR latch: script stopped: it ran past the time limit of 200ms"},
 		{"redis.call('set', KEYS[1], 'a'); while true do pcall(function() while true do end end) end", "-ERR latch: script stopped: it ran past the time limit of 200ms"},
 		{"redis.call('set', KEYS[1], 'a'); local function f(n) return 1 + f(n + 1) end; return f(1)", "-ERR latch: script stopped: its call stack is too deep"},
+		{"redis.call('set', KEYS[1], 'a'); local co = coroutine.create(function() while true do end end); return coroutine.resume(co)", "-ERR latch: script stopped: it ran past the time limit of 200ms"},
+		{"redis.call('set', KEYS[1], 'a'); local co = coroutine.wrap(function() local function f(n) return 1 + f(n + 1) end; return f(1) end); return co()", "-ERR latch: script stopped: its call stack is too deep"},
 		{"redis.call('set', KEYS[1], 'a'); local t = {}; for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end", "-ERR latch: script stopped: it used more than 64 MiB of memory"},
 		{"redis.call('set', KEYS[1], 'a'); return string.rep('x', 1e10)", "-ERR user_script:1: resulting string too large"},
 	} {
@@ -265,5 +268,36 @@ func TestLuaBatch(t *testing.T) {
 	}
 	if want := int64(3); svc.owned.Load() > want {
 		t.Errorf("%d commands applied, want at most %d (SET, the batch of scripts, GET's batch)", svc.owned.Load(), want)
+	}
+}
+
+// TestScriptKill: SCRIPT KILL stops another connection's running script,
+// which applies nothing; with none running it answers NOTBUSY.
+func TestScriptKill(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Loops = -1 // a goroutine per connection: one may run a script while another asks
+	s := startServer(t, cfg)
+	a, b := dialLine(t, s.Addr().String()), dialLine(t, s.Addr().String())
+	if got := b.do("SCRIPT", "KILL"); got != "-NOTBUSY No scripts in execution right now.\r\n" {
+		t.Fatalf("SCRIPT KILL with none running: %q", got)
+	}
+	done := make(chan string)
+	go func() {
+		done <- a.do("EVAL", `"redis.call('set', KEYS[1], 'v') while true do end"`, "1", "killed")
+	}()
+	var got string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got = b.do("SCRIPT", "KILL"); got == "+OK\r\n" {
+			break
+		}
+	}
+	if got != "+OK\r\n" {
+		t.Fatalf("SCRIPT KILL: %q", got)
+	}
+	if rep := <-done; !strings.HasPrefix(rep, "-ERR Script killed by user with SCRIPT KILL... script: ") {
+		t.Fatalf("the killed script answered %q", rep)
+	}
+	if got := b.do("EXISTS", "killed"); got != ":0\r\n" {
+		t.Fatalf("EXISTS after the killed script: %q", got)
 	}
 }
