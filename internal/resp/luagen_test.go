@@ -454,7 +454,8 @@ func (g *luaGen) expr(depth int) string {
 			"tostring(10/3)", "string.format('%d:%s', 7, 'x')", "math.floor(-2.5)", "math.max(1, 9.5)", "redis.sha1hex('abc')",
 			"string.rep('ab', 3)", "tostring(nil) .. tostring(true)", "select('#', 1, nil, 3)", "string.len(ARGV[1])",
 			"type(redis.call)", "tostring(-0.0)", "1 / 3 * 3", "string.upper(KEYS[1]) == KEYS[1]",
-			"math.random(1000)", "math.random(5, 10)", "math.floor(math.random() * 1000000)", "{math.random(100), math.random(100)}")
+			"math.random(1000)", "math.random(5, 10)", "bit.band(12, 10)", "bit.tohex(255)", "bit.bor(1, 2, 4)",
+			"bit.lshift(1, 40)", "bit.bnot(0)", "bit.bxor(tonumber(ARGV[#ARGV]), 7)", "bit.arshift(-256, 4)", "math.floor(math.random() * 1000000)", "{math.random(100), math.random(100)}")
 	default:
 		return g.pick("{unpack(KEYS)}", "ARGV", "KEYS", "{#KEYS, #ARGV}", "{ARGV[1], ARGV[99], ARGV[2]}")
 	}
