@@ -3,6 +3,7 @@ package jepsen
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,9 @@ func TestWorkloads(t *testing.T) {
 	if res.redis.tokens == 0 {
 		t.Errorf("redis: %+v: no fencing token read", res.redis)
 	}
+	if res.redis.known == 0 || res.redis.lua == 0 {
+		t.Errorf("redis: %+v: the known scripts or the hand-written ones answered no release or renewal", res.redis)
+	}
 	if res.zk.tokens != res.zk.grants {
 		t.Errorf("%s: a grant without its lock node's czxid", res.zk)
 	}
@@ -87,5 +91,20 @@ func TestControl(t *testing.T) {
 	}
 	if !res.locks.Safe() {
 		t.Errorf("the lock history of the control is not safe, yet the server is: %s", strings.Join(res.locks.Problems, "\n"))
+	}
+}
+
+// TestHandWrittenScripts: the hand-written release and renewal are
+// scripts of internal/resp/testdata/lua, which a test there checks that
+// latch's script table does not know.
+func TestHandWrittenScripts(t *testing.T) {
+	for file, body := range map[string]string{"release_local.lua": redisReleaseLua, "extend_unknown.lua": redisExtendLua} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "resp", "testdata", "lua", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(b); !strings.Contains(got, body+"\n") {
+			t.Errorf("%s is not the workload's script:\n%s\nwant\n%s", file, got, body)
+		}
 	}
 }

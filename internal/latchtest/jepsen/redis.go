@@ -11,7 +11,9 @@ import (
 // are: a pool of connections (one per node, dialed when first needed), a
 // value of its own for each lock it takes, SET NX PX tried again after a
 // pause while the key is held, and the compare-and-delete and
-// compare-and-pexpire scripts to release and renew. A lock is its value's,
+// compare-and-pexpire scripts to release and renew: for one hold in two,
+// the scripts latch knows from the lock libraries; for the other, scripts
+// written by hand, that latch runs in Lua. A lock is its value's,
 // not a connection's: it renews and releases one time in three through a
 // node drawn at random rather than the one it acquired through.
 type redisClient struct {
@@ -27,6 +29,7 @@ type redisHold struct {
 	lease      time.Duration
 	target     Target // the node it was acquired through
 	token      uint64 // its fencing token; 0 when not known
+	lua        bool   // released and renewed by the hand-written scripts
 }
 
 func (w *workers) newRedisClient(id int) *redisClient {
@@ -113,7 +116,7 @@ func (rc *redisClient) acquire(key string, lease, wait time.Duration) *redisHold
 		rc.done(t, err)
 		switch out {
 		case check.OK:
-			h := &redisHold{key: key, value: value, lease: lease, target: t}
+			h := &redisHold{key: key, value: value, lease: lease, target: t, lua: rc.rng.IntN(2) == 0}
 			tok, err := c.token(key, value)
 			rc.done(t, err)
 			if err != nil {
@@ -153,8 +156,9 @@ func (rc *redisClient) extend(h *redisHold, lease time.Duration) bool {
 	op := rc.op(check.Extend, h.key, h.value, t)
 	op.Lease = int64(lease)
 	op.Call = rc.w.h.Now()
-	out, err := c.extend(h.key, h.value, lease)
+	out, err := c.extend(h.key, h.value, lease, h.lua)
 	rc.answered(&op, out, err)
+	rc.w.countScript(h.lua, out)
 	rc.done(t, err)
 	rc.w.h.Add(op)
 	return out != check.Fail
@@ -170,8 +174,9 @@ func (rc *redisClient) release(h *redisHold) {
 	}
 	op := rc.op(check.Release, h.key, h.value, t)
 	op.Call = rc.w.h.Now()
-	out, err := c.release(h.key, h.value)
+	out, err := c.release(h.key, h.value, h.lua)
 	rc.answered(&op, out, err)
+	rc.w.countScript(h.lua, out)
 	rc.done(t, err)
 	rc.w.h.Add(op)
 }
@@ -238,4 +243,17 @@ func (w *workers) runRedisFenced(id int, keys int) {
 		}
 		return true
 	})
+}
+
+// countScript counts a release or renewal that a script answered (OK, or
+// not held), by the kind of script.
+func (w *workers) countScript(lua bool, out check.Outcome) {
+	if out == check.Unknown {
+		return
+	}
+	if lua {
+		w.luaScripts.Add(1)
+	} else {
+		w.knownScripts.Add(1)
+	}
 }

@@ -67,6 +67,9 @@ type redisFigures struct {
 	// lock's lease had ended.
 	leaseEnded int
 	unknown    int // requests whose outcome stayed unknown
+	// known and lua count the releases and renewals answered, by the
+	// scripts latch knows and by the hand-written ones it runs in Lua.
+	known, lua int64
 }
 
 // count counts op in r's figures.
@@ -134,8 +137,8 @@ func (r result) details() []string {
 			r.locks.Keys, r.locks.Grants, r.unknown, r.locks.TokenRegressions, r.locks.PartialGrants, r.locks.Stuck),
 		fmt.Sprintf("grants: %s", strings.Join(grants, " ")),
 		fmt.Sprintf("holds lost without their holder asking: %s", strings.Join(lost, " ")),
-		fmt.Sprintf("redis: grants=%d tokens=%d renewals=%d lease_ended=%d unknown_outcomes=%d",
-			r.redis.grants, r.redis.tokens, r.redis.renewals, r.redis.leaseEnded, r.redis.unknown),
+		fmt.Sprintf("redis: grants=%d tokens=%d renewals=%d lease_ended=%d unknown_outcomes=%d scripts_known=%d scripts_lua=%d",
+			r.redis.grants, r.redis.tokens, r.redis.renewals, r.redis.leaseEnded, r.redis.unknown, r.redis.known, r.redis.lua),
 		r.zk.String(),
 		fmt.Sprintf("register: writes=%d acked=%d refused_stale=%d client_pauses=%d lost_writes=%d token_violations=%d",
 			r.reg.Writes, r.reg.Acked, r.reg.Rejected, r.pauses, r.reg.LostWrites, r.reg.TokenViolations),
@@ -182,6 +185,7 @@ func run(cfg config) (result, error) {
 	}
 	res.pauses = w.pauses
 	res.zk.expired = w.zkExpired.Load()
+	res.redis.known, res.redis.lua = w.knownScripts.Load(), w.luaScripts.Load()
 	var err error
 	cfg.logf("checking %d operations", len(ops))
 	start := time.Now()

@@ -170,6 +170,14 @@ const (
 	redisExtend  = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
 )
 
+// The same two operations as a user writes them by hand: scripts that are
+// in no table of latch's (internal/resp/testdata/lua has them, and a test
+// there checks that they are not recognised), so latch runs them in Lua.
+const (
+	redisReleaseLua = `local v = redis.call('get', KEYS[1]) if v == ARGV[1] then redis.call('unlink', KEYS[1]) return 1 end return 0`
+	redisExtendLua  = `local v = redis.call('get', KEYS[1]) if v == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`
+)
+
 // redisConn is a Redis protocol (RESP2) client of the lock recipe: SET NX
 // PX to acquire, scripts to release and renew. Its locks are owned by
 // their value, not by the connection: closing it releases nothing. Every
@@ -345,14 +353,24 @@ func scriptOutcome(r redisReply, err error) (check.Outcome, error) {
 	return check.Unknown, replyError{fmt.Sprintf("script: %v", r)}
 }
 
-// release deletes key if value holds it (compare-and-delete).
-func (rc *redisConn) release(key, value string) (check.Outcome, error) {
-	return scriptOutcome(rc.script(redisRelease, key, value))
+// release deletes key if value holds it (compare-and-delete), with the
+// known script, or with the hand-written one (lua).
+func (rc *redisConn) release(key, value string, lua bool) (check.Outcome, error) {
+	body := redisRelease
+	if lua {
+		body = redisReleaseLua
+	}
+	return scriptOutcome(rc.script(body, key, value))
 }
 
-// extend sets the lease of value's hold of key (compare-and-pexpire).
-func (rc *redisConn) extend(key, value string, lease time.Duration) (check.Outcome, error) {
-	return scriptOutcome(rc.script(redisExtend, key, value, fmt.Sprint(lease.Milliseconds())))
+// extend sets the lease of value's hold of key (compare-and-pexpire),
+// with the known script, or with the hand-written one (lua).
+func (rc *redisConn) extend(key, value string, lease time.Duration, lua bool) (check.Outcome, error) {
+	body := redisExtend
+	if lua {
+		body = redisExtendLua
+	}
+	return scriptOutcome(rc.script(body, key, value, fmt.Sprint(lease.Milliseconds())))
 }
 
 func (rc *redisConn) close() { rc.c.Close() }

@@ -57,6 +57,9 @@ type workers struct {
 	owners     atomic.Int64
 	values     atomic.Int64
 	zkExpired  atomic.Int64 // ZooKeeper sessions that their clients learned had expired
+	// knownScripts and luaScripts count the Redis releases and renewals
+	// answered, by the known scripts and by the hand-written ones.
+	knownScripts, luaScripts atomic.Int64
 
 	mu      sync.Mutex
 	holding map[int]string // worker: the target it holds a lock through, when known

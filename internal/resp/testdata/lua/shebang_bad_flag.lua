@@ -1,0 +1,2 @@
+#!lua flags=no-such-flag
+return 1
