@@ -116,7 +116,7 @@ func (rc *redisClient) acquire(key string, lease, wait time.Duration) *redisHold
 		rc.done(t, err)
 		switch out {
 		case check.OK:
-			h := &redisHold{key: key, value: value, lease: lease, target: t, lua: rc.rng.IntN(2) == 0}
+			h := &redisHold{key: key, value: value, lease: lease, target: t, lua: rc.w.redisHolds.Add(1)%2 == 0}
 			tok, err := c.token(key, value)
 			rc.done(t, err)
 			if err != nil {

@@ -60,6 +60,7 @@ type workers struct {
 	// knownScripts and luaScripts count the Redis releases and renewals
 	// answered, by the known scripts and by the hand-written ones.
 	knownScripts, luaScripts atomic.Int64
+	redisHolds               atomic.Int64 // Redis holds taken: one in two is released and renewed by the hand-written scripts
 
 	mu      sync.Mutex
 	holding map[int]string // worker: the target it holds a lock through, when known
