@@ -589,7 +589,7 @@ func TestLuaDiffCorpus(t *testing.T) {
 // scripts (docs/redis.md), which the generator keeps away from, asserted
 // as differences: a SET without NX over a key that another value holds is
 // refused (LOCKED) and the lock stays its holder's, where Redis overwrites
-// the string; SET's GET option is refused; a number that is not a small
+// the string; a number that is not a small
 // integer is written by .. in gopher-lua's way; and a script that fails
 // applies none of its writes, where Redis keeps those made before the
 // error.
@@ -621,10 +621,21 @@ func TestLuaDiffDocumented(t *testing.T) {
 			}
 		}
 
+		// SET's GET option, as Redis: nil on a free key, then the value
+		// it holds (its own: the other is LOCKED above).
 		key := p.key(10, "K1")
-		cmd := []string{"EVAL", "return redis.call('set', KEYS[1], ARGV[1], 'NX', 'GET')", "1", key, "tok"}
-		if lr, rr := p.l.c.do(cmd...), p.r.c.do(cmd...); !strings.HasPrefix(lr, "-ERR latch: SET with GET is not supported") || rr != p.r.c.do("EVAL", "return false", "0") {
-			t.Errorf("RESP%s SET NX GET on a free key: latch %q (want refused), redis %q (want null)", proto, lr, rr)
+		for _, body := range []string{
+			"return redis.call('set', KEYS[1], ARGV[1], 'NX', 'GET')",
+			"return redis.call('set', KEYS[1], ARGV[1], 'GET')",
+			"return redis.call('set', KEYS[1], ARGV[1], 'NX', 'GET')",
+		} {
+			cmd := []string{"EVAL", body, "1", key, "tok"}
+			if lr, rr := p.l.c.do(cmd...), p.r.c.do(cmd...); lr != rr {
+				t.Errorf("RESP%s %q: latch %q, redis %q", proto, body, lr, rr)
+			}
+		}
+		if lv, rv := p.l.c.do("GET", key), p.r.c.do("GET", key); lv != rv {
+			t.Errorf("RESP%s after SET GET: GET: latch %q, redis %q", proto, lv, rv)
 		}
 
 		// Lua's .. writes a number that is not an integer below 1e15 as
@@ -641,7 +652,7 @@ func TestLuaDiffDocumented(t *testing.T) {
 		}
 
 		key = p.key(11, "K1")
-		cmd = []string{"EVAL", "redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 100000)\nerror('after the write')", "1", key, "tok"}
+		cmd := []string{"EVAL", "redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', 100000)\nerror('after the write')", "1", key, "tok"}
 		lr, rr := p.l.c.do(cmd...), p.r.c.do(cmd...)
 		if lr != rr || !luaRaised.MatchString(lr) {
 			t.Errorf("RESP%s a script failing after a write:\nlatch %q\nredis %q", proto, lr, rr)
