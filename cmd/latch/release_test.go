@@ -7,6 +7,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -353,6 +354,7 @@ func TestRelease(t *testing.T) {
 		}
 		f.Close()
 		checkVersion(t, bin, b, "linux/amd64")
+		checkShipBuild(t, bin, b)
 	})
 
 	t.Run("windows archive", func(t *testing.T) {
@@ -421,6 +423,40 @@ func readTarGz(t *testing.T, path string, epoch int64) map[string][]byte {
 		files[h.Name] = data
 	}
 	return files
+}
+
+// checkShipBuild checks, from its build information, that bin was built
+// as scripts/release.sh's build function builds every shipped binary (the
+// release's and the image's): static, -trimpath, no VCS stamp, and
+// exactly the ldflags stamping b's version, commit and date. Two
+// binaries that pass it for one platform are the same bytes (TestRelease's
+// reproducible checks that one build gives one binary).
+func checkShipBuild(t *testing.T, bin string, b *releaseBuild) {
+	t.Helper()
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	want := map[string]string{
+		"-trimpath":   "true",
+		"CGO_ENABLED": "0",
+		"-ldflags":    "-s -w -buildid= -X main.version=" + b.version + " -X main.commit=" + b.commit + " -X main.date=" + b.date,
+	}
+	got := map[string]string{}
+	for _, s := range info.Settings {
+		got[s.Key] = s.Value
+		if strings.HasPrefix(s.Key, "vcs") {
+			t.Errorf("%s is stamped %s=%s: built without -buildvcs=false", bin, s.Key, s.Value)
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s was built with %s=%q, want %q (scripts/release.sh's build)", bin, k, got[k], v)
+		}
+	}
+	if info.Path != "github.com/latchd/latch/cmd/latch" {
+		t.Errorf("%s is %s, want github.com/latchd/latch/cmd/latch", bin, info.Path)
+	}
 }
 
 // checkVersion runs bin version and checks what it was stamped with.
