@@ -90,7 +90,7 @@ fi
 case "$VERSION" in
 v[0-9]*) ;;
 *)
-	echo "release: VERSION $VERSION does not start with v and a digit" >&2
+	echo "$mode: VERSION $VERSION does not start with v and a digit" >&2
 	exit 2
 	;;
 esac
@@ -99,7 +99,9 @@ pv=$(printf '%s' "$fv" | tr -- - '~')
 echo "$mode: latch $VERSION, commit $commit of $date, into $DIST"
 
 # The release empties DIST; what the steps make on the way lives in work.
-[ "$mode" = release ] && rm -rf "$DIST"
+if [ "$mode" = release ]; then
+	rm -rf "$DIST"
+fi
 mkdir -p "$DIST"
 DIST=$(cd "$DIST" && pwd)
 work=$(mktemp -d)
