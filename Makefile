@@ -111,8 +111,9 @@ $(NFPM):
 # windows), their SBOMs, deb and rpm packages for the linux ones,
 # SHA256SUMS, and its minisign signature when RELEASE_SIGN_KEY names a
 # secret key (RELEASE_SIGN_PASSWORD_FILE its password). VERSION: the v*
-# tag at HEAD, else a pseudo-version. cmd/latch's TestRelease builds it
-# twice and compares.
+# tag at HEAD, else a pseudo-version; SOURCE_DATE_EPOCH: the commit's
+# time (both taken from the environment or make's command line when set
+# there). cmd/latch's TestRelease builds it twice and compares.
 DIST ?= dist
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64 freebsd/arm64 windows/amd64
 release: $(CYCLONEDX) $(NFPM)
@@ -223,33 +224,15 @@ deploy-check: deps $(STATICCHECK)
 # of each of IMAGE_PLATFORMS and the build machine's CA bundle, into
 # $(DIST)/latch-image (an OCI layout of a multi-platform index) and
 # $(DIST)/latch-image-linux-ARCH.tar (docker-archive, for docker load and
-# podman load), tagged latch:$(VERSION). Reproducible: the binaries are
-# built as make release builds them (-trimpath, no build id, the commit's
-# date stamped), and every time in the image is the commit's date, so one
-# commit gives one digest (cmd/latch's TestImage builds it twice).
-# VERSION: the v* tag at HEAD, else a Go pseudo-version of the commit, as
-# make release names it. The repository names no license yet:
-# IMAGE_LICENSES is an SPDX reference that says so, until it does.
-DIST              ?= dist
-SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct HEAD 2>/dev/null || echo 0)
-VERSION           ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' HEAD 2>/dev/null || \
-	echo v0.0.0-$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d%H%M%S)-$$(git rev-parse --short=12 HEAD))
-REVISION          ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-IMAGE_PLATFORMS   ?= linux/amd64 linux/arm64
-IMAGE_LICENSES    ?= LicenseRef-latch-unlicensed
+# podman load), tagged latch:VERSION, written beside whatever DIST holds
+# (make release empties DIST: run it first when you want both).
+# scripts/release.sh image builds it: the binaries are the release's
+# (the same build, the same bytes), and every time in the image is the
+# commit's date, so one commit gives one digest (cmd/latch's TestImage
+# builds it twice). VERSION and SOURCE_DATE_EPOCH as for make release.
+# The repository names no license yet: IMAGE_LICENSES is an SPDX
+# reference that says so, until it does.
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE_LICENSES  ?= LicenseRef-latch-unlicensed
 image:
-	@set -e; bins=; \
-	commit=$(REVISION); \
-	if [ -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit=$$commit+dirty; fi; \
-	date=$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ); \
-	for p in $(IMAGE_PLATFORMS); do \
-		out=$(abspath $(DIST))/image-bin/$${p%/*}-$${p#*/}/latch; \
-		echo "image: latch $(VERSION) for $$p"; \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -ldflags \
-			"-s -w -buildid= -X main.version=$(VERSION) -X main.commit=$$commit -X main.date=$$date" \
-			-o "$$out" ./cmd/latch; \
-		bins="$$bins --binary $$p=$$out"; \
-	done; \
-	cd $(DEPLOY) && $(GO) run ./cmd/latch-image build --out $(abspath $(DIST)) \
-		--version '$(VERSION)' --revision '$(REVISION)' --created '$(SOURCE_DATE_EPOCH)' \
-		--licenses '$(IMAGE_LICENSES)' $$bins
+	GO=$(GO) DIST=$(DIST) IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" IMAGE_LICENSES="$(IMAGE_LICENSES)" scripts/release.sh image

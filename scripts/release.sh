@@ -1,6 +1,11 @@
 #!/bin/sh
-# scripts/release.sh: "make release". Builds latch's release into DIST
-# (dist/ by default), from the commit checked out:
+# scripts/release.sh: "make release" and "make image". The one place that
+# says how latch's shipped binaries are built: both build them with the
+# function build below, from the commit checked out, so that the image
+# holds, for its platforms, the very bytes of the release's binaries.
+#
+# scripts/release.sh (or: scripts/release.sh release) builds the release
+# into DIST (dist/ by default), which it empties first:
 #
 #   latch_V_OS_ARCH.tar.gz        (latch_V_windows_amd64.zip) the static
 #                                 binary, README.md, the man page
@@ -10,6 +15,13 @@
 #   SHA256SUMS                    the checksums of all of the above
 #   SHA256SUMS.minisig            its minisign signature, when
 #                                 RELEASE_SIGN_KEY names a secret key
+#
+# scripts/release.sh image builds the OCI image (docs/install.md,
+# "Container image") of IMAGE_PLATFORMS with deploy/cmd/latch-image into
+# DIST, without emptying it (so a release and its image can share one
+# DIST; a later release empties it again): DIST/latch-image/ (an OCI
+# layout) and DIST/latch-image-linux-ARCH.tar (docker-archive), tagged
+# latch:VERSION, every time in them the commit's date.
 #
 # V is VERSION without its "v"; PV is V with "-" made "~" (what deb and
 # rpm order before the release). Every byte depends only on the commit
@@ -23,30 +35,49 @@
 # Needs git, GNU tar, gzip, date and touch (Debian's), zip, and minisign
 # to sign.
 #
-# Environment (the Makefile sets the first four):
-#   GO, CYCLONEDX, NFPM    the go command and the pinned tools
-#   RELEASE_PLATFORMS      GOOS/GOARCH list
-#   DIST                   the output directory, emptied first
+# Environment (the Makefile sets GO, DIST and the platforms, tools and
+# licenses):
+#   GO                     the go command
+#   DIST                   the output directory (the release empties it)
 #   VERSION                default: the tag v* at HEAD, else a Go
 #                          pseudo-version v0.0.0-YYYYMMDDhhmmss-COMMIT12
 #   SOURCE_DATE_EPOCH      default: the commit's time
+# The release's:
+#   CYCLONEDX, NFPM        the pinned tools
+#   RELEASE_PLATFORMS      GOOS/GOARCH list
 #   RELEASE_SIGN_KEY       a minisign secret key file; unset: not signed
 #   RELEASE_SIGN_PASSWORD_FILE  the file holding its password, for a
 #                          key made without -W
+# The image's:
+#   IMAGE_PLATFORMS        linux/ARCH list
+#   IMAGE_LICENSES         the SPDX licenses label
 set -eu
 
 : "${GO:=go}" "${DIST:=dist}"
-: "${RELEASE_PLATFORMS:=linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64 freebsd/arm64 windows/amd64}"
-: "${CYCLONEDX:?the path of cyclonedx-gomod (make release sets it)}" "${NFPM:?the path of nfpm (make release sets it)}"
+mode=${1:-release}
+case "$mode" in
+release)
+	: "${RELEASE_PLATFORMS:=linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64 freebsd/arm64 windows/amd64}"
+	: "${CYCLONEDX:?the path of cyclonedx-gomod (make release sets it)}" "${NFPM:?the path of nfpm (make release sets it)}"
+	;;
+image)
+	: "${IMAGE_PLATFORMS:=linux/amd64 linux/arm64}" "${IMAGE_LICENSES:?the image's SPDX licenses label (make image sets it)}"
+	;;
+*)
+	echo "usage: scripts/release.sh [release|image]" >&2
+	exit 2
+	;;
+esac
 export LC_ALL=C TZ=UTC
 # The packages' maintainer (nfpm.yaml and the changelog).
 export LATCH_MAINTAINER="latch developers <latch@latchd.github.io>"
 
 cd "$(dirname "$0")/.."
 
-commit=$(git rev-parse HEAD)
+revision=$(git rev-parse HEAD)
+commit=$revision
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-	echo "release: the work tree has changes that are not committed: the commit is stamped ${commit}+dirty" >&2
+	echo "$mode: the work tree has changes that are not committed: the commit is stamped ${commit}+dirty" >&2
 	commit="${commit}+dirty"
 fi
 : "${SOURCE_DATE_EPOCH:=$(git log -1 --format=%ct HEAD)}"
@@ -59,25 +90,49 @@ fi
 case "$VERSION" in
 v[0-9]*) ;;
 *)
-	echo "release: VERSION $VERSION does not start with v and a digit" >&2
+	echo "$mode: VERSION $VERSION does not start with v and a digit" >&2
 	exit 2
 	;;
 esac
 fv=${VERSION#v}
 pv=$(printf '%s' "$fv" | tr -- - '~')
-echo "release: latch $VERSION, commit $commit of $date, into $DIST"
+echo "$mode: latch $VERSION, commit $commit of $date, into $DIST"
 
-# DIST is emptied; what the steps make on the way lives in work.
-rm -rf "$DIST"
+# The release empties DIST; what the steps make on the way lives in work.
+if [ "$mode" = release ]; then
+	rm -rf "$DIST"
+fi
 mkdir -p "$DIST"
 DIST=$(cd "$DIST" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# build OS ARCH OUT: latch for OS/ARCH, static, stamped, reproducible,
+# into the file OUT. The only go build of a shipped binary.
+build() {
+	CGO_ENABLED=0 GOOS=$1 GOARCH=$2 "$GO" build -trimpath -buildvcs=false \
+		-ldflags "-s -w -buildid= -X main.version=$VERSION -X main.commit=$commit -X main.date=$date" \
+		-o "$3" ./cmd/latch
+}
+
+if [ "$mode" = image ]; then
+	bins=
+	for p in $IMAGE_PLATFORMS; do
+		echo "image: $p"
+		build "${p%/*}" "${p#*/}" "$work/${p%/*}_${p#*/}/latch"
+		bins="$bins --binary $p=$work/${p%/*}_${p#*/}/latch"
+	done
+	# shellcheck disable=SC2086 # bins: the --binary flags, split
+	(cd deploy && "$GO" run ./cmd/latch-image build --out "$DIST" \
+		--version "$VERSION" --revision "$revision" --created "$SOURCE_DATE_EPOCH" \
+		--licenses "$IMAGE_LICENSES" $bins)
+	echo "image: done"
+	exit 0
+fi
+
 # stamp FILE...: the release's mtime on each.
 stamp() { touch -h -d "@$SOURCE_DATE_EPOCH" "$@"; }
 
-ldflags="-s -w -buildid= -X main.version=$VERSION -X main.commit=$commit -X main.date=$date"
 hostbin=
 for p in $RELEASE_PLATFORMS; do
 	os=${p%/*} arch=${p#*/}
@@ -86,7 +141,7 @@ for p in $RELEASE_PLATFORMS; do
 	[ "$os" = windows ] && exe=latch.exe
 	echo "release: $p"
 	mkdir -p "$work/$name"
-	CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$work/$name/$exe" ./cmd/latch
+	build "$os" "$arch" "$work/$name/$exe"
 	if [ "$p" = "$("$GO" env GOHOSTOS)/$("$GO" env GOHOSTARCH)" ]; then
 		hostbin=$work/$name/latch
 	fi

@@ -80,19 +80,22 @@ func gitOut(t *testing.T, args ...string) string {
 }
 
 // imageVersion is the version make image names the image: the v* tag at
-// HEAD, else a Go pseudo-version of the commit (as make release does).
+// HEAD, else a Go pseudo-version of the commit (scripts/release.sh's, as
+// for make release).
 func imageVersion(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("git", "describe", "--tags", "--exact-match", "--match", "v[0-9]*", "HEAD")
-	cmd.Dir = "../.."
-	if out, err := cmd.Output(); err == nil {
-		return strings.TrimSpace(string(out))
-	}
-	when, err := time.Parse(time.RFC3339, gitOut(t, "log", "-1", "--format=%cI"))
-	if err != nil {
+	return imageStamps(t).version
+}
+
+// imageStamps is what scripts/release.sh stamps the image's binaries
+// with, as it does the release's.
+func imageStamps(t *testing.T) *releaseBuild {
+	t.Helper()
+	var b releaseBuild
+	if err := releaseExpect(&b); err != nil {
 		t.Fatal(err)
 	}
-	return "v0.0.0-" + when.UTC().Format("20060102150405") + "-" + gitOut(t, "rev-parse", "--short=12", "HEAD")
+	return &b
 }
 
 // TestImage builds the OCI image as docs/install.md says (make image),
@@ -145,6 +148,9 @@ func TestImage(t *testing.T) {
 	rootfs := filepath.Join(t.TempDir(), "rootfs")
 	mustRun(t, deployTool(t, "latch-image"), "unpack", filepath.Join(dist, "latch-image"), "linux/"+runtime.GOARCH, rootfs)
 	checkRootfs(t, rootfs)
+	// The binary is the release's: built by scripts/release.sh's one
+	// build function, so the same bytes as the release archive's.
+	checkShipBuild(t, filepath.Join(rootfs, "usr/bin/latch"), imageStamps(t), runtime.GOARCH)
 
 	runImage(t, rootfs, img)
 }

@@ -7,6 +7,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -352,7 +353,7 @@ func TestRelease(t *testing.T) {
 			}
 		}
 		f.Close()
-		checkVersion(t, bin, b, "linux/amd64")
+		checkShipBuild(t, bin, b, "amd64")
 	})
 
 	t.Run("windows archive", func(t *testing.T) {
@@ -421,6 +422,57 @@ func readTarGz(t *testing.T, path string, epoch int64) map[string][]byte {
 		files[h.Name] = data
 	}
 	return files
+}
+
+// checkShipBuild checks that bin, a binary for linux/ARCH, was built as
+// scripts/release.sh's build function builds every shipped binary (the
+// release's and the image's), with b's stamps: its build information
+// names only the settings that build gives (-trimpath, no cgo, no VCS
+// stamp, no other flag: with -trimpath, go records no -ldflags), it has
+// no symbol table or DWARF (-s -w) and no build ID, and latch version
+// says b's version, commit and date (-X). Two binaries that pass it for
+// one platform are the same bytes (TestRelease's reproducible subtest
+// checks that the build gives the same binary twice).
+func checkShipBuild(t *testing.T, bin string, b *releaseBuild, arch string) {
+	t.Helper()
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	if info.Path != "github.com/latchd/latch/cmd/latch" {
+		t.Errorf("%s is %s, want github.com/latchd/latch/cmd/latch", bin, info.Path)
+	}
+	want := map[string]string{
+		"-buildmode": "exe", "-compiler": "gc", "-trimpath": "true",
+		"CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": arch,
+	}
+	level := "GO" + strings.ToUpper(arch) // GOAMD64, GOARM64: go's default
+	for _, s := range info.Settings {
+		if s.Key == level {
+			continue
+		}
+		if v, ok := want[s.Key]; !ok || v != s.Value {
+			t.Errorf("%s was built with %s=%q; scripts/release.sh's build gives %q", bin, s.Key, s.Value, v)
+		}
+		delete(want, s.Key)
+	}
+	for k, v := range want {
+		t.Errorf("%s was not built with %s=%s (scripts/release.sh's build)", bin, k, v)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range f.Sections {
+		if sec.Name == ".symtab" || strings.HasPrefix(sec.Name, ".debug_") || strings.HasPrefix(sec.Name, ".zdebug_") {
+			t.Errorf("%s has a %s section: built without -s -w", bin, sec.Name)
+		}
+	}
+	f.Close()
+	if out, err := exec.Command("go", "tool", "buildid", bin).Output(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("go tool buildid %s: %q, %v; want no build ID (-buildid=)", bin, out, err)
+	}
+	checkVersion(t, bin, b, "linux/"+arch)
 }
 
 // checkVersion runs bin version and checks what it was stamped with.
