@@ -41,9 +41,9 @@ type sandbox struct {
 	fns          map[*lua.FunctionProto]*lua.LFunction
 	callBuf      []byte
 	callArgs     [][]byte
-	ctx    context.Context // the runs' until a limit stops one (watchdog)
-	cancel context.CancelCauseFunc
-	broken bool // the state may be inconsistent: not reused
+	ctx          context.Context // the runs' until a limit stops one (watchdog)
+	cancel       context.CancelCauseFunc
+	broken       bool // the state may be inconsistent: not reused
 }
 
 // Redis 7's messages.
