@@ -32,6 +32,9 @@ type sandbox struct {
 	// The run: its caller, the RESP version the script chose.
 	caller Caller
 	resp   int
+	ctx    context.Context // the runs' until a limit stops one (watchdog)
+	cancel context.CancelCauseFunc
+	broken bool // the state may be inconsistent: not reused
 
 	// Kept from run to run: the KEYS and ARGV tables (refilled in place
 	// while a script left them plain arrays, tableReusable), the main
@@ -41,9 +44,6 @@ type sandbox struct {
 	fns          map[*lua.FunctionProto]*lua.LFunction
 	callBuf      []byte
 	callArgs     [][]byte
-	ctx          context.Context // the runs' until a limit stops one (watchdog)
-	cancel       context.CancelCauseFunc
-	broken       bool // the state may be inconsistent: not reused
 }
 
 // Redis 7's messages.
