@@ -25,7 +25,8 @@ type Caller interface {
 	// chose (resp: 2 or 3, redis.setresp). A refusal or a failure is an
 	// Error reply with Redis's text ("ERR Unknown Redis command called
 	// from script", "WRONGTYPE ..."): redis.call raises it, redis.pcall
-	// returns it. args is the Caller's to keep.
+	// returns it. args and the bytes they refer to are the Caller's only
+	// until Call returns: the sandbox reuses them.
 	Call(args [][]byte, resp int) Reply
 }
 
@@ -243,6 +244,13 @@ func (e *Engine) Get(sha string) *Script {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.scripts[sha]
+}
+
+// GetBytes is Get of a name given as bytes (no string made of it).
+func (e *Engine) GetBytes(sha []byte) *Script {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.scripts[string(sha)]
 }
 
 // Flush forgets every script (SCRIPT FLUSH).

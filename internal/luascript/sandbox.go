@@ -35,6 +35,15 @@ type sandbox struct {
 	ctx    context.Context // the runs' until a limit stops one (watchdog)
 	cancel context.CancelCauseFunc
 	broken bool // the state may be inconsistent: not reused
+
+	// Kept from run to run: the KEYS and ARGV tables (refilled in place
+	// while a script left them plain arrays, tableReusable), the main
+	// function of the scripts run (by their compiled proto), and
+	// redis.call's argument buffers (the Caller does not keep args).
+	keysT, argvT *lua.LTable
+	fns          map[*lua.FunctionProto]*lua.LFunction
+	callBuf      []byte
+	callArgs     [][]byte
 }
 
 // Redis 7's messages.
@@ -194,19 +203,22 @@ func (sb *sandbox) reset() bool {
 func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Reply, bool) {
 	L := sb.L
 	sb.caller = c
-	arr := func(vs [][]byte) *lua.LTable {
-		t := L.CreateTable(len(vs), 0)
-		for i, v := range vs {
-			t.RawSetInt(i+1, lua.LString(v))
-		}
-		return t
-	}
-	sb.globals.RawSetString("KEYS", arr(keys))
-	sb.globals.RawSetString("ARGV", arr(argv))
+	sb.keysT = sb.fill(sb.keysT, keys)
+	sb.argvT = sb.fill(sb.argvT, argv)
+	sb.globals.RawSetString("KEYS", sb.keysT)
+	sb.globals.RawSetString("ARGV", sb.argvT)
 
+	fn := sb.fns[s.proto]
+	if fn == nil {
+		if sb.fns == nil || len(sb.fns) >= maxKeptFns {
+			sb.fns = make(map[*lua.FunctionProto]*lua.LFunction)
+		}
+		fn = L.NewFunctionFromProto(s.proto)
+		sb.fns[s.proto] = fn
+	}
 	sb.e.enter(sb)
 	ctx := sb.ctx
-	L.Push(L.NewFunctionFromProto(s.proto))
+	L.Push(fn)
 	err := L.PCall(0, 1, sb.handler)
 	sb.e.leave(sb)
 	if err == nil && ctx.Err() != nil {
@@ -251,6 +263,36 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 		suffix = fmt.Sprintf(" script: %s, on @user_script:?.", s.SHA)
 	}
 	return ErrorReply(oneLine(msg + suffix)), true
+}
+
+// maxKeptFns bounds the main functions a sandbox keeps (sandbox.fns).
+const maxKeptFns = 64
+
+// fill returns t, or a new table if t is nil or not reusable, holding vs
+// as strings at 1 to len(vs) and nothing else.
+func (sb *sandbox) fill(t *lua.LTable, vs [][]byte) *lua.LTable {
+	if t == nil || !tableReusable(t) {
+		t = sb.L.CreateTable(len(vs), 0)
+	}
+	for i := len(vs) + 1; i <= t.MaxN(); i++ {
+		t.RawSetInt(i, lua.LNil)
+	}
+	for i, v := range vs {
+		t.RawSetInt(i+1, lua.LString(v))
+	}
+	return t
+}
+
+// tableReusable reports whether t, a KEYS or ARGV table a script may
+// have changed, is a plain array still: no metatable, no other keys. A
+// script cannot keep a reference to it past its run (the globals are
+// read-only), so such a table can be refilled for the next run.
+func tableReusable(t *lua.LTable) bool {
+	if t.Metatable != lua.LNil {
+		return false
+	}
+	k, _ := t.Next(lua.LNumber(t.MaxN()))
+	return k == lua.LNil
 }
 
 // onError is the script's error handler: it makes the error a table with
@@ -625,6 +667,10 @@ func (sb *sandbox) raise(L *lua.LState, msg string) {
 	L.Error(t, 0)
 }
 
+// maxKeptCallBuf bounds the bytes of arguments redis.call's buffer keeps
+// from call to call (sandbox.callBuf).
+const maxKeptCallBuf = 64 << 10
+
 // call is redis.call (raise) and redis.pcall.
 func (sb *sandbox) call(L *lua.LState, raise bool) int {
 	n := L.GetTop()
@@ -649,13 +695,26 @@ func (sb *sandbox) call(L *lua.LState, raise bool) int {
 		ss = append(ss, s)
 		size += len(s)
 	}
-	buf := make([]byte, 0, size)
-	args := make([][]byte, n)
+	if cap(sb.callBuf) < size && size <= maxKeptCallBuf {
+		sb.callBuf = make([]byte, 0, max(size, 256))
+	}
+	if cap(sb.callArgs) < n && n <= maxKeptCallBuf/16 {
+		sb.callArgs = make([][]byte, 0, max(n, 8))
+	}
+	buf, args := sb.callBuf[:0], sb.callArgs[:0]
+	if cap(buf) < size {
+		buf = make([]byte, 0, size) // too large to keep
+	}
+	if cap(args) < n {
+		args = make([][]byte, 0, n)
+	}
+	args = args[:n]
 	for i, s := range ss {
 		buf = append(buf, s...)
 		args[i] = buf[len(buf)-len(s) : len(buf) : len(buf)]
 	}
 	r := sb.caller.Call(args, sb.resp)
+	clear(args)
 	if r.Kind == Error {
 		return fail(r.Str)
 	}

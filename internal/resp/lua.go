@@ -80,7 +80,7 @@ func (c *conn) scriptLua(args [][]byte) bool {
 	if t, _, ok := s.script(sha); ok && !s.noTemplates && !inLua(t) {
 		return false
 	}
-	return s.lua.Get(string(sha)) != nil || !s.noTemplates && knownLua(sha)
+	return s.lua.GetBytes(sha) != nil || !s.noTemplates && knownLua(sha)
 }
 
 // knownLua reports whether sha names a known script that runs in Lua
@@ -121,9 +121,20 @@ type luaReq struct {
 	reply      luascript.Reply
 }
 
+// evalName returns the lower-case name of a script command, without
+// making a string of a name it knows.
+func evalName(b []byte) string {
+	for _, n := range [...]string{"evalsha", "eval", "evalsha_ro", "eval_ro"} {
+		if len(b) == len(n) && strings.EqualFold(string(b), n) {
+			return n
+		}
+	}
+	return strings.ToLower(string(b))
+}
+
 // prepareLua checks a script request and finds or compiles its script.
 func (c *conn) prepareLua(args [][]byte) luaReq {
-	req := luaReq{name: strings.ToLower(string(args[0]))}
+	req := luaReq{name: evalName(args[0])}
 	req.ro = strings.HasSuffix(req.name, "_ro")
 	nk, ok := parseInt(args[2])
 	switch {
@@ -137,7 +148,8 @@ func (c *conn) prepareLua(args [][]byte) luaReq {
 	if req.msg != "" {
 		return req
 	}
-	req.keys, req.argv = slices.Clone(args[3:3+nk]), slices.Clone(args[3+nk:])
+	rest := slices.Clone(args[3:]) // one copy for both
+	req.keys, req.argv = rest[:nk:nk], rest[nk:]
 	for _, k := range req.keys {
 		if req.msg = c.checkKey(k); req.msg != "" {
 			return req
@@ -149,7 +161,7 @@ func (c *conn) prepareLua(args [][]byte) luaReq {
 			req.msg = err.Error()
 			return req
 		}
-	} else if req.s = c.srv.lua.Get(string(lowerInPlace(args[1]))); req.s == nil {
+	} else if req.s = c.srv.lua.GetBytes(lowerInPlace(args[1])); req.s == nil {
 		req.msg = "NOSCRIPT No matching script. Please use EVAL."
 		return req
 	}
@@ -247,10 +259,12 @@ type scriptRun struct {
 	at int64 // the script's instant: time stands still while it runs
 
 	keys  map[string]*scratchKey
+	free  []*scratchKey // cleared ones, for the next keys read
 	order []string      // the keys in the order first touched
 	tx    []fsm.Command // the writes, in order
 	pred  []fsm.Result  // what the scratch view answered for each
 	watch []fsm.Watch
+	txCmd fsm.Command // the transaction proposed (kept: no allocation)
 
 	// The scratch state of the keys the running script changed, as it
 	// was before (begin, rollback), and where its writes start in tx.
@@ -332,6 +346,12 @@ func (r *scriptRun) start() {
 
 // clear drops what the run refers to, once answered.
 func (r *scriptRun) clear() {
+	for _, k := range r.keys {
+		if len(r.free) < maxFreeKeys {
+			*k = scratchKey{}
+			r.free = append(r.free, k)
+		}
+	}
 	clear(r.keys)
 	clear(r.order)
 	clear(r.tx)
@@ -341,6 +361,9 @@ func (r *scriptRun) clear() {
 	clear(r.undo)
 	r.undo, r.first = r.undo[:0], 0
 }
+
+// maxFreeKeys bounds the scratch keys a run keeps for reuse.
+const maxFreeKeys = 64
 
 // read returns the scratch state of key, reading it on first touch.
 func (r *scriptRun) read(key string) (*scratchKey, error) {
@@ -352,7 +375,13 @@ func (r *scriptRun) read(key string) (*scratchKey, error) {
 	if res.Err != nil {
 		return nil, res.Err
 	}
-	k := &scratchKey{watch: fsm.WatchOfResult(key, &res), st: res}
+	var k *scratchKey
+	if n := len(r.free); n > 0 {
+		k, r.free = r.free[n-1], r.free[:n-1]
+	} else {
+		k = new(scratchKey)
+	}
+	*k = scratchKey{watch: fsm.WatchOfResult(key, &res), st: res}
 	// A sorted set's members, read with the same version as its watch.
 	for try := 0; res.ZKeys > 0; try++ {
 		z, _ := svc.OwnedZGet(key)
@@ -398,8 +427,10 @@ func (r *scriptRun) commit() (done bool, err error) {
 	for _, key := range r.order {
 		r.watch = append(r.watch, r.keys[key].watch)
 	}
-	in := fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch, Client: r.c.clientTag()}
-	res := svc.Owned(&in)
+	in := &r.txCmd
+	*in = fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch, Client: r.c.clientTag()}
+	res := svc.Owned(in)
+	*in = fsm.Command{}
 	r.c.settle()
 	if errors.Is(res.Err, fsm.ErrWatchChanged) {
 		return false, nil
