@@ -28,9 +28,13 @@ import (
 // read or wrote: applied on every replica as the same commands outside a
 // script would be, or not at all if a key changed meanwhile, and then the
 // script runs again (maxScriptTries times at most). A script that writes
-// nothing proposes nothing; when it read several keys, they are read
-// again at its end, and it runs again if one changed, so that its reads
-// are of one instant. A script that raised an error applies nothing.
+// nothing on a cluster node proposes its watches alone (the node's own
+// state may be behind its cluster's), so that its answer is of the
+// instant the transaction applies, as one that wrote; on a node that
+// answers inline it proposes nothing, and when it read several keys,
+// they are read again at its end, and it runs again if one changed, so
+// that its reads are of one instant. A script that raised an error
+// applies nothing.
 // Pipelined scripts run as a batch (flushLua): one scratch view, one
 // transaction.
 
@@ -404,11 +408,14 @@ func (r *scriptRun) read(key string) (*scratchKey, error) {
 
 // commit applies the run's writes as one OpOwnedTx under the watches of
 // every key it touched; done is false when a key changed (the script
-// must run again). A run without writes checks, when it read several
-// keys, that none changed since.
+// must run again). A run without writes proposes its watches alone on a
+// cluster node; on a node that answers inline it checks, when it read
+// several keys, that none changed since.
 func (r *scriptRun) commit() (done bool, err error) {
 	svc := r.c.srv.svc
-	if len(r.tx) == 0 {
+	if len(r.tx) == 0 && (len(r.order) == 0 || svc.Execution() != latch.Replicated) {
+		// A node that answers inline reads the one lock table: a script
+		// that read one key read it at one instant.
 		if len(r.order) < 2 {
 			return true, nil
 		}
@@ -423,6 +430,13 @@ func (r *scriptRun) commit() (done bool, err error) {
 		}
 		return true, nil
 	}
+	// Writes, or, on a cluster node, reads alone: a node reads its own
+	// applied state, which may be behind its cluster's, or ahead of its
+	// leader's clock (a lease it sees ended that the leader does not), so
+	// a script that wrote nothing (a compare-and-delete whose value did
+	// not match) proposes its watches with no writes: its answer stands
+	// only if what it read is the cluster's state when the transaction
+	// applies, as for EXEC after WATCH; otherwise it runs again.
 	r.watch = r.watch[:0]
 	for _, key := range r.order {
 		r.watch = append(r.watch, r.keys[key].watch)
