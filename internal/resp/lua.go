@@ -27,7 +27,8 @@ import (
 // writes are proposed as ONE fsm.OpOwnedTx watching every key the script
 // read or wrote: applied on every replica as the same commands outside a
 // script would be, or not at all if a key changed meanwhile, and then the
-// script runs again (maxScriptTries times at most). A script that writes
+// script runs again (maxScriptTries times at most; on a cluster node, for
+// up to scriptRetryWindow). A script that writes
 // nothing on a cluster node proposes its watches alone (the node's own
 // state may be behind its cluster's), so that its answer is of the
 // instant the transaction applies, as one that wrote; on a node that
@@ -39,8 +40,16 @@ import (
 // transaction.
 
 // maxScriptTries bounds how often a script runs because the keys it
-// touched changed while it ran.
-const maxScriptTries = 16
+// touched changed while it ran. On a cluster node, where each run ends
+// with a commit (a script that only read validates its reads so), a hot
+// key changes at every commit's pace, and the node's clock may run ahead
+// of its leader's for a moment after an election (a lease it sees ended
+// that the cluster does not): there a script runs again for as long as
+// scriptRetryWindow allows, whatever the count.
+const (
+	maxScriptTries    = 16
+	scriptRetryWindow = 2 * time.Second
+)
 
 // noScriptCall are the commands latch serves that a script may not call:
 // Redis's answer for them is "This Redis command is not allowed from
@@ -193,12 +202,18 @@ func (c *conn) flushLua() {
 	}
 	applied := false
 	var failed error
-	for try := 0; try < maxScriptTries && !applied && failed == nil; try++ {
-		if try > 0 && c.srv.svc.Execution() == latch.Replicated {
+	replicated := c.srv.svc.Execution() == latch.Replicated
+	var began time.Time
+	if replicated {
+		began = time.Now()
+	}
+	try := 0
+	for ; !applied && failed == nil && (try < maxScriptTries || replicated && time.Since(began) < scriptRetryWindow); try++ {
+		if try > 0 && replicated {
 			// A cluster node may read its keys before it has applied what
 			// failed the watches: give it the time to catch up (a
 			// goroutine's connection: no loop waits).
-			time.Sleep(time.Duration(try) * time.Millisecond)
+			time.Sleep(time.Duration(min(try, 10)) * time.Millisecond)
 		}
 		run.start()
 		for i := range q {
@@ -224,7 +239,7 @@ func (c *conn) flushLua() {
 		case failed != nil:
 			msg = errorReply(failed)
 		case !applied:
-			msg = fmt.Sprintf("ERR latch: script %s was not applied: the keys it touched changed each of the %d times it ran", req.s.SHA, maxScriptTries)
+			msg = fmt.Sprintf("ERR latch: script %s was not applied: the keys it touched changed each of the %d times it ran", req.s.SHA, try)
 		}
 		if msg != "" || req.reply.Kind == luascript.Error {
 			c.srv.cmds[req.name].metric.Error()
