@@ -651,25 +651,33 @@ func errorReply(err error) string {
 
 // Lock commands.
 
+// readKey plans a read of key k (a tracked one): an OwnedGet, whose
+// index in c.subs it returns, or false when k is refused (the plan has
+// failed).
+func (c *conn) readKey(k []byte) (first int, ok bool) {
+	key, ok := c.key(k)
+	if !ok {
+		return 0, false
+	}
+	c.remember(key)
+	first = len(c.subs)
+	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(key)...)
+	return first, true
+}
+
 func planGet(c *conn, args [][]byte) {
-	k, ok := c.key(args[1])
+	first, ok := c.readKey(args[1])
 	if !ok {
 		return
 	}
-	c.remember(k)
-	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rGet, first).typed = true
 }
 
 func planType(c *conn, args [][]byte) {
-	k, ok := c.key(args[1])
+	first, ok := c.readKey(args[1])
 	if !ok {
 		return
 	}
-	c.remember(k)
-	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	c.add(rType, first)
 }
 
@@ -682,13 +690,10 @@ func planToken(c *conn, args [][]byte) {
 		c.fail("ERR syntax error")
 		return
 	}
-	k, ok := c.key(args[1])
+	first, ok := c.readKey(args[1])
 	if !ok {
 		return
 	}
-	c.remember(k)
-	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if len(args) == 3 {
 		c.add(rTokenIf, first).val = args[2]
 		return
@@ -697,13 +702,10 @@ func planToken(c *conn, args [][]byte) {
 }
 
 func planTTL(c *conn, args [][]byte) {
-	k, ok := c.key(args[1])
+	first, ok := c.readKey(args[1])
 	if !ok {
 		return
 	}
-	c.remember(k)
-	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if len(args[0]) == 4 { // pttl
 		c.add(rPTTL, first)
 	} else {

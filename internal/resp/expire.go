@@ -306,13 +306,10 @@ func planExpire(c *conn, args [][]byte) {
 // planExpireTime plans EXPIRETIME and PEXPIRETIME: when the lease ends,
 // in Unix seconds or milliseconds on the service's clock.
 func planExpireTime(c *conn, args [][]byte) {
-	k, ok := c.key(args[1])
+	first, ok := c.readKey(args[1])
 	if !ok {
 		return
 	}
-	c.remember(k)
-	first := len(c.subs)
-	c.sub(fsm.OwnedGet, 0, nil, 0, c.one(k)...)
 	if args[0][0] == 'p' || args[0][0] == 'P' {
 		c.add(rPExpireAt, first)
 	} else {
