@@ -66,8 +66,8 @@ func TestInstallFromRelease(t *testing.T) {
 }
 
 // runUntilReady runs block in dir with env, a server that must answer 200
-// on adminAddr's /readyz within a minute, then stop cleanly on SIGINT as
-// on Ctrl-C.
+// on adminAddr's /readyz within three minutes (a block may build latch
+// first), then stop cleanly on SIGINT as on Ctrl-C.
 func runUntilReady(t *testing.T, dir, block, adminAddr string, env ...string) {
 	t.Helper()
 	cmd := exec.Command("sh", "-ec", block)
@@ -84,7 +84,7 @@ func runUntilReady(t *testing.T, dir, block, adminAddr string, env ...string) {
 	defer func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		resp, err := http.Get("http://" + adminAddr + "/readyz")
 		if err == nil {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // installShell runs a block of docs/install.md with sh -e in dir, with env
@@ -51,49 +48,7 @@ func TestInstallRunFromSource(t *testing.T) {
 		t.Skip("builds latch")
 	}
 	ports := freePorts(t, 5)
-	cmd := exec.Command("sh", "-ec", installBlock(t, "source-run"))
-	cmd.Dir = "../.."
-	cmd.Env = append(cleanEnv(),
+	runUntilReady(t, "../..", installBlock(t, "source-run"), ports[4],
 		"LATCH_MEMCACHE_ADDR="+ports[0], "LATCH_REDIS_ADDR="+ports[1], "LATCH_DLOCK_ADDR="+ports[2],
 		"LATCH_ZOOKEEPER_ADDR="+ports[3], "LATCH_ADMIN_ADDR="+ports[4])
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := make(chan error, 1)
-	go func() { stopped <- cmd.Wait() }()
-	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}()
-	deadline := time.Now().Add(3 * time.Minute) // go run builds first
-	for {
-		resp, err := http.Get("http://" + ports[4] + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		select {
-		case err := <-stopped:
-			t.Fatalf("go run ./cmd/latch serve exited before it was ready: %v\n%s", err, out.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never ready\n%s", out.String())
-		}
-	}
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-stopped:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("still running 30 s after Ctrl-C\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "shut down cleanly") {
-		t.Errorf("no clean shutdown in its log:\n%s", out.String())
-	}
 }
