@@ -839,10 +839,16 @@ func testShutdownNode(t *testing.T, leads bool) {
 	}
 }
 
-// waitLeader waits until every process agrees on a leader among them.
 // startCluster starts three cluster nodes, n1 to n3, each with extra
 // flags, and returns them and their Raft addresses (n1's first).
 func startCluster(t *testing.T, extra ...string) (map[string]*node, []string) {
+	t.Helper()
+	return startClusterEach(t, nil, extra...)
+}
+
+// startClusterEach is startCluster with, besides extra, the flags each
+// returns for node i (0 to 2) when each is not nil.
+func startClusterEach(t *testing.T, each func(i int) []string, extra ...string) (map[string]*node, []string) {
 	t.Helper()
 	raft := freePorts(t, 3)
 	var members []string
@@ -854,6 +860,9 @@ func startCluster(t *testing.T, extra ...string) (map[string]*node, []string) {
 		id := fmt.Sprintf("n%d", i+1)
 		args := []string{"--data-dir", t.TempDir(), "--node-id", id, "--raft-addr", a,
 			"--initial-cluster", strings.Join(members, ","), "--election-timeout", "500ms", "--node-ttl", "5s"}
+		if each != nil {
+			args = append(args, each(i)...)
+		}
 		procs[id] = newProc(t, id, append(args, extra...)...)
 	}
 	for _, p := range procs {
@@ -862,6 +871,7 @@ func startCluster(t *testing.T, extra ...string) (map[string]*node, []string) {
 	return procs, raft
 }
 
+// waitLeader waits until every process agrees on a leader among them.
 func waitLeader(t *testing.T, procs map[string]*node) string {
 	t.Helper()
 	for range 200 {

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"strings"
 	"testing"
 	"time"
 )
@@ -86,22 +85,8 @@ func push(key string) string {
 // and when n2's client takes a key it read: each node tells its clients
 // of the changes it applies, whoever proposed them.
 func TestClusterTracking(t *testing.T) {
-	raft := freePorts(t, 3)
 	redisAddrs := freePorts(t, 3)
-	var members []string
-	for i, a := range raft {
-		members = append(members, fmt.Sprintf("n%d=%s", i+1, a))
-	}
-	procs := map[string]*node{}
-	for i, a := range raft {
-		id := fmt.Sprintf("n%d", i+1)
-		procs[id] = newProc(t, id, "--data-dir", t.TempDir(), "--node-id", id, "--raft-addr", a,
-			"--initial-cluster", strings.Join(members, ","), "--election-timeout", "500ms", "--node-ttl", "5s",
-			"--redis-addr", redisAddrs[i])
-	}
-	for _, p := range procs {
-		p.start()
-	}
+	procs, _ := startClusterEach(t, func(i int) []string { return []string{"--redis-addr", redisAddrs[i]} })
 	waitLeader(t, procs)
 	key := fmt.Sprintf("track:%d", time.Now().UnixNano())
 
