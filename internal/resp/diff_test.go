@@ -204,20 +204,27 @@ func TestDifferential(t *testing.T) {
 						t.Fatalf("HELLO 3: latch %q, redis %q", lh, rh)
 					}
 				}
-				for _, cmd := range sc {
-					args := make([]string, len(cmd))
-					for j, a := range cmd {
-						if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
-							a = prefix + a[1:]
-						}
-						args[j] = a
-					}
-					lr, rr := l.do(args...), r.do(args...)
-					if lr != rr {
-						t.Errorf("%q:\nlatch %q\nredis %q", cmd, lr, rr)
-					}
-				}
+				runDiff(t, l, r, prefix, sc)
 			})
+		}
+	}
+}
+
+// runDiff sends cmds to latch (l) and Redis (r) and reports every reply
+// that differs. An argument "Kx" (not KEYS) names key prefix+"x".
+func runDiff(t *testing.T, l, r *rconn, prefix string, cmds [][]string) {
+	t.Helper()
+	for _, cmd := range cmds {
+		args := make([]string, len(cmd))
+		for j, a := range cmd {
+			if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
+				a = prefix + a[1:]
+			}
+			args[j] = a
+		}
+		lr, rr := l.do(args...), r.do(args...)
+		if lr != rr {
+			t.Errorf("%q:\nlatch %q\nredis %q", cmd, lr, rr)
 		}
 	}
 }

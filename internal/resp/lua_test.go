@@ -157,19 +157,7 @@ func TestLuaDifferential(t *testing.T) {
 					l.do("HELLO", "3")
 					r.do("HELLO", "3")
 				}
-				for _, cmd := range sc {
-					args := make([]string, len(cmd))
-					for j, a := range cmd {
-						if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
-							a = prefix + a[1:]
-						}
-						args[j] = a
-					}
-					lr, rr := l.do(args...), r.do(args...)
-					if lr != rr {
-						t.Errorf("%q:\nlatch %q\nredis %q", cmd, lr, rr)
-					}
-				}
+				runDiff(t, l, r, prefix, sc)
 			})
 		}
 	}

@@ -232,25 +232,6 @@ var zsetScenarios = [][][]string{
 	},
 }
 
-// runDiff sends cmds to latch (l) and Redis (r) and reports every reply
-// that differs.
-func runDiff(t *testing.T, l, r *rconn, prefix string, cmds [][]string) {
-	t.Helper()
-	for _, cmd := range cmds {
-		args := make([]string, len(cmd))
-		for j, a := range cmd {
-			if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
-				a = prefix + a[1:]
-			}
-			args[j] = a
-		}
-		lr, rr := l.do(args...), r.do(args...)
-		if lr != rr {
-			t.Errorf("%q:\nlatch %q\nredis %q", cmd, lr, rr)
-		}
-	}
-}
-
 // TestDifferentialZSet: latch's sorted sets answer zsetScenarios as
 // Debian's redis-server does, byte for byte, in RESP2 and RESP3, one
 // command at a time and pipelined.
