@@ -105,26 +105,29 @@ func benchCycle(b *testing.B, pipe int, loop bool) {
 	if !loop {
 		s.ns.ServeNetConn(nc)
 	} else {
-		// As an event loop: each read given to Input after what the
-		// previous call left.
-		c := newLoopConn(s, nc.RemoteAddr())
-		buf := make([]byte, 64<<10)
-		var in, out []byte
-		for {
-			k, err := nc.Read(buf)
-			if err != nil {
-				break
-			}
-			in = append(in, buf[:k]...)
-			var used int
-			out, used, _ = c.Input(in, out[:0])
-			nc.Write(out)
-			in = in[:copy(in, in[used:])]
-		}
+		serveLoop(newLoopConn(s, nc.RemoteAddr()), nc)
 	}
 	b.StopTimer()
 	if want := (b.N/keys + 1) * keys * len("+OK\r\n:1\r\n"); nc.written != want {
 		b.Fatalf("wrote %d bytes, want %d", nc.written, want)
+	}
+}
+
+// serveLoop serves nc's requests on c as an event loop does: each read
+// given to Input after what the previous call left, each reply written.
+func serveLoop(c *conn, nc *benchConn) {
+	buf := make([]byte, 64<<10)
+	var in, out []byte
+	for {
+		k, err := nc.Read(buf)
+		if err != nil {
+			return
+		}
+		in = append(in, buf[:k]...)
+		var used int
+		out, used, _ = c.Input(in, out[:0])
+		nc.Write(out)
+		in = in[:copy(in, in[used:])]
 	}
 }
 
@@ -165,21 +168,9 @@ func BenchmarkScriptCycle(b *testing.B) {
 				chunk := len(req) / (2 * keys) * pipe
 				nc := &benchConn{req: req, chunk: chunk, left: b.N / keys}
 				c := newLoopConn(s, nc.RemoteAddr())
-				buf := make([]byte, 64<<10)
-				var in, out []byte
 				b.ReportAllocs()
 				b.ResetTimer()
-				for {
-					k, err := nc.Read(buf)
-					if err != nil {
-						break
-					}
-					in = append(in, buf[:k]...)
-					var used int
-					out, used, _ = c.Input(in, out[:0])
-					nc.Write(out)
-					in = in[:copy(in, in[used:])]
-				}
+				serveLoop(c, nc)
 				b.StopTimer()
 				if want := (b.N/keys + 1) * keys * len("+OK\r\n:1\r\n"); nc.written != want {
 					b.Fatalf("wrote %d bytes, want %d", nc.written, want)
