@@ -76,7 +76,13 @@ func New(svc Service, cfg Config) (*Server, error) {
 		track:   newTracker(),
 	}
 	if kw, ok := svc.(keyWatcher); ok {
-		kw.WatchKeys(s.track.changed)
+		s.track.watch = func(on bool) {
+			if on {
+				kw.WatchKeys(s.track.changed)
+			} else {
+				kw.WatchKeys(nil)
+			}
+		}
 	}
 	s.toks.Store(&cfg.Tokens)
 	s.cmds = make(map[string]*command, len(commandTable)+len(zcommandTable))
@@ -146,9 +152,7 @@ func (s *Server) Addr() net.Addr { return s.ns.Addr() }
 // server's goroutines, or until ctx is done. Locks are not connections':
 // they stay in the lock table.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if kw, ok := s.svc.(keyWatcher); ok {
-		kw.WatchKeys(nil)
-	}
+	s.track.stopWatch()
 	return s.ns.Shutdown(ctx)
 }
 

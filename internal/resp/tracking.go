@@ -72,6 +72,41 @@ type tracker struct {
 	active atomic.Bool                   // on > 0: the lock table's news matter
 	max    int                           // maxTrackedKeys (tests lower it)
 	batch  map[*conn]map[string][]string // scratch: BCAST keys per connection and prefix
+
+	// watch has the service tell changed (on) or stop (syncWatch);
+	// nil when the service cannot tell, or once the server shuts down.
+	// watch and watching are guarded by watchMu.
+	watch    func(on bool)
+	watchMu  sync.Mutex
+	watching bool
+}
+
+// stopWatch has the service stop telling the tracker (the server shuts
+// down).
+func (t *tracker) stopWatch() {
+	t.watchMu.Lock()
+	defer t.watchMu.Unlock()
+	if t.watching {
+		t.watch(false)
+		t.watching = false
+	}
+	t.watch = nil
+}
+
+// syncWatch has the service tell the tracker of its changes while some
+// connection tracks, and not otherwise, so that a lock table nobody
+// caches records nothing. Called without t.mu: the service calls changed
+// under its own lock, which it takes before t.mu.
+func (t *tracker) syncWatch() {
+	t.watchMu.Lock()
+	defer t.watchMu.Unlock()
+	if t.watch == nil {
+		return
+	}
+	if on := t.active.Load(); on != t.watching {
+		t.watch(on)
+		t.watching = on
+	}
 }
 
 func newTracker() *tracker {
@@ -100,6 +135,7 @@ func (t *tracker) close(c *conn) {
 	delete(t.conns, c.id)
 	t.disable(c)
 	t.mu.Unlock()
+	t.syncWatch()
 	c.endPush()
 }
 
@@ -521,6 +557,7 @@ func (c *conn) resetTracking() {
 	t.disable(c)
 	c.syncTracking()
 	t.mu.Unlock()
+	t.syncWatch()
 	c.caching, c.cachingUsed = false, false
 	clear(c.channels)
 	clear(c.patterns)
@@ -572,6 +609,7 @@ func (c *conn) clientTracking(args [][]byte) {
 		}
 	}
 	t := c.srv.track
+	defer t.syncWatch() // once t.mu is let go, before the reply is sent
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tr := c.trk()
