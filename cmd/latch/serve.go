@@ -75,7 +75,7 @@ Flags:
 	defer signal.Stop(sigs)
 
 	cfg.Server.Version = buildVersion()
-	cfg.Server.Commit = commit
+	cfg.Server.Commit, _ = buildCommit()
 	cfg.Server.LogLevel = level
 	// A reload reads the settings as this start did: the same flags and
 	// environment, and the file again.

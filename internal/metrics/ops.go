@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"runtime"
-	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,8 +56,8 @@ func (m *Metrics) SetVersion(version string) {
 }
 
 // SetCommit sets the commit latch_build_info reports, when the program
-// was told it (a release's -ldflags, built without Go's VCS stamp); ""
-// keeps the one the Go toolchain recorded.
+// was told it (a release's -ldflags, or the VCS stamp Go recorded: the
+// program's own buildCommit); "" leaves it unknown.
 func (m *Metrics) SetCommit(commit string) {
 	if commit == "" {
 		return
@@ -89,35 +88,10 @@ func (m *Metrics) WatchItems(stats func() cache.Stats) { m.items.Store(&stats) }
 // unknown labels what the build does not tell.
 const unknown = "unknown"
 
-// newBuildInfo returns the build's labels: the version unknown until
-// SetVersion, the commit as the Go toolchain recorded it.
+// newBuildInfo returns the build's labels: the version and the commit
+// unknown until SetVersion and SetCommit.
 func newBuildInfo() *buildInfo {
-	info, _ := debug.ReadBuildInfo()
-	return &buildInfo{version: unknown, commit: commitOf(info), goVersion: runtime.Version()}
-}
-
-// commitOf returns the VCS revision recorded in info, with "+dirty" when
-// the work tree had changes; "unknown" when none was recorded (a build
-// outside a checkout, or with -buildvcs=false; a test binary).
-func commitOf(info *debug.BuildInfo) string {
-	if info == nil {
-		return unknown
-	}
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev == "" {
-		return unknown
-	}
-	return rev + dirty
+	return &buildInfo{version: unknown, commit: unknown, goVersion: runtime.Version()}
 }
 
 // opsDescs are the descriptions collectOps reports.
