@@ -379,14 +379,7 @@ func appendZKey(dst []byte, name string, k *zkey) []byte {
 	dst = append(dst, name...)
 	dst = binary.AppendUvarint(dst, k.ver)
 	dst = binary.AppendVarint(dst, k.expires)
-	ps := k.set.Pairs()
-	dst = binary.AppendUvarint(dst, uint64(len(ps)))
-	for _, p := range ps {
-		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.Score))
-		dst = binary.AppendUvarint(dst, uint64(len(p.Member)))
-		dst = append(dst, p.Member...)
-	}
-	return dst
+	return appendPairs(dst, k.set.Pairs())
 }
 
 // zcapture is the sorted sets at one instant: each key's set is a clone
