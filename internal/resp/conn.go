@@ -175,9 +175,7 @@ func (c *conn) flush() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.pmu.Lock()
-	c.bw.Write(c.pending)
-	c.pending, c.overflow = c.pending[:0], false
-	c.pushed.Store(false)
+	c.writePending()
 	c.busy = false
 	c.pmu.Unlock()
 	return c.bw.Flush()
@@ -267,9 +265,7 @@ func (c *conn) Input(in, out []byte) ([]byte, int, bool) {
 		c.runBatch()
 	}
 	c.pmu.Lock()
-	c.bw.Write(c.pending)
-	c.pending, c.overflow = c.pending[:0], false
-	c.pushed.Store(false)
+	c.writePending()
 	c.inInput = false
 	c.pmu.Unlock()
 	c.bw.Flush()

@@ -480,9 +480,7 @@ func (c *conn) writePushes() {
 	}
 	c.pmu.Lock()
 	if len(c.pending) > 0 {
-		c.bw.Write(c.pending)
-		c.pending, c.overflow = c.pending[:0], false
-		c.pushed.Store(false)
+		c.writePending()
 	}
 	c.pmu.Unlock()
 }
@@ -783,4 +781,12 @@ func (c *conn) clientTrackingInfo() {
 	for _, p := range tr.prefixes {
 		w.BulkString(p)
 	}
+}
+
+// writePending buffers what was pushed to c (invalidations) for its next
+// write, and forgets it. Called with c.pmu held.
+func (c *conn) writePending() {
+	c.bw.Write(c.pending)
+	c.pending, c.overflow = c.pending[:0], false
+	c.pushed.Store(false)
 }
