@@ -30,6 +30,18 @@ func NewClient(addr string) *Client {
 	return &Client{Base: strings.TrimRight(base, "/")}
 }
 
+// do sends req with the admin token, if any, on c's HTTP client.
+func (c *Client) do(req *http.Request, token string) (*http.Response, error) {
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return hc.Do(req)
+}
+
 // get fetches path (with its query) and returns the body, failing on any
 // status but 200.
 func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
@@ -38,11 +50,7 @@ func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.do(req, "")
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}

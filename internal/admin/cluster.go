@@ -161,14 +161,7 @@ func (c *Client) ClusterAction(ctx context.Context, op, id, raftAddr, token stri
 		return ClusterStatus{}, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.do(req, token)
 	if err != nil {
 		return ClusterStatus{}, fmt.Errorf("admin: cluster %s: %w", op, err)
 	}

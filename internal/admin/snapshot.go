@@ -41,14 +41,7 @@ func (c *Client) Snapshot(ctx context.Context, token string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.do(req, token)
 	if err != nil {
 		return nil, fmt.Errorf("admin client: snapshot: %w", err)
 	}
