@@ -873,7 +873,8 @@ func (d *decoder) pairs(field string) []zset.Pair {
 	return ps
 }
 
-// score reads a float64's 8 bytes.
+// score reads a float64's 8 bytes: a sorted set's score or bound, never
+// NaN (Redis refuses one, and so does zset).
 func (d *decoder) score(field string) float64 {
 	if d.err != nil {
 		return 0
@@ -883,6 +884,10 @@ func (d *decoder) score(field string) float64 {
 		return 0
 	}
 	f := math.Float64frombits(binary.LittleEndian.Uint64(d.b[d.off:]))
+	if math.IsNaN(f) {
+		d.fail(field, "not a number")
+		return 0
+	}
 	d.off += 8
 	return f
 }
