@@ -81,7 +81,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			if !normalize(&n) {
 				t.Fatalf("command %d: decoded an unknown %v", i, c.Op)
 			}
-			if diff := cmp.Diff(n, c); diff != "" {
+			if diff := cmp.Diff(n, c, cmpopts.EquateNaNs()); diff != "" { // a NaN score decodes as written
 				t.Fatalf("command %d is not normalized (-normalized +decoded):\n%s", i, diff)
 			}
 		}
@@ -101,7 +101,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		if err := DecodeBatch(enc, &b2); err != nil {
 			t.Fatalf("decoding the re-encoded batch: %v", err)
 		}
-		if diff := cmp.Diff(b.Cmds, b2.Cmds); diff != "" {
+		if diff := cmp.Diff(b.Cmds, b2.Cmds, cmpopts.EquateNaNs()); diff != "" {
 			t.Fatalf("re-encoded batch decodes to other commands (-first +second):\n%s", diff)
 		}
 		if enc2 := appendBatch(nil, b2.Cmds, version); !bytes.Equal(enc2, enc) {
@@ -112,7 +112,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			if err := DecodeBatch(AppendBatch(nil, b.Cmds), &b3); err != nil {
 				t.Fatalf("decoding the batch re-encoded in version %d: %v", BatchVersion, err)
 			}
-			if diff := cmp.Diff(b.Cmds, b3.Cmds); diff != "" {
+			if diff := cmp.Diff(b.Cmds, b3.Cmds, cmpopts.EquateNaNs()); diff != "" {
 				t.Fatalf("the batch re-encoded in version %d decodes to other commands (-first +second):\n%s", BatchVersion, diff)
 			}
 		}
@@ -126,7 +126,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			if err != nil {
 				t.Fatalf("DecodeCommand of command %d: %v", i, err)
 			}
-			if diff := cmp.Diff(b.Cmds[i], c); diff != "" {
+			if diff := cmp.Diff(b.Cmds[i], c, cmpopts.EquateNaNs()); diff != "" {
 				t.Fatalf("command %d: DecodeCommand and DecodeBatch differ (-batch +command):\n%s", i, diff)
 			}
 			off += n
