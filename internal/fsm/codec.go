@@ -196,7 +196,7 @@ func opFields(op Op) (fields, bool) {
 	case OpZOpen:
 		return fTTL | fValue | fExptime, true
 	case OpZAttach:
-		return fSession | fValue, true
+		return fSession | fGen | fValue, true
 	case OpZWrite:
 		return fSession | fGen | fValue | fFlags | fExptime, true
 	case OpZReap:

@@ -131,7 +131,7 @@ func testCommands() map[Op]Command {
 	add(hdr(OpZOpen, 44), func(c *Command) {
 		c.TTL, c.Value, c.Exptime = 4*time.Second, []byte("0123456789abcdef"), 1795832362408
 	})
-	add(hdr(OpZAttach, 45), func(c *Command) { c.Session, c.Value = 19, []byte("0123456789abcdef") })
+	add(hdr(OpZAttach, 45), func(c *Command) { c.Session, c.Gen, c.Value = 19, 2, []byte("0123456789abcdef") })
 	add(hdr(OpZWrite, 46), func(c *Command) {
 		c.Session, c.Gen, c.Flags, c.Exptime = 19, 1, ZMulti, 1795832362409
 		c.Value = AppendZOps(nil, []znode.Op{
@@ -243,7 +243,7 @@ func normalize(c *Command) bool {
 	case OpZOpen:
 		n.TTL, n.Value, n.Exptime = c.TTL, c.Value, c.Exptime
 	case OpZAttach:
-		n.Session, n.Value = c.Session, c.Value
+		n.Session, n.Gen, n.Value = c.Session, c.Gen, c.Value
 	case OpZWrite:
 		n.Session, n.Gen, n.Value, n.Flags, n.Exptime = c.Session, c.Gen, c.Value, c.Flags, c.Exptime
 	case OpZReap:

@@ -146,7 +146,11 @@ const (
 	OpZOpen
 	// OpZAttach moves Session to a new connection if Value is its
 	// password, as OpResume does: the result's Count is its new
-	// generation, TTL its timeout. Otherwise ErrZSession.
+	// generation, TTL its timeout. Otherwise ErrZSession. Gen is the
+	// generation the proposer saw: an attach that another overtook
+	// (a connection the client gave up on while its attach waited out an
+	// election) is superseded, and must not take the session from the
+	// connection that overtook it.
 	OpZAttach
 	// OpZWrite applies the znode operations encoded in Value (AppendZOps)
 	// on behalf of Session (of generation Gen): one (Flags 0) or a multi
@@ -326,7 +330,7 @@ const AnyGen = math.MaxUint64
 // commands' sessions cannot be resumed (see OpResume).
 func carriesGen(op Op) bool {
 	switch op {
-	case OpKeepAlive, OpAcquire, OpRelease, OpReleaseAll, OpRenew, OpZWrite:
+	case OpKeepAlive, OpAcquire, OpRelease, OpReleaseAll, OpRenew, OpZAttach, OpZWrite:
 		return true
 	}
 	return false

@@ -154,7 +154,7 @@ func (h *history) next() Command {
 	case 30: // the ZooKeeper tree's other commands
 		switch h.rng.IntN(8) {
 		case 0:
-			c.Op, c.Session, c.Value = OpZAttach, h.session(), histPassword
+			c.Op, c.Session, c.Gen, c.Value = OpZAttach, h.session(), uint64(h.rng.IntN(2)), histPassword
 			if h.rng.IntN(4) == 0 {
 				c.Value = bytes.Repeat([]byte{'x'}, PasswordLen)
 			}

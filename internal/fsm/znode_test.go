@@ -83,5 +83,19 @@ func TestZSession(t *testing.T) {
 		if _, ok := s.Tree().Exists("/e"); ok {
 			t.Error("a superseded write changed the tree")
 		}
+		// An attach proposed when the session was of generation 0 (its
+		// connection given up on while it waited) comes after the one
+		// that overtook it: it must not take the session back.
+		s.Apply(&Command{Op: OpZAttach, At: 4, Session: id, Gen: 0, Value: pw}, &r)
+		if !errors.Is(r.Err, ErrSuperseded) {
+			t.Errorf("overtaken attach: %v, want ErrSuperseded", r.Err)
+		}
+		if g := s.Gen(id); g != 1 {
+			t.Errorf("generation after an overtaken attach: %d, want 1", g)
+		}
+		s.Apply(&Command{Op: OpZAttach, At: 5, Session: id, Gen: 1, Value: pw}, &r)
+		if r.Err != nil || r.Count != 2 {
+			t.Errorf("attach of the current generation: %+v", r)
+		}
 	})
 }

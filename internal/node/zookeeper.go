@@ -106,7 +106,8 @@ func (n *Node) ZOpen(timeout time.Duration, passwd [fsm.PasswordLen]byte) (latch
 // ZAttach moves session id to a connection of this node if passwd is its
 // password, and returns its new generation, its timeout and the tree's
 // zxid. A session the tree does not know, or a wrong password, fails with
-// fsm.ErrZSession.
+// fsm.ErrZSession; one attached elsewhere since this node last applied
+// (its attach there overtook this one) with fsm.ErrSuperseded.
 func (n *Node) ZAttach(id latch.SessionID, passwd [fsm.PasswordLen]byte) (gen uint64, timeout time.Duration, zxid int64, err error) {
 	n.mu.Lock()
 	defer n.unlock()
@@ -114,7 +115,7 @@ func (n *Node) ZAttach(id latch.SessionID, passwd [fsm.PasswordLen]byte) (gen ui
 		return 0, 0, 0, fmt.Errorf("attach ZooKeeper session: %w", n.shutdownErr())
 	}
 	c := n.command(fsm.OpZAttach)
-	c.Session, c.Value = id, passwd[:]
+	c.Session, c.Gen, c.Value = id, n.st.Gen(id), passwd[:]
 	r := n.propose()
 	if r.Err != nil {
 		return 0, 0, r.Zxid, r.Err
