@@ -536,6 +536,11 @@ func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
 			p.first = 0
 		}
 		sc.at = r.at
+		if rep, ok := scriptReply(p, sc.results); ok {
+			clear(sc.subs)
+			clear(sc.plans)
+			return rep
+		}
 		sc.answer(p)
 		clear(sc.subs)
 		clear(sc.plans)
@@ -543,6 +548,63 @@ func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
 	r.bw.Flush()
 	reply, _ := parseReply(r.out.Bytes())
 	return reply
+}
+
+// scriptReply is the reply of plan p, whose results are rs, to a script,
+// for the kinds the lock scripts' commands answer (GET, SET, DEL, EXISTS,
+// PEXPIRE, refusals): what conn.answer writes and parseReply would read
+// back, without the RESP between. It reports false for the other kinds,
+// which go that way.
+func scriptReply(p *plan, rs []fsm.Result) (luascript.Reply, bool) {
+	switch p.kind {
+	case rError:
+		return luascript.ErrorReply(errorLine(p.msg)), true
+	case rCount, rGet, rOKOrNull, rExists:
+	default:
+		return luascript.Reply{}, false
+	}
+	for i := range rs {
+		if p.typed && (rs[i].Foreign > 0 || rs[i].ZKeys > 0) {
+			return luascript.ErrorReply(p.wrongTypeError()), true
+		}
+	}
+	for i := range rs {
+		if rs[i].Err != nil {
+			return luascript.ErrorReply(errorLine(errorReply(rs[i].Err))), true
+		}
+	}
+	var r fsm.Result
+	if len(rs) > 0 {
+		r = rs[0]
+	}
+	switch {
+	case p.kind == rCount:
+		return luascript.Reply{Kind: luascript.Int, Int: int64(r.Count)}, true
+	case p.kind == rExists:
+		n := 0
+		for i := range rs {
+			n += rs[i].Found
+		}
+		return luascript.Reply{Kind: luascript.Int, Int: int64(n)}, true
+	case r.Count != 1:
+		return luascript.Reply{Kind: luascript.Nil}, true
+	case p.kind == rGet:
+		return luascript.Reply{Kind: luascript.Bulk, Str: r.Owner}, true
+	}
+	return luascript.Reply{Kind: luascript.Status, Str: "OK"}, true
+}
+
+// errorLine is an error message as Writer.Error sends it: on one line.
+func errorLine(msg string) string {
+	if !strings.ContainsAny(msg, "\r\n") {
+		return msg
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, msg)
 }
 
 // apply applies an owned-lock command to the scratch view and answers as
