@@ -2,6 +2,7 @@ package luascript_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/latchd/latch/internal/luascript"
@@ -87,6 +88,8 @@ var diffScripts = []struct {
 	{body: "return os"},
 	{body: "return type(loadstring)"},
 	{body: "return loadstring('return 1 + 1')()"},
+	{body: "local ok = pcall(loadstring('x = 1')); return tostring(ok)"},
+	{body: "local ok = pcall(loadstring('KEYS = 1')); return {tostring(ok), #KEYS}", keys: []string{"a"}},
 	{body: "return type(dofile)"},
 	{body: "return type(print)"},
 	{body: "return type(require)"},
@@ -166,4 +169,43 @@ func bytesOf(ss []string) [][]byte {
 		bs[i] = []byte(s)
 	}
 	return bs
+}
+
+// noCaller answers every command with an error: for scripts that call
+// none.
+type noCaller struct{}
+
+func (noCaller) Call([][]byte, int) luascript.Reply {
+	return luascript.ErrorReply("ERR no commands here")
+}
+
+// TestSandboxReuse: what a script does to its KEYS and ARGV, or tries to
+// do to the globals (through loadstring's chunks, which see the
+// read-only proxy), is not seen by the scripts that run after it in the
+// same sandbox.
+func TestSandboxReuse(t *testing.T) {
+	e := luascript.New(luascript.Limits{})
+	steps := []struct {
+		body       string
+		keys, argv []string
+		want       string
+	}{
+		{body: "pcall(loadstring('x = 1')); pcall(loadstring('KEYS = 5')); return 1", want: ":1\r\n"},
+		{body: "return type(KEYS)", want: "$5\r\ntable\r\n"},
+		{body: "return x", want: "-ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: "},
+		{body: "ARGV[1] = 'changed'; ARGV[3] = 'more'; return #ARGV", argv: []string{"v", "w"}, want: ":3\r\n"},
+		{body: "return {ARGV[1], ARGV[2], #ARGV}", argv: []string{"v", "w"}, want: "*3\r\n$1\r\nv\r\n$1\r\nw\r\n:2\r\n"},
+		{body: "setmetatable(KEYS, {}); return #KEYS", keys: []string{"a"}, want: ":1\r\n"},
+		{body: "return {getmetatable(KEYS) == nil, KEYS[1]}", keys: []string{"b"}, want: "*2\r\n:1\r\n$1\r\nb\r\n"},
+	}
+	for _, st := range steps {
+		s, err := e.Load([]byte(st.body))
+		if err != nil {
+			t.Fatalf("%q: %v", st.body, err)
+		}
+		r, _ := e.Run(s, bytesOf(st.keys), bytesOf(st.argv), noCaller{}, 2)
+		if got := string(r.AppendRESP(nil, 2)); !strings.HasPrefix(got, st.want) {
+			t.Errorf("%q: got %q, want %q", st.body, got, st.want)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -86,6 +87,27 @@ type Script struct {
 	// its flags include no-writes (it runs as read-only).
 	Shebang, NoWrites bool
 	proto             *lua.FunctionProto
+	// readsGlobals: no function of the script assigns a global (no
+	// SETGLOBAL instruction), so its functions may look globals up in the
+	// real table, not through the read-only proxy (sandbox.run).
+	readsGlobals bool
+}
+
+// setsGlobal reports whether p, or a function defined in it, may assign
+// a global: whether its code holds a SETGLOBAL instruction. A word of
+// data that reads as one (SETLIST's) only makes the answer cautious.
+func setsGlobal(p *lua.FunctionProto) bool {
+	for _, inst := range p.Code {
+		if int(inst>>26) == lua.OP_SETGLOBAL {
+			return true
+		}
+	}
+	for _, f := range p.FunctionPrototypes {
+		if setsGlobal(f) {
+			return true
+		}
+	}
+	return false
 }
 
 // shebangFlags are the flags of a "#!lua flags=..." line Redis 7 knows.
@@ -130,7 +152,7 @@ func shebang(body []byte) (has, noWrites bool, err error) {
 }
 
 // Engine compiles, caches and runs scripts. It is safe for concurrent
-// use: each run has a sandbox of its own (kept in a pool).
+// use: each run has a sandbox of its own (kept for the next runs).
 type Engine struct {
 	lim Limits
 
@@ -139,24 +161,28 @@ type Engine struct {
 	order   []string // SHA1s in load order: the oldest is forgotten first
 	size    int      // bytes of text in scripts
 
-	pool sync.Pool
-
 	randMu sync.Mutex
 	rand   uint64 // math.random's state
 
+	// The sandboxes, and the watchdog that checks their runs (a run's
+	// start is its sandbox's, sandbox.start).
 	wmu      sync.Mutex
-	running  map[*sandbox]time.Time // runs in progress, by start
-	watching bool                   // the watchdog's timer is armed
+	all      map[*sandbox]struct{} // every sandbox not closed
+	idle     []*sandbox            // those between runs, maxIdle at most
+	epoch    time.Time             // what sandbox.start counts from
+	watching atomic.Bool           // the watchdog's timer is armed
 	timer    *time.Timer
 	heapBase int64 // the heap when the runs began (-1: not read yet)
 }
 
+// maxIdle bounds the sandboxes kept between runs.
+const maxIdle = 64
+
 // New returns an engine with the limits lim (zero fields: defaults).
 func New(lim Limits) *Engine {
 	lim.defaults()
-	e := &Engine{lim: lim, scripts: make(map[string]*Script), rand: rand48Init, heapBase: -1}
-	e.pool.New = func() any { return newSandbox(e) }
-	return e
+	return &Engine{lim: lim, scripts: make(map[string]*Script), rand: rand48Init, heapBase: -1,
+		all: make(map[*sandbox]struct{}), epoch: time.Now()}
 }
 
 // SHA1 returns the hex SHA1 of a script's text: its name for EVALSHA.
@@ -220,7 +246,7 @@ func (e *Engine) Load(body []byte) (*Script, error) {
 	// be made for each run, but a main chunk has no local of that name to
 	// see it by.
 	proto.IsVarArg &^= lua.VarArgNeedsArg
-	s := &Script{SHA: sha, Body: bytes.Clone(body), Shebang: has, NoWrites: noWrites, proto: proto}
+	s := &Script{SHA: sha, Body: bytes.Clone(body), Shebang: has, NoWrites: noWrites, proto: proto, readsGlobals: !setsGlobal(proto)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if old, ok := e.scripts[sha]; ok {
@@ -275,15 +301,42 @@ func (e *Engine) Len() int {
 // (" script: <sha1>, on @user_script:<line>."). A script that returns an
 // error reply (redis.error_reply) has not raised one.
 func (e *Engine) Run(s *Script, keys, argv [][]byte, c Caller, proto int) (reply Reply, raised bool) {
-	sb := e.pool.Get().(*sandbox)
-	defer func() {
-		if sb.reset() {
-			e.pool.Put(sb)
-		} else {
-			sb.L.Close()
-		}
-	}()
+	sb := e.get()
+	defer e.put(sb)
 	return sb.run(s, keys, argv, c, proto)
+}
+
+// get returns an idle sandbox, or a new one.
+func (e *Engine) get() *sandbox {
+	e.wmu.Lock()
+	if n := len(e.idle); n > 0 {
+		sb := e.idle[n-1]
+		e.idle[n-1] = nil
+		e.idle = e.idle[:n-1]
+		e.wmu.Unlock()
+		return sb
+	}
+	e.wmu.Unlock()
+	sb := newSandbox(e)
+	e.wmu.Lock()
+	e.all[sb] = struct{}{}
+	e.wmu.Unlock()
+	return sb
+}
+
+// put keeps sb for the next runs, or closes it if it may not be reused
+// or enough are kept.
+func (e *Engine) put(sb *sandbox) {
+	keep := sb.reset()
+	e.wmu.Lock()
+	if keep && len(e.idle) < maxIdle {
+		e.idle = append(e.idle, sb)
+		e.wmu.Unlock()
+		return
+	}
+	delete(e.all, sb)
+	e.wmu.Unlock()
+	sb.L.Close()
 }
 
 // Stop causes.
@@ -299,10 +352,14 @@ var (
 func (e *Engine) Kill() bool {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	for sb := range e.running {
-		sb.cancel(errKilled)
+	killed := false
+	for sb := range e.all {
+		if sb.start.Load() != 0 {
+			sb.cancel(errKilled)
+			killed = true
+		}
 	}
-	return len(e.running) > 0
+	return killed
 }
 
 // heapBytes reads the bytes of the heap's objects (live or not yet
@@ -319,25 +376,30 @@ func heapBytes() int64 {
 // The watchdog: a timer per engine, armed while scripts run, checks every
 // few milliseconds the runs in progress: it stops one past the time
 // limit, and, when the process heap has grown by more than the memory
-// limit since runs began, the one that has run longest. A run costs it a
-// map entry, not a timer of its own; no goroutine waits when none runs.
+// limit since runs began, the one that has run longest. A run costs it
+// two atomic stores, not a timer of its own; no goroutine waits when none
+// runs.
 const watchEvery = 5 * time.Millisecond
 
-// enter registers sb's run with the watchdog, giving sb a fresh context
-// if the last one was stopped.
+// enter starts sb's run for the watchdog, giving sb a fresh context if
+// the last one was stopped.
 func (e *Engine) enter(sb *sandbox) {
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
 	if sb.ctx == nil || sb.ctx.Err() != nil {
+		e.wmu.Lock()
 		sb.ctx, sb.cancel = context.WithCancelCause(context.Background())
+		e.wmu.Unlock()
 		sb.L.SetContext(sb.ctx)
 	}
-	if e.running == nil {
-		e.running = make(map[*sandbox]time.Time)
+	// The start first, then the timer: a watchdog that stops its timer
+	// looks at the starts again after (watchdog).
+	sb.start.Store(int64(time.Since(e.epoch)) + 1)
+	if e.watching.Load() {
+		return
 	}
-	e.running[sb] = time.Now()
-	if !e.watching {
-		e.watching = true
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if !e.watching.Load() {
+		e.watching.Store(true)
 		if e.timer == nil {
 			e.timer = time.AfterFunc(watchEvery, e.watchdog)
 		} else {
@@ -347,35 +409,47 @@ func (e *Engine) enter(sb *sandbox) {
 }
 
 // leave ends sb's run for the watchdog.
-func (e *Engine) leave(sb *sandbox) {
-	e.wmu.Lock()
-	delete(e.running, sb)
-	e.wmu.Unlock()
+func (e *Engine) leave(sb *sandbox) { sb.start.Store(0) }
+
+// oldest returns the run in progress that started first (nil: none), and
+// its start. Called with wmu held.
+func (e *Engine) oldest() (*sandbox, int64) {
+	var old *sandbox
+	var since int64
+	for sb := range e.all {
+		if st := sb.start.Load(); st != 0 && (old == nil || st < since) {
+			old, since = sb, st
+		}
+	}
+	return old, since
 }
 
 // watchdog is one check; it arms the timer again while runs go on.
 func (e *Engine) watchdog() {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	if len(e.running) == 0 {
-		e.watching, e.heapBase = false, -1
-		return
+	oldest, since := e.oldest()
+	if oldest == nil {
+		// None runs: the timer stops, unless a run started meanwhile (it
+		// saw the timer armed).
+		e.watching.Store(false)
+		if oldest, since = e.oldest(); oldest == nil {
+			e.heapBase = -1
+			return
+		}
+		e.watching.Store(true)
 	}
 	h := heapBytes()
 	if e.heapBase < 0 {
 		e.heapBase = h
 	}
-	var oldest *sandbox
-	var since time.Time
-	for sb, start := range e.running {
-		if time.Since(start) > e.lim.Time {
+	now := int64(time.Since(e.epoch)) + 1
+	for sb := range e.all {
+		if st := sb.start.Load(); st != 0 && time.Duration(now-st) > e.lim.Time {
 			sb.cancel(errTime)
 		}
-		if oldest == nil || start.Before(since) {
-			oldest, since = sb, start
-		}
 	}
-	if h-e.heapBase > e.lim.Memory {
+	if h-e.heapBase > e.lim.Memory && oldest.start.Load() == since {
 		oldest.cancel(errMemory)
 		e.heapBase = -1
 	}

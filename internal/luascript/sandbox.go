@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync/atomic"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -34,7 +35,8 @@ type sandbox struct {
 	resp   int
 	ctx    context.Context // the runs' until a limit stops one (watchdog)
 	cancel context.CancelCauseFunc
-	broken bool // the state may be inconsistent: not reused
+	start  atomic.Int64 // when the run in progress started (Engine.epoch + 1); 0: none
+	broken bool         // the state may be inconsistent: not reused
 
 	// Kept from run to run: the KEYS and ARGV tables (refilled in place
 	// while a script left them plain arrays, tableReusable), the main
@@ -203,10 +205,16 @@ func (sb *sandbox) reset() bool {
 func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Reply, bool) {
 	L := sb.L
 	sb.caller = c
-	sb.keysT = sb.fill(sb.keysT, keys)
-	sb.argvT = sb.fill(sb.argvT, argv)
-	sb.globals.RawSetString("KEYS", sb.keysT)
-	sb.globals.RawSetString("ARGV", sb.argvT)
+	// The globals are read-only to the script: KEYS and ARGV are set
+	// again only when a table is new.
+	if t := sb.fill(sb.keysT, keys); t != sb.keysT {
+		sb.keysT = t
+		sb.globals.RawSetString("KEYS", t)
+	}
+	if t := sb.fill(sb.argvT, argv); t != sb.argvT {
+		sb.argvT = t
+		sb.globals.RawSetString("ARGV", t)
+	}
 
 	fn := sb.fns[s.proto]
 	if fn == nil {
@@ -214,6 +222,12 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 			sb.fns = make(map[*lua.FunctionProto]*lua.LFunction)
 		}
 		fn = L.NewFunctionFromProto(s.proto)
+		if s.readsGlobals {
+			// Its functions cannot change the globals (and no function can
+			// reach them but through the proxy): they look names up in
+			// the real table, one lookup instead of the proxy's two.
+			fn.Env = sb.globals
+		}
 		sb.fns[s.proto] = fn
 	}
 	sb.e.enter(sb)
@@ -278,7 +292,11 @@ func (sb *sandbox) fill(t *lua.LTable, vs [][]byte) *lua.LTable {
 		t.RawSetInt(i, lua.LNil)
 	}
 	for i, v := range vs {
-		t.RawSetInt(i+1, lua.LString(v))
+		// A value as the last run's (a lease, an owner's token) is kept:
+		// no string made of it.
+		if old, ok := t.RawGetInt(i + 1).(lua.LString); !ok || string(old) != string(v) {
+			t.RawSetInt(i+1, lua.LString(v))
+		}
 	}
 	return t
 }
