@@ -43,6 +43,15 @@ type Reply struct {
 // ErrorReply returns the error reply msg (which starts with its code).
 func ErrorReply(msg string) Reply { return Reply{Kind: Error, Str: msg} }
 
+// smallInts are the Lua numbers 0 to 255 as values: the count a command
+// answers (DEL's, EXISTS's, PEXPIRE's) needs no allocation.
+var smallInts = func() (a [256]lua.LValue) {
+	for i := range a {
+		a[i] = lua.LNumber(i)
+	}
+	return a
+}()
+
 // toLua converts a command's reply to the Lua value a script sees, as
 // Redis 7 does for the RESP version the script chose (redis.setresp).
 // An error becomes a table with an err field.
@@ -54,6 +63,9 @@ func toLua(L *lua.LState, r *Reply, resp int) lua.LValue {
 		}
 		return lua.LFalse
 	case Int:
+		if r.Int >= 0 && r.Int < int64(len(smallInts)) {
+			return smallInts[r.Int]
+		}
 		return lua.LNumber(r.Int)
 	case Bulk:
 		return lua.LString(r.Str)

@@ -19,10 +19,12 @@ type command struct {
 	arity int    // Redis's: n exactly (the name included), -n at least n
 	// plan adds a lock command to the connection's plan (lock commands
 	// are queued inside MULTI); fn runs a connection command at once.
-	plan   func(c *conn, args [][]byte)
-	fn     func(c *conn, args [][]byte)
-	write  bool // changes locks: refused to a read-only token
-	metric *metrics.Command
+	plan  func(c *conn, args [][]byte)
+	fn    func(c *conn, args [][]byte)
+	write bool // changes locks: refused to a read-only token
+	// noScript: a script may not call it (noScriptCall), set by New.
+	noScript bool
+	metric   *metrics.Command
 }
 
 // commandTable lists the commands; New indexes it by name.
@@ -373,6 +375,11 @@ func (c *conn) key(k []byte) (string, bool) {
 	if c.token != nil && !c.token.AllowsKey(string(k)) {
 		c.fail(fmt.Sprintf("NOPERM this token cannot access key '%s'", k))
 		return "", false
+	}
+	if c.srun != nil {
+		if sk, ok := c.srun.keys[string(k)]; ok {
+			return sk.key, true // a script's key: the string its scratch view has
+		}
 	}
 	return string(k), true
 }

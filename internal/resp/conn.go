@@ -63,6 +63,7 @@ type conn struct {
 	scriptOut []byte     // room for a Lua script's reply, reused
 	script    *scriptRun // a Lua script's run, reused
 	luaQ      []luaReq   // the Lua batch: script requests not yet run (flushLua)
+	luaArgs   [][]byte   // the arena of the batch's requests' KEYS and ARGV
 
 	// Client-side caching (tracking.go): the tracking state (guarded by
 	// the tracker's lock); the connection's own copy of what its reads

@@ -161,7 +161,11 @@ func (c *conn) prepareLua(args [][]byte) luaReq {
 	if req.msg != "" {
 		return req
 	}
-	rest := slices.Clone(args[3:]) // one copy for both
+	// One copy for both, in the batch's arena (its earlier requests keep
+	// the array they were given if it grows).
+	n := len(c.luaArgs)
+	c.luaArgs = append(c.luaArgs, args[3:]...)
+	rest := c.luaArgs[n:len(c.luaArgs):len(c.luaArgs)]
 	req.keys, req.argv = rest[:nk:nk], rest[nk:]
 	for _, k := range req.keys {
 		if req.msg = c.checkKey(k); req.msg != "" {
@@ -254,6 +258,8 @@ func (c *conn) flushLua() {
 	run.clear()
 	clear(c.luaQ)
 	c.luaQ = c.luaQ[:0]
+	clear(c.luaArgs)
+	c.luaArgs = c.luaArgs[:0]
 	c.batch = 0
 	c.rd.Keep(false)
 }
@@ -301,6 +307,7 @@ type scriptRun struct {
 // scratchKey is a key as the script sees it: its state when first read
 // (watch) and now (st, as an fsm.OwnedGet result).
 type scratchKey struct {
+	key   string
 	watch fsm.Watch
 	st    fsm.Result
 	set   *zset.Set // a sorted-set key's members (st.ZKeys 1)
@@ -400,7 +407,7 @@ func (r *scriptRun) read(key string) (*scratchKey, error) {
 	} else {
 		k = new(scratchKey)
 	}
-	*k = scratchKey{watch: fsm.WatchOfResult(key, &res), st: res}
+	*k = scratchKey{key: key, watch: fsm.WatchOfResult(key, &res), st: res}
 	// A sorted set's members, read with the same version as its watch.
 	for try := 0; res.ZKeys > 0; try++ {
 		z, _ := svc.OwnedZGet(key)
@@ -508,7 +515,7 @@ func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
 	switch {
 	case cmd == nil:
 		return luascript.ErrorReply("ERR Unknown Redis command called from script")
-	case noScriptCall[name]:
+	case cmd.noScript:
 		return luascript.ErrorReply("ERR This Redis command is not allowed from script")
 	case (cmd.arity > 0 && len(args) != cmd.arity) || len(args) < -cmd.arity:
 		return luascript.ErrorReply("ERR Wrong number of args calling Redis command from script")

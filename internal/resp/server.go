@@ -90,6 +90,7 @@ func New(svc Service, cfg Config) (*Server, error) {
 		for i := range table {
 			c := table[i]
 			c.metric = cfg.Metrics.Command(c.name)
+			c.noScript = noScriptCall[c.name]
 			s.cmds[c.name] = &c
 		}
 	}
