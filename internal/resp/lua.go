@@ -522,6 +522,9 @@ func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
 	case r.ro && cmd.write:
 		return luascript.ErrorReply("ERR Write commands are not allowed from read-only scripts.")
 	}
+	if name == "get" {
+		return r.get(args[1])
+	}
 	sc := r.sc
 	sc.w.Proto = proto
 	r.out.Reset()
@@ -555,6 +558,31 @@ func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
 	r.bw.Flush()
 	reply, _ := parseReply(r.out.Bytes())
 	return reply
+}
+
+// get is GET in a script, the command lock scripts call most: what
+// planGet, apply and scriptReply do, without a plan or a command.
+func (r *scriptRun) get(k []byte) luascript.Reply {
+	if msg := r.c.checkKey(k); msg != "" {
+		return luascript.ErrorReply(errorLine(msg))
+	}
+	key := ""
+	if sk, ok := r.keys[string(k)]; ok {
+		key = sk.key
+	} else {
+		key = string(k)
+	}
+	r.sc.remember(key)
+	sk, err := r.read(key)
+	switch {
+	case err != nil:
+		return luascript.ErrorReply(errorLine(errorReply(err)))
+	case sk.st.Foreign > 0 || sk.st.ZKeys > 0:
+		return luascript.ErrorReply(wrongType)
+	case sk.st.Count != 1:
+		return luascript.Reply{Kind: luascript.Nil}
+	}
+	return luascript.Reply{Kind: luascript.Bulk, Str: sk.st.Owner}
 }
 
 // scriptReply is the reply of plan p, whose results are rs, to a script,
