@@ -18,7 +18,9 @@ import (
 // libraries, the redis table, and read-only globals. The script's
 // globals (its function environment) are a proxy: an empty table whose
 // reads fall through to the real globals, whose writes fail, and whose
-// real table answers an error for a name it lacks. The library tables
+// real table answers an error for a name it lacks; a script that assigns
+// no global (Script.readsGlobals) reads the real table itself, which no
+// code can reach to change but through the proxy. The library tables
 // are proxies too. The base functions that would reach behind a proxy
 // (next, pairs, ipairs, rawget, rawset, setmetatable, getmetatable) see
 // through it, or refuse to change it.
