@@ -64,9 +64,12 @@ type trackState struct {
 
 // tracker is the server's tracking table and its connections by id.
 type tracker struct {
-	mu     sync.Mutex
-	conns  map[int64]*conn               // open connections, for REDIRECT
-	keys   map[string][]*conn            // default mode: key → its readers
+	mu    sync.Mutex
+	conns map[int64]*conn // open connections, for REDIRECT
+	// keys, in the default mode: key → its readers' connection ids (not
+	// the connections: one closed since is forgotten when the key
+	// changes, as Redis does, and its memory is not kept meanwhile).
+	keys   map[string][]int64
 	prefix map[string][]*conn            // BCAST: prefix → its connections
 	on     int                           // connections with tracking on
 	active atomic.Bool                   // on > 0: the lock table's news matter
@@ -110,7 +113,7 @@ func (t *tracker) syncWatch() {
 }
 
 func newTracker() *tracker {
-	return &tracker{conns: make(map[int64]*conn), keys: make(map[string][]*conn), prefix: make(map[string][]*conn), max: maxTrackedKeys}
+	return &tracker{conns: make(map[int64]*conn), keys: make(map[string][]int64), prefix: make(map[string][]*conn), max: maxTrackedKeys}
 }
 
 // Tracking reports the connections with client-side caching on and the
@@ -195,8 +198,8 @@ func (c *conn) remember(keys ...string) {
 		return
 	}
 	for _, k := range keys {
-		cs := t.keys[k]
-		in := slices.Contains(cs, tc)
+		ids := t.keys[k]
+		in := slices.Contains(ids, tc.id)
 		if c.writesKey(k) {
 			if tc.own == nil {
 				tc.own = make(map[string]bool)
@@ -204,14 +207,16 @@ func (c *conn) remember(keys ...string) {
 			tc.own[k] = in // in: told of the write, and tracked again
 		}
 		if !in {
-			t.keys[k] = append(cs, tc)
+			t.keys[k] = append(ids, tc.id)
 		}
 	}
 	for len(t.keys) > t.max {
-		for k, cs := range t.keys { // an arbitrary key, as Redis picks one at random
+		for k, ids := range t.keys { // an arbitrary key, as Redis picks one at random
 			delete(t.keys, k)
-			for _, x := range cs {
-				t.invalidate(x, k, 0)
+			for _, id := range ids {
+				if x := t.conns[id]; x != nil {
+					t.invalidate(x, k, 0)
+				}
 			}
 			break
 		}
@@ -269,10 +274,14 @@ func (t *tracker) changed(keys []string, by uint64) {
 		if i > 0 && slices.Contains(keys[:i], k) {
 			continue
 		}
-		if cs, ok := t.keys[k]; ok {
+		if ids, ok := t.keys[k]; ok {
 			delete(t.keys, k)
-			var kept []*conn
-			for _, c := range cs {
+			var kept []int64
+			for _, id := range ids {
+				c := t.conns[id]
+				if c == nil {
+					continue // closed
+				}
 				told, own := c.own[k]
 				if !own || uint64(c.id) != by {
 					t.invalidate(c, k, by)
@@ -282,7 +291,7 @@ func (t *tracker) changed(keys []string, by uint64) {
 				if told {
 					t.invalidate(c, k, by)
 				}
-				kept = append(kept, c)
+				kept = append(kept, id)
 			}
 			if kept != nil {
 				t.keys[k] = kept

@@ -3,8 +3,10 @@ package resp
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/latchd/latch/internal/node"
 )
@@ -267,5 +269,40 @@ func TestTrackingLimits(t *testing.T) {
 	if got := string(c.takePending(nil)); got != inv() {
 		t.Errorf("after %d bytes unread: %d bytes queued, ending %q; want at most %d, ending in a null invalidation",
 			2*maxPending, len(got), got[max(0, len(got)-40):], maxPending)
+	}
+}
+
+// TestTrackingClosed: a tracking connection that closes is not kept by
+// the keys it read (the table holds connection ids, dropped when the key
+// changes, as Redis does), and a change of such a key tells nobody.
+func TestTrackingClosed(t *testing.T) {
+	e := newTrackEnv(t)
+	e.do("c", "HELLO 3")
+	e.do("c", "CLIENT TRACKING ON") // another tracking connection: the table stays
+	e.do("a", "HELLO 3")
+	e.do("a", "CLIENT TRACKING ON")
+	e.do("a", "GET k")
+	a := e.conn("a")
+	a.Closed(nil)
+	delete(e.conns, "a")
+	gone := weak.Make(a)
+	a = nil
+	for i := 0; i < 5 && gone.Value() != nil; i++ {
+		runtime.GC()
+	}
+	if gone.Value() != nil {
+		t.Error("a closed connection is kept by the tracking table")
+	}
+	if n := len(e.s.track.keys); n != 1 {
+		t.Fatalf("%d keys tracked, want 1 (forgotten when it changes)", n)
+	}
+	if got := e.do("b", "SET k v"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	if n := len(e.s.track.keys); n != 0 {
+		t.Errorf("%d keys tracked after the change, want 0", n)
+	}
+	if got := string(e.conn("c").takePending(nil)); got != "" {
+		t.Errorf("told %q, of a key it did not read", got)
 	}
 }
