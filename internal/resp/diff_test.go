@@ -215,17 +215,47 @@ func TestDifferential(t *testing.T) {
 func runDiff(t *testing.T, l, r *rconn, prefix string, cmds [][]string) {
 	t.Helper()
 	for _, cmd := range cmds {
-		args := make([]string, len(cmd))
-		for j, a := range cmd {
-			if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
-				a = prefix + a[1:]
-			}
-			args[j] = a
-		}
+		args := prefixed(prefix, cmd)
 		lr, rr := l.do(args...), r.do(args...)
 		if lr != rr {
 			t.Errorf("%q:\nlatch %q\nredis %q", cmd, lr, rr)
 		}
+	}
+}
+
+// prefixed returns cmd with prefix in place of the K of its arguments
+// K<name> (a scenario's keys), KEYS aside.
+func prefixed(prefix string, cmd []string) []string {
+	args := make([]string, len(cmd))
+	for j, a := range cmd {
+		if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
+			a = prefix + a[1:]
+		}
+		args[j] = a
+	}
+	return args
+}
+
+// runPipelinedDiff sends cmds (keys prefixed) in one write to latch (at
+// ladr) and to redis-server (at radr), and compares all their replies.
+func runPipelinedDiff(t *testing.T, ladr, radr, prefix string, cmds [][]string) {
+	t.Helper()
+	var batch []byte
+	for _, cmd := range cmds {
+		batch = append(batch, encode(prefixed(prefix, cmd)...)...)
+	}
+	var replies [2]string
+	for j, addr := range []string{ladr, radr} {
+		c := dial(t, addr)
+		if _, err := c.nc.Write(batch); err != nil {
+			t.Fatal(err)
+		}
+		for range cmds {
+			replies[j] += c.read()
+		}
+	}
+	if replies[0] != replies[1] {
+		t.Errorf("latch:\n%q\nredis:\n%q", replies[0], replies[1])
 	}
 }
 
@@ -352,30 +382,7 @@ func TestDifferentialPipelined(t *testing.T) {
 	for i, sc := range diffScenarios {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			prefix := fmt.Sprintf("pipe:%d:%d:", i, time.Now().UnixNano())
-			var batch []byte
-			for _, cmd := range sc {
-				args := make([]string, len(cmd))
-				for j, a := range cmd {
-					if len(a) > 1 && a[0] == 'K' && a != "KEYS" {
-						a = prefix + a[1:]
-					}
-					args[j] = a
-				}
-				batch = append(batch, encode(args...)...)
-			}
-			var replies [2]string
-			for j, addr := range []string{lt.redis, rd} {
-				c := dial(t, addr)
-				if _, err := c.nc.Write(batch); err != nil {
-					t.Fatal(err)
-				}
-				for range sc {
-					replies[j] += c.read()
-				}
-			}
-			if replies[0] != replies[1] {
-				t.Errorf("latch:\n%q\nredis:\n%q", replies[0], replies[1])
-			}
+			runPipelinedDiff(t, lt.redis, rd, prefix, sc)
 		})
 	}
 }

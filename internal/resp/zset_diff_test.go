@@ -254,30 +254,7 @@ func TestDifferentialZSet(t *testing.T) {
 	for i, sc := range zsetScenarios {
 		t.Run(fmt.Sprintf("pipelined/%d", i), func(t *testing.T) {
 			prefix := fmt.Sprintf("zpipe:%d:%d:", i, time.Now().UnixNano())
-			var batch []byte
-			for _, cmd := range sc {
-				args := make([]string, len(cmd))
-				for j, a := range cmd {
-					if len(a) > 1 && a[0] == 'K' {
-						a = prefix + a[1:]
-					}
-					args[j] = a
-				}
-				batch = append(batch, encode(args...)...)
-			}
-			var replies [2]string
-			for j, addr := range []string{lt.redis, rd} {
-				c := dial(t, addr)
-				if _, err := c.nc.Write(batch); err != nil {
-					t.Fatal(err)
-				}
-				for range sc {
-					replies[j] += c.read()
-				}
-			}
-			if replies[0] != replies[1] {
-				t.Errorf("latch:\n%q\nredis:\n%q", replies[0], replies[1])
-			}
+			runPipelinedDiff(t, lt.redis, rd, prefix, sc)
 		})
 	}
 }
