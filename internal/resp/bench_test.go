@@ -2,14 +2,11 @@ package resp
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
-
-	"github.com/latchd/latch/internal/node"
 )
 
 // benchConn is a net.Conn that serves a request stream, the same bytes over
@@ -82,15 +79,7 @@ func BenchmarkCycle(b *testing.B) {
 }
 
 func benchCycle(b *testing.B, pipe int, loop bool) {
-	n, err := node.New(node.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
-	s, err := New(n, DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, s := newMemServer(b)
 	// As scripts/bench-redis.sh, SCRIPT LOAD the documentation's
 	// compare-and-delete (known by its canonical form only).
 	doc := []byte(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
@@ -146,15 +135,7 @@ func BenchmarkScriptCycle(b *testing.B) {
 	}{{"table", doc, false}, {"lua", doc, true}, {"unknown", variant, false}} {
 		for _, pipe := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s-p%d", tc.name, pipe), func(b *testing.B) {
-				n, err := node.New(node.Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer n.Shutdown(context.Background())
-				s, err := New(n, DefaultConfig())
-				if err != nil {
-					b.Fatal(err)
-				}
+				_, s := newMemServer(b)
 				s.noTemplates = tc.lua
 				body := []byte(tc.script)
 				if t := recognise(body); t != tmplNone {
@@ -185,15 +166,7 @@ func BenchmarkScriptCycle(b *testing.B) {
 // as scripts/bench-redis.sh's release-lua run: pipelined scripts run as
 // batches. One op is one release.
 func BenchmarkScriptRelease(b *testing.B) {
-	n, err := node.New(node.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
-	s, err := New(n, DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, s := newMemServer(b)
 	body := []byte(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("unlink",KEYS[1]) else return 0 end`)
 	if _, err := s.lua.Load(body); err != nil {
 		b.Fatal(err)

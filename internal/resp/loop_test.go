@@ -16,6 +16,25 @@ import (
 	"github.com/latchd/latch/internal/tlsconf/tlstest"
 )
 
+// newMemServer returns a Redis front end with the default configuration
+// over a new in-memory node, both shut down when tb ends; nothing listens.
+func newMemServer(tb testing.TB) (*node.Node, *Server) {
+	tb.Helper()
+	n, err := node.New(node.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := New(n, DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		s.Shutdown(context.Background())
+		n.Shutdown(context.Background())
+	})
+	return n, s
+}
+
 // startServer serves a node in memory with cfg on a loopback port.
 func startServer(t *testing.T, cfg Config) *Server {
 	t.Helper()

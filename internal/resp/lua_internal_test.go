@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -23,32 +22,12 @@ type luaHarness struct {
 }
 
 func newLuaHarness(t testing.TB) *luaHarness {
-	n, err := node.New(node.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Shutdown(context.Background()) })
-	s, err := New(n, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, s := newMemServer(t)
 	return &luaHarness{t: t, n: n, s: s, c: newLoopConn(s, new(benchConn).RemoteAddr())}
 }
 
 // do sends one request and returns its reply.
-func (h *luaHarness) do(args ...string) string {
-	var in []byte
-	in = fmt.Appendf(in, "*%d\r\n", len(args))
-	for _, a := range args {
-		in = fmt.Appendf(in, "$%d\r\n%s\r\n", len(a), a)
-	}
-	var used int
-	h.out, used, _ = h.c.Input(in, h.out[:0])
-	if used != len(in) {
-		h.t.Fatalf("%q: used %d of %d bytes", args, used, len(in))
-	}
-	return string(h.out)
-}
+func (h *luaHarness) do(args ...string) string { return h.doAll([][]string{args}) }
 
 // state describes keys as the node holds them (their watches).
 func (h *luaHarness) state(keys ...string) string {
@@ -229,7 +208,7 @@ func (h *luaHarness) doAll(reqs [][]string) string {
 	var used int
 	h.out, used, _ = h.c.Input(in, h.out[:0])
 	if used != len(in) {
-		h.t.Fatalf("used %d of %d bytes", used, len(in))
+		h.t.Fatalf("%q: used %d of %d bytes", reqs, used, len(in))
 	}
 	return string(h.out)
 }

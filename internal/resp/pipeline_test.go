@@ -202,15 +202,7 @@ func FuzzLoopInput(f *testing.F) {
 // parsed when it is whole, not again at every read (which would cost the
 // square of its length).
 func TestLongRequestParsedOnce(t *testing.T) {
-	n, err := node.New(node.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
-	s, err := New(n, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := newMemServer(t)
 	arg := strings.Repeat("v", 60<<10)
 	var req bytes.Buffer
 	fmt.Fprintf(&req, "*17\r\n$4\r\nECHO\r\n")

@@ -1,14 +1,11 @@
 package resp
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"weak"
-
-	"github.com/latchd/latch/internal/node"
 )
 
 // trackEnv is a server over an in-memory node whose connections the test
@@ -22,18 +19,7 @@ type trackEnv struct {
 
 func newTrackEnv(t *testing.T) *trackEnv {
 	t.Helper()
-	n, err := node.New(node.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(n, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.Shutdown(context.Background())
-		n.Shutdown(context.Background())
-	})
+	_, s := newMemServer(t)
 	return &trackEnv{t: t, s: s, conns: map[string]*conn{}}
 }
 
