@@ -97,25 +97,30 @@ func TestClusterTracking(t *testing.T) {
 	a.send("HELLO", "3")
 	a.expect("$7\r\nmodules\r\n*0\r\n", 5*time.Second)
 	a.do("+OK\r\n", "CLIENT", "TRACKING", "ON")
-	// n1 may not have applied n2's SET yet: read until it has (each
-	// read tracks the key).
-	for i := 0; ; i++ {
-		a.send("GET", key)
-		a.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		line, err := a.br.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
+	// readTok GETs key on n1 until it reads the value tok: n1 may not
+	// have applied another node's SET yet (each read tracks the key, and
+	// the SET's arrival meanwhile is pushed).
+	readTok := func() {
+		t.Helper()
+		for i := 0; ; i++ {
+			a.send("GET", key)
+			a.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			line, err := a.br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line == "$3\r\n" {
+				a.expect("tok\r\n", time.Second)
+				return
+			}
+			if line != "_\r\n" || i > 100 {
+				t.Fatalf("GET on n1: %q", line)
+			}
+			a.expect(push(key), 5*time.Second)
+			time.Sleep(20 * time.Millisecond)
 		}
-		if line == "$3\r\n" {
-			a.expect("tok\r\n", time.Second)
-			break
-		}
-		if line != "_\r\n" || i > 100 {
-			t.Fatalf("GET on n1: %q", line)
-		}
-		a.expect(push(key), 5*time.Second) // the SET arrived meanwhile
-		time.Sleep(20 * time.Millisecond)
 	}
+	readTok()
 	b.do(":1\r\n", "DEL", key)
 	a.expect(push(key), 5*time.Second)
 
@@ -123,19 +128,7 @@ func TestClusterTracking(t *testing.T) {
 	c.do("+OK\r\n", "SET", key, "tok", "NX", "PX", "1500")
 	time.Sleep(100 * time.Millisecond)
 	a.do("+OK\r\n", "CLIENT", "TRACKING", "ON", "NOLOOP") // still on: the mode may change but not BCAST
-	for {
-		a.send("GET", key)
-		a.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		line, err := a.br.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if line == "$3\r\n" {
-			a.expect("tok\r\n", time.Second)
-			break
-		}
-		a.expect(push(key), 5*time.Second)
-	}
+	readTok()
 	start := time.Now()
 	a.expect(push(key), 5*time.Second)
 	if d := time.Since(start); d > 2500*time.Millisecond {
