@@ -40,8 +40,9 @@ type Reply struct {
 	Elems  []Reply
 }
 
-// ErrorReply returns the error reply msg (which starts with its code).
-func ErrorReply(msg string) Reply { return Reply{Kind: Error, Str: msg} }
+// ErrorReply returns the error reply msg (which starts with its code), on
+// one line, as Redis writes every error.
+func ErrorReply(msg string) Reply { return Reply{Kind: Error, Str: oneLine(msg)} }
 
 // smallInts are the Lua numbers 0 to 255 as values: the count a command
 // answers (DEL's, EXISTS's, PEXPIRE's) needs no allocation.
@@ -150,7 +151,7 @@ func fromLua(v lua.LValue, resp, depth int) Reply {
 			return ErrorReply("ERR reached lua stack limit")
 		}
 		if s, ok := v.RawGetString("err").(lua.LString); ok {
-			return ErrorReply(oneLine(string(s)))
+			return ErrorReply(string(s))
 		}
 		if s, ok := v.RawGetString("ok").(lua.LString); ok {
 			return Reply{Kind: Status, Str: oneLine(string(s))}

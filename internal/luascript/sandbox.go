@@ -278,7 +278,7 @@ func (sb *sandbox) run(s *Script, keys, argv [][]byte, c Caller, proto int) (Rep
 	if line == 0 {
 		suffix = fmt.Sprintf(" script: %s, on @user_script:?.", s.SHA)
 	}
-	return ErrorReply(oneLine(msg + suffix)), true
+	return ErrorReply(msg + suffix), true
 }
 
 // maxKeptFns bounds the main functions a sandbox keeps (sandbox.fns).

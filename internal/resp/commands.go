@@ -365,15 +365,23 @@ func (c *conn) sub(kind fsm.OwnedKind, flags fsm.OwnedFlags, value []byte, lease
 	return &c.subs[len(c.subs)-1]
 }
 
-// key checks a key a request names: a valid latch key that the
-// connection's token allows. On failure it adds the error plan.
-func (c *conn) key(k []byte) (string, bool) {
+// checkKey checks a key a request names: a valid latch key that the
+// connection's token allows. It returns the error message, or "".
+func (c *conn) checkKey(k []byte) string {
 	if err := latch.CheckKey(string(k)); err != nil {
-		c.fail("ERR " + err.Error() + " (latch keys are 1 to 250 bytes without space, CR or LF)")
-		return "", false
+		return "ERR " + err.Error() + " (latch keys are 1 to 250 bytes without space, CR or LF)"
 	}
 	if c.token != nil && !c.token.AllowsKey(string(k)) {
-		c.fail(fmt.Sprintf("NOPERM this token cannot access key '%s'", k))
+		return fmt.Sprintf("NOPERM this token cannot access key '%s'", k)
+	}
+	return ""
+}
+
+// key checks a key a request names (checkKey) and returns it as a string;
+// on failure it adds the error plan.
+func (c *conn) key(k []byte) (string, bool) {
+	if msg := c.checkKey(k); msg != "" {
+		c.fail(msg)
 		return "", false
 	}
 	if c.srun != nil {

@@ -264,18 +264,6 @@ func (c *conn) flushLua() {
 	c.rd.Keep(false)
 }
 
-// checkKey checks a key a request names, as conn.key: an error message,
-// or "".
-func (c *conn) checkKey(k []byte) string {
-	if err := latch.CheckKey(string(k)); err != nil {
-		return "ERR " + err.Error() + " (latch keys are 1 to 250 bytes without space, CR or LF)"
-	}
-	if c.token != nil && !c.token.AllowsKey(string(k)) {
-		return fmt.Sprintf("NOPERM this token cannot access key '%s'", k)
-	}
-	return ""
-}
-
 // scriptRun is one run of a script: its scratch view of the keys it
 // touched, and the write commands it ran (luascript.Caller).
 type scriptRun struct {
@@ -564,7 +552,7 @@ func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
 // planGet, apply and scriptReply do, without a plan or a command.
 func (r *scriptRun) get(k []byte) luascript.Reply {
 	if msg := r.c.checkKey(k); msg != "" {
-		return luascript.ErrorReply(errorLine(msg))
+		return luascript.ErrorReply(msg)
 	}
 	key := ""
 	if sk, ok := r.keys[string(k)]; ok {
@@ -576,7 +564,7 @@ func (r *scriptRun) get(k []byte) luascript.Reply {
 	sk, err := r.read(key)
 	switch {
 	case err != nil:
-		return luascript.ErrorReply(errorLine(errorReply(err)))
+		return luascript.ErrorReply(errorReply(err))
 	case sk.st.Foreign > 0 || sk.st.ZKeys > 0:
 		return luascript.ErrorReply(wrongType)
 	case sk.st.Count != 1:
@@ -593,7 +581,7 @@ func (r *scriptRun) get(k []byte) luascript.Reply {
 func scriptReply(p *plan, rs []fsm.Result) (luascript.Reply, bool) {
 	switch p.kind {
 	case rError:
-		return luascript.ErrorReply(errorLine(p.msg)), true
+		return luascript.ErrorReply(p.msg), true
 	case rCount, rGet, rOKOrNull, rExists:
 	default:
 		return luascript.Reply{}, false
@@ -605,7 +593,7 @@ func scriptReply(p *plan, rs []fsm.Result) (luascript.Reply, bool) {
 	}
 	for i := range rs {
 		if rs[i].Err != nil {
-			return luascript.ErrorReply(errorLine(errorReply(rs[i].Err))), true
+			return luascript.ErrorReply(errorReply(rs[i].Err)), true
 		}
 	}
 	var r fsm.Result
@@ -627,19 +615,6 @@ func scriptReply(p *plan, rs []fsm.Result) (luascript.Reply, bool) {
 		return luascript.Reply{Kind: luascript.Bulk, Str: r.Owner}, true
 	}
 	return luascript.Reply{Kind: luascript.Status, Str: "OK"}, true
-}
-
-// errorLine is an error message as Writer.Error sends it: on one line.
-func errorLine(msg string) string {
-	if !strings.ContainsAny(msg, "\r\n") {
-		return msg
-	}
-	return strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return ' '
-		}
-		return r
-	}, msg)
 }
 
 // apply applies an owned-lock command to the scratch view and answers as
