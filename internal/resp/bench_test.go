@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"testing"
 	"time"
@@ -162,9 +163,13 @@ func BenchmarkScriptCycle(b *testing.B) {
 }
 
 // BenchmarkScriptRelease: releases by a script the table does not know
-// (run in Lua), 16 in flight, of keys acquired before the timer starts,
-// as scripts/bench-redis.sh's release-lua run: pipelined scripts run as
-// batches. One op is one release.
+// (run in Lua), 16 in flight, as scripts/bench-redis.sh's release-lua run:
+// pipelined scripts run as batches, over a table of 100,000 held keys
+// (redis-benchmark's -r 100000) in random order, so that a release finds
+// its key where a server under that load does, out of the cache. Each
+// batch of 16 releases is followed by the 16 acquires (SET NX PX) that
+// take its keys again, so that the table stays full: one op is one
+// release and one acquire.
 func BenchmarkScriptRelease(b *testing.B) {
 	_, s := newMemServer(b)
 	body := []byte(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("unlink",KEYS[1]) else return 0 end`)
@@ -173,30 +178,53 @@ func BenchmarkScriptRelease(b *testing.B) {
 	}
 	sha := scriptSHA(body)
 	c := newLoopConn(s, new(benchConn).RemoteAddr())
-	const value = "owner-value-0123456789"
-	var acquire, release []byte
-	for i := range b.N {
-		key := fmt.Sprintf("lock:%012d", i)
-		acquire = fmt.Appendf(acquire, "*6\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n60000\r\n", len(key), key, len(value), value)
-		release = fmt.Appendf(release, "*5\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", sha, len(key), key, len(value), value)
+	const (
+		value = "owner-value-0123456789"
+		keys  = 100_000
+		pipe  = 16
+	)
+	acquire := func(dst []byte, key string) []byte {
+		return fmt.Appendf(dst, "*6\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n60000\r\n", len(key), key, len(value), value)
 	}
-	out, _, _ := c.Input(acquire, nil)
-	if want := b.N * len("+OK\r\n"); len(out) != want {
+	release := func(dst []byte, key string) []byte {
+		return fmt.Appendf(dst, "*5\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", sha, len(key), key, len(value), value)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var fill []byte
+	for _, i := range rng.Perm(keys) {
+		fill = acquire(fill, fmt.Sprintf("lock:%012d", i))
+	}
+	out, _, _ := c.Input(fill, nil)
+	if want := keys * len("+OK\r\n"); len(out) != want {
 		b.Fatalf("acquire: %d bytes of replies, want %d", len(out), want)
 	}
-	per := len(release) / max(b.N, 1) * 16
-	written := 0
+	// The batches: each a run of pipe releases, then one of pipe acquires.
+	var batches [][]byte
+	order := rng.Perm(keys)
+	for i := 0; i+pipe <= keys; i += pipe {
+		var rel, acq []byte
+		for _, k := range order[i : i+pipe] {
+			key := fmt.Sprintf("lock:%012d", k)
+			rel, acq = release(rel, key), acquire(acq, key)
+		}
+		batches = append(batches, rel, acq)
+	}
+	want := pipe * (len(":1\r\n") + len("+OK\r\n"))
 	b.ReportAllocs()
 	b.ResetTimer()
-	for in := release; len(in) > 0; {
-		chunk := in[:min(per, len(in))]
-		var used int
-		out, used, _ = c.Input(chunk, out[:0])
-		written += len(out)
-		in = in[used:]
-	}
-	b.StopTimer()
-	if want := b.N * len(":1\r\n"); written != want {
-		b.Fatalf("release: %d bytes of replies, want %d", written, want)
+	for n := 0; n < b.N; n += pipe {
+		at := n / pipe % (len(batches) / 2) * 2
+		written := 0
+		for _, in := range batches[at : at+2] {
+			var used int
+			out, used, _ = c.Input(in, out[:0])
+			if used != len(in) {
+				b.Fatalf("batch used %d bytes of %d", used, len(in))
+			}
+			written += len(out)
+		}
+		if written != want {
+			b.Fatalf("batch: %d bytes of replies, want %d", written, want)
+		}
 	}
 }
