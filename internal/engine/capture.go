@@ -397,11 +397,11 @@ func (c *Capture) addKey(name string, k *key) {
 		dst = binary.AppendUvarint(dst, uint64(sid))
 		dst = binary.AppendUvarint(dst, uint64(h.token))
 		dst = binary.AppendVarint(dst, h.acquired)
-		dst = appendTimer(dst, e.leaseOf(h))
-		if owner, ok := e.ownerOf(h); ok {
+		dst = appendTimer(dst, h.lease)
+		if h.owned {
 			dst = append(dst, 1)
-			dst = binary.AppendUvarint(dst, uint64(len(owner)))
-			dst = append(dst, owner...)
+			dst = binary.AppendUvarint(dst, uint64(len(h.owner)))
+			dst = append(dst, h.owner...)
 		} else {
 			dst = append(dst, 0)
 		}

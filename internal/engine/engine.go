@@ -24,9 +24,7 @@ type Engine struct {
 	keys     map[string]*key
 	sessions map[latch.SessionID]*session
 	waiters  map[WaiterID]*waiter
-	delays   map[*key]*timer  // lock-delays; rare, so kept out of key
-	leases   map[*hold]*timer // leases, kept out of hold to keep key small
-	owners   map[*hold]string // owner values of owned holds (owned.go)
+	delays   map[*key]*timer // lock-delays; rare, so kept out of key
 
 	// The peaks of keys, sessions and waiters, which are rebuilt when they
 	// drain far below them (peakmap).
@@ -95,8 +93,6 @@ func New(cfg Config) *Engine {
 		sessions: make(map[latch.SessionID]*session),
 		waiters:  make(map[WaiterID]*waiter),
 		delays:   make(map[*key]*timer),
-		leases:   make(map[*hold]*timer),
-		owners:   make(map[*hold]string),
 	}
 }
 
@@ -826,31 +822,22 @@ func (e *Engine) setLease(h *hold, lease time.Duration) int64 {
 		e.dropLease(h)
 		return 0
 	}
-	t := e.leases[h]
+	t := h.lease
 	if t == nil {
 		t = &timer{kind: timerLease, hold: h, idx: -1}
-		e.leases[h] = t
+		h.lease = t
 	}
 	when := addTime(e.now, lease)
 	e.schedule(t, when)
 	return when
 }
 
-// leaseOf returns h's lease timer, nil when h has no lease. Without any
-// lease in the table it costs no map lookup.
-func (e *Engine) leaseOf(h *hold) *timer {
-	if len(e.leases) == 0 {
-		return nil
-	}
-	return e.leases[h]
-}
-
 // dropLease removes h's lease, if it has one.
 func (e *Engine) dropLease(h *hold) {
-	if t := e.leaseOf(h); t != nil {
+	if t := h.lease; t != nil {
 		e.changeKey(h.k)
 		e.timers.remove(t)
-		delete(e.leases, h)
+		h.lease = nil
 	}
 }
 
@@ -867,15 +854,11 @@ func (e *Engine) dropHold(h *hold, cause DropCause) {
 		if h.s != nil {
 			sid = h.s.id
 		}
-		_, owned := e.ownerOf(h)
-		e.drops = append(e.drops, Drop{Session: sid, Acquired: h.acquired, At: e.now, Cause: cause, Owned: owned})
+		e.drops = append(e.drops, Drop{Session: sid, Acquired: h.acquired, At: e.now, Cause: cause, Owned: h.owned})
 	}
 	unlinkFromKey(h)
 	unlinkFromSession(h)
 	e.dropLease(h)
-	if len(e.owners) > 0 {
-		delete(e.owners, h)
-	}
 	e.nholds--
 	if h == &k.h0 {
 		k.h0 = hold{}
@@ -937,7 +920,7 @@ func (e *Engine) endSession(s *session) {
 	}
 	for s.holds != nil {
 		h := s.holds
-		if e.leaseOf(h) != nil {
+		if h.lease != nil {
 			e.changeKey(h.k)
 			unlinkFromSession(h)
 			continue

@@ -51,10 +51,10 @@ func (e *Engine) keyState(k *key) KeyState {
 		if h.s != nil {
 			hs.Session = h.s.id
 		}
-		if t := e.leaseOf(h); t != nil {
-			hs.Expires = t.when
+		if h.lease != nil {
+			hs.Expires = h.lease.when
 		}
-		hs.Owner, hs.Owned = e.ownerOf(h)
+		hs.Owner, hs.Owned = h.owner, h.owned
 		st.Holders = append(st.Holders, hs)
 	}
 	slices.SortFunc(st.Holders, func(a, b HolderState) int { return cmp.Compare(a.Token, b.Token) })

@@ -19,8 +19,7 @@ import (
 //
 // Owned holds share the lock table with session holds: a key held either
 // way excludes the other, and a release of an owned hold grants the key's
-// queued requests in the same step. The owner values are kept in
-// Engine.owners, out of the hold record, like leases.
+// queued requests in the same step.
 
 // OwnedState describes the current holder of a key, as the owned-hold
 // operations see it at an instant.
@@ -51,7 +50,7 @@ func (e *Engine) Owned(now int64, name string) OwnedState {
 	var st OwnedState
 	for h := k.holds; h != nil; h = h.knext {
 		var exp int64
-		if t := e.leaseOf(h); t != nil {
+		if t := h.lease; t != nil {
 			if t.when <= now {
 				continue
 			}
@@ -61,8 +60,8 @@ func (e *Engine) Owned(now int64, name string) OwnedState {
 			st.Token, st.Expires = h.token, exp
 		}
 		st.Held = true
-		if owner, ok := e.ownerOf(h); ok {
-			st.Owned, st.Owner = true, owner
+		if h.owned {
+			st.Owned, st.Owner = true, h.owner
 		}
 	}
 	st.Shared = st.Held && k.mode == latch.Shared
@@ -94,7 +93,7 @@ func (e *Engine) AcquireOwned(now int64, names []string, owner []byte, lease tim
 	tok, exp := e.grant(nil, e.reqKeys, latch.Exclusive, 0, lease, false)
 	o := string(owner)
 	for _, k := range e.reqKeys {
-		e.owners[k.holds] = o
+		k.holds.owner, k.holds.owned = o, true
 	}
 	e.clearScratch()
 	return Result{Granted: true, Token: tok, Expires: exp}, e.events, nil
@@ -108,7 +107,7 @@ var ErrOwnedBusy error = &latch.BusyError{Err: latch.ErrWouldBlock}
 // latch.ErrNotHeld when the key has none.
 func (e *Engine) ownedHold(op, name string) (*hold, error) {
 	if k := e.keys[name]; k != nil && k.nholds == 1 {
-		if _, ok := e.ownerOf(k.holds); ok {
+		if k.holds.owned {
 			return k.holds, nil
 		}
 	}
@@ -157,9 +156,9 @@ func (e *Engine) ReplaceOwner(now int64, name, owner string, takeover bool) (str
 	if err != nil {
 		return "", 0, e.events, err
 	}
-	old := e.owners[h]
+	old := h.owner
 	e.changeKey(h.k)
-	e.owners[h] = owner
+	h.owner = owner
 	if takeover {
 		e.token++
 		h.token = e.token
@@ -167,14 +166,4 @@ func (e *Engine) ReplaceOwner(now int64, name, owner string, takeover bool) (str
 		e.dropLease(h)
 	}
 	return old, h.token, e.events, nil
-}
-
-// ownerOf returns h's owner value, and false when h is a session's hold.
-// Without any owned hold in the table it costs no map lookup.
-func (e *Engine) ownerOf(h *hold) (string, bool) {
-	if len(e.owners) == 0 {
-		return "", false
-	}
-	o, ok := e.owners[h]
-	return o, ok
 }

@@ -440,11 +440,11 @@ func (r *restorer) restoreHolds(k *key, i int) {
 			r.holds[sessionKey{sid, i}] = h
 		}
 		if owned {
-			e.owners[h] = owner
+			h.owner, h.owned = owner, true
 		}
 		if leased {
 			t := &timer{kind: timerLease, hold: h, idx: -1}
-			e.leases[h] = t
+			h.lease = t
 			r.setTimer(t, when, seq, fmt.Sprintf("key %q lease", k.name))
 		}
 	}

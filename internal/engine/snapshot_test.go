@@ -443,13 +443,24 @@ func sameEngines(a, b *Engine) error {
 	return sameCounters(a, b)
 }
 
+// leases counts the lease timers in e's heap.
+func leases(e *Engine) int {
+	n := 0
+	for _, t := range e.timers {
+		if t.kind == timerLease {
+			n++
+		}
+	}
+	return n
+}
+
 // sameCounters compares what the snapshot does not spell out: the
 // counters of keys and sessions, the queues and the session lists.
 func sameCounters(a, b *Engine) error {
-	if a.nholds != b.nholds || len(a.timers) != len(b.timers) || len(a.leases) != len(b.leases) || len(a.delays) != len(b.delays) ||
+	if a.nholds != b.nholds || len(a.timers) != len(b.timers) || leases(a) != leases(b) || len(a.delays) != len(b.delays) ||
 		len(a.waiters) != len(b.waiters) || len(a.keys) != len(b.keys) || len(a.sessions) != len(b.sessions) {
 		return fmt.Errorf("table counts differ: holds %d/%d, timers %d/%d, leases %d/%d, delays %d/%d, waiters %d/%d, keys %d/%d, sessions %d/%d",
-			a.nholds, b.nholds, len(a.timers), len(b.timers), len(a.leases), len(b.leases), len(a.delays), len(b.delays),
+			a.nholds, b.nholds, len(a.timers), len(b.timers), leases(a), leases(b), len(a.delays), len(b.delays),
 			len(a.waiters), len(b.waiters), len(a.keys), len(b.keys), len(a.sessions), len(b.sessions))
 	}
 	for name, ka := range a.keys {

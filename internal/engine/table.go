@@ -57,8 +57,11 @@ type hold struct {
 	s        *session // nil once a leased hold's session has ended
 	token    latch.Token
 	acquired int64
-	// A lease is in Engine.leases, so that a key record with its inline
-	// first hold fits in 112 bytes.
+	lease    *timer // nil without a lease
+	// An owned hold (owned.go) is owned by the value owner, not by a
+	// session.
+	owner string
+	owned bool
 
 	kprev, knext *hold
 	sprev, snext *hold
