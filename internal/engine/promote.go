@@ -19,8 +19,8 @@ func (e *Engine) Promote(now int64, grace time.Duration) []Event {
 	e.begin(now)
 	until := addTime(e.now, max(grace, 0))
 	var due []*timer
-	for _, t := range e.timers {
-		if (t.kind == timerLease || t.kind == timerSession) && t.when < until {
+	for _, ent := range e.timers {
+		if t := ent.t; (t.kind == timerLease || t.kind == timerSession) && t.when < until {
 			due = append(due, t)
 		}
 	}

@@ -243,6 +243,9 @@ func (r *restorer) restore() {
 	e.lastSession = latch.SessionID(r.uvarint("last session"))
 	e.lastWaiter = WaiterID(r.uvarint("last waiter"))
 	e.timerSeq = r.uvarint("timer sequence")
+	if e.timerSeq >= 1<<63 {
+		r.fail("timer sequence %d, not below 1<<63", e.timerSeq)
+	}
 	if r.err == nil && e.now < 0 {
 		r.fail("now %d is negative", e.now)
 	}

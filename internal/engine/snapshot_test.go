@@ -446,8 +446,8 @@ func sameEngines(a, b *Engine) error {
 // leases counts the lease timers in e's heap.
 func leases(e *Engine) int {
 	n := 0
-	for _, t := range e.timers {
-		if t.kind == timerLease {
+	for _, ent := range e.timers {
+		if ent.t.kind == timerLease {
 			n++
 		}
 	}

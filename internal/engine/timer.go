@@ -32,23 +32,47 @@ func (t *timer) class() uint8 {
 	return 0
 }
 
+// order is t's rank among timers due at the same instant: its class, then
+// its sequence number (below 1<<63: Engine.schedule and the snapshot
+// restorer keep it there).
+func (t *timer) order() uint64 {
+	return uint64(t.class())<<63 | t.seq
+}
+
 func (t *timer) before(u *timer) bool {
 	if t.when != u.when {
 		return t.when < u.when
 	}
-	if c, d := t.class(), u.class(); c != d {
-		return c < d
-	}
-	return t.seq < u.seq
+	return t.order() < u.order()
 }
 
-// timerHeap is a binary min-heap of timers that supports removal and
-// rescheduling in O(log n).
-type timerHeap []*timer
+// timerHeap is a 4-ary min-heap of timers that supports removal and
+// rescheduling in O(log n). Each entry carries a copy of its timer's
+// instant and order, so that sifting compares entries of the heap's own
+// array, where a node's children sit side by side, and touches a timer only
+// to record where it moved. In a large table the timers are out of the
+// cache: a binary heap that read two of them at every level cost most of a
+// lock's release, where its last entry, moved into the hole, sank to the
+// bottom. With four children a level, three nodes in four are leaves, and
+// a sift moves a third as far.
+type timerHeap []heapEntry
+
+type heapEntry struct {
+	when  int64
+	order uint64
+	t     *timer
+}
+
+func (a *heapEntry) before(b *heapEntry) bool {
+	if a.when != b.when {
+		return a.when < b.when
+	}
+	return a.order < b.order
+}
 
 func (h *timerHeap) push(t *timer) {
 	t.idx = len(*h)
-	*h = append(*h, t)
+	*h = append(*h, heapEntry{when: t.when, order: t.order(), t: t})
 	h.up(t.idx)
 }
 
@@ -60,16 +84,23 @@ func (h *timerHeap) remove(t *timer) {
 	if i != last {
 		h.swap(i, last)
 	}
-	(*h)[last] = nil
+	(*h)[last] = heapEntry{}
 	*h = (*h)[:last]
 	t.idx = -1
 	if i != last {
-		h.fix(i)
+		h.sift(i)
 	}
 }
 
-// fix restores the heap order after the timer at i changed.
-func (h *timerHeap) fix(i int) {
+// fix restores the heap order after the timer at i was rescheduled.
+func (h timerHeap) fix(i int) {
+	e := &h[i]
+	e.when, e.order = e.t.when, e.t.order()
+	h.sift(i)
+}
+
+// sift moves the entry at i down or up to its place.
+func (h timerHeap) sift(i int) {
 	if !h.down(i) {
 		h.up(i)
 	}
@@ -79,19 +110,19 @@ func (h timerHeap) top() *timer {
 	if len(h) == 0 {
 		return nil
 	}
-	return h[0]
+	return h[0].t
 }
 
 func (h timerHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].idx = i
-	h[j].idx = j
+	h[i].t.idx = i
+	h[j].t.idx = j
 }
 
 func (h timerHeap) up(i int) {
 	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(h[p]) {
+		p := (i - 1) / 4
+		if !h[i].before(&h[p]) {
 			return
 		}
 		h.swap(i, p)
@@ -102,15 +133,17 @@ func (h timerHeap) up(i int) {
 func (h timerHeap) down(i int) bool {
 	start, n := i, len(h)
 	for {
-		l := 2*i + 1
-		if l >= n {
+		first := 4*i + 1
+		if first >= n {
 			break
 		}
-		m := l
-		if r := l + 1; r < n && h[r].before(h[l]) {
-			m = r
+		m := first
+		for c := first + 1; c < min(first+4, n); c++ {
+			if h[c].before(&h[m]) {
+				m = c
+			}
 		}
-		if !h[m].before(h[i]) {
+		if !h[m].before(&h[i]) {
 			break
 		}
 		h.swap(i, m)
