@@ -11,7 +11,7 @@ import (
 	"github.com/latchd/latch/internal/peakmap"
 )
 
-// maxPooled bounds the free lists of keys and holds.
+// maxPooled bounds the free lists of keys, holds and lease timers.
 const maxPooled = 1024
 
 // Engine is the lock table. See the package documentation for its rules.
@@ -49,6 +49,7 @@ type Engine struct {
 
 	freeKeys    []*key
 	freeHolds   []*hold
+	freeLeases  []*timer
 	freeWaiters []*waiter
 
 	// capture is the open Capture, told of every change before it is
@@ -824,7 +825,14 @@ func (e *Engine) setLease(h *hold, lease time.Duration) int64 {
 	}
 	t := h.lease
 	if t == nil {
-		t = &timer{kind: timerLease, hold: h, idx: -1}
+		if n := len(e.freeLeases); n > 0 {
+			t = e.freeLeases[n-1]
+			e.freeLeases[n-1] = nil
+			e.freeLeases = e.freeLeases[:n-1]
+		} else {
+			t = &timer{kind: timerLease, idx: -1}
+		}
+		t.hold = h
 		h.lease = t
 	}
 	when := addTime(e.now, lease)
@@ -838,6 +846,10 @@ func (e *Engine) dropLease(h *hold) {
 		e.changeKey(h.k)
 		e.timers.remove(t)
 		h.lease = nil
+		if len(e.freeLeases) < maxPooled {
+			*t = timer{kind: timerLease, idx: -1}
+			e.freeLeases = append(e.freeLeases, t)
+		}
 	}
 }
 
