@@ -271,13 +271,14 @@ type scriptRun struct {
 	ro bool
 	at int64 // the script's instant: time stands still while it runs
 
-	keys  map[string]*scratchKey
-	free  []*scratchKey // cleared ones, for the next keys read
-	order []string      // the keys in the order first touched
-	tx    []fsm.Command // the writes, in order
-	pred  []fsm.Result  // what the scratch view answered for each
-	watch []fsm.Watch
-	txCmd fsm.Command // the transaction proposed (kept: no allocation)
+	keys   map[string]*scratchKey
+	free   []*scratchKey // cleared ones, for the next keys read
+	order  []string      // the keys in the order first touched
+	tx     []fsm.Command // the writes, in order
+	txKeys []string      // their keys, one array for them all
+	pred   []fsm.Result  // what the scratch view answered for each
+	watch  []fsm.Watch
+	txCmd  fsm.Command // the transaction proposed (kept: no allocation)
 
 	// The scratch state of the keys the running script changed, as it
 	// was before (begin, rollback), and where its writes start in tx.
@@ -369,8 +370,9 @@ func (r *scriptRun) clear() {
 	clear(r.keys)
 	clear(r.order)
 	clear(r.tx)
+	clear(r.txKeys)
 	clear(r.pred)
-	r.order, r.tx, r.pred = r.order[:0], r.tx[:0], r.pred[:0]
+	r.order, r.tx, r.txKeys, r.pred = r.order[:0], r.tx[:0], r.txKeys[:0], r.pred[:0]
 	r.watch = r.watch[:0]
 	clear(r.undo)
 	r.undo, r.first = r.undo[:0], 0
@@ -892,7 +894,9 @@ func (r *scriptRun) keep(sub *fsm.Command, res fsm.Result) {
 		return
 	}
 	c := *sub
-	c.Req.Keys = slices.Clone(sub.Req.Keys)
+	at := len(r.txKeys)
+	r.txKeys = append(r.txKeys, sub.Req.Keys...)
+	c.Req.Keys = r.txKeys[at:len(r.txKeys):len(r.txKeys)]
 	c.Value = bytes.Clone(sub.Value)
 	r.tx = append(r.tx, c)
 	r.pred = append(r.pred, res)
