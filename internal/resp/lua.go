@@ -279,6 +279,9 @@ type scriptRun struct {
 	pred   []fsm.Result  // what the scratch view answered for each
 	watch  []fsm.Watch
 	txCmd  fsm.Command // the transaction proposed (kept: no allocation)
+	// txResults is room for its results (fsm.Command.TxResults), reused
+	// unless a proposal's outcome was unknown, or it grew past maxBatch.
+	txResults []fsm.Result
 
 	// The scratch state of the keys the running script changed, as it
 	// was before (begin, rollback), and where its writes start in tx.
@@ -454,7 +457,7 @@ func (r *scriptRun) commit() (done bool, err error) {
 		r.watch = append(r.watch, r.keys[key].watch)
 	}
 	in := &r.txCmd
-	*in = fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch, Client: r.c.clientTag()}
+	*in = fsm.Command{Op: fsm.OpOwnedTx, Tx: r.tx, Watch: r.watch, Client: r.c.clientTag(), TxResults: r.txResults}
 	res := svc.Owned(in)
 	*in = fsm.Command{}
 	r.c.settle()
@@ -462,8 +465,15 @@ func (r *scriptRun) commit() (done bool, err error) {
 		return false, nil
 	}
 	if res.Err != nil {
+		// The outcome may be unknown (a cluster that let go of the
+		// request may still apply it, into this room): never reuse it.
+		r.txResults = nil
 		return false, res.Err
 	}
+	if cap(res.Tx) <= maxBatch {
+		r.txResults = res.Tx[:0] // a script's many writes keep none
+	}
+	defer clear(res.Tx)
 	if r.c.srv.scriptCheck != nil {
 		r.c.srv.scriptCheck(r.tx, r.pred, res.Tx)
 	}
