@@ -128,6 +128,9 @@ const headerMax = 32
 
 // array reads a RESP array of bulk strings.
 func (rd *Reader) array() error {
+	if rd.arrayBuffered() {
+		return nil
+	}
 	line, err := rd.readLine(headerMax, "too big mbulk count string")
 	if err != nil {
 		return err
@@ -179,6 +182,59 @@ func (rd *Reader) array() error {
 		rd.args = append(rd.args, rd.arena[start:len(rd.arena):len(rd.arena)])
 	}
 	return nil
+}
+
+// arrayBuffered reads the array at the start of the buffered input, as
+// array does, when all of it has arrived and it is well formed within the
+// limits, and reports whether it did: then it parses the buffer in place,
+// with no read call for each line and argument. Otherwise it consumes
+// nothing and array reads the request the slow way, which waits for the
+// rest or finds the error.
+func (rd *Reader) arrayBuffered() bool {
+	in, _ := rd.r.Peek(rd.r.Buffered())
+	line, pos := headerAt(in, 0)
+	if pos < 0 {
+		return false
+	}
+	n, ok := parseInt(line[1:])
+	if !ok || n <= 0 || n > int64(rd.lim.MaxArgs) {
+		return false
+	}
+	args, start := len(rd.args), len(rd.arena)
+	for range n {
+		line, next := headerAt(in, pos)
+		l, ok := int64(0), false
+		if next >= 0 && len(line) > 0 && line[0] == '$' {
+			l, ok = parseInt(line[1:])
+		}
+		if !ok || l < 0 || l > 512<<20 || l > int64(rd.lim.MaxBulk) ||
+			next+int(l)+2 > len(in) || in[next+int(l)] != '\r' || in[next+int(l)+1] != '\n' {
+			rd.args, rd.arena = rd.args[:args], rd.arena[:start]
+			return false
+		}
+		at := len(rd.arena)
+		rd.arena = append(rd.arena, in[next:next+int(l)]...)
+		rd.args = append(rd.args, rd.arena[at:len(rd.arena):len(rd.arena)])
+		pos = next + int(l) + 2
+	}
+	rd.r.Discard(pos)
+	return true
+}
+
+// headerAt returns the header line at in[pos:] without its end, as
+// readLine(headerMax) would, and the position after it: -1 when it has
+// not all arrived or is too long.
+func headerAt(in []byte, pos int) ([]byte, int) {
+	rest := in[pos:]
+	i := bytes.IndexByte(rest[:min(len(rest), headerMax+2)], '\n')
+	if i < 0 {
+		return nil, -1
+	}
+	line := trimEOL(rest[:i+1])
+	if len(line) > headerMax {
+		return nil, -1
+	}
+	return line, pos + i + 1
 }
 
 // complete reports whether in may start with a whole request: false only

@@ -14,7 +14,14 @@ var testLimits = Limits{MaxArgs: 16, MaxBulk: 64, MaxInline: 64}
 
 // readAll reads every request of in, and the error that ended them.
 func readAll(in []byte, lim Limits) ([][]string, error) {
-	rd := NewReader(bufio.NewReaderSize(bytes.NewReader(in), 16), lim)
+	return readAllSize(in, lim, 16)
+}
+
+// readAllSize reads in through a buffer of size bytes: 16 (bufio's least)
+// makes the Reader read most requests line by line, a large one lets it
+// parse whole ones in the buffer (arrayBuffered).
+func readAllSize(in []byte, lim Limits, size int) ([][]string, error) {
+	rd := NewReader(bufio.NewReaderSize(bytes.NewReader(in), size), lim)
 	var out [][]string
 	for {
 		args, err := rd.Next()
@@ -50,11 +57,17 @@ func TestReader(t *testing.T) {
 		{strings.Repeat("a", 70) + "\r\n", `[] Protocol error: too big inline request`},
 		{"*2\r\n$3\r\nGET\r\n", `[] unexpected EOF`},
 		{"*1\r\n$4\r\nPI", `[] unexpected EOF`},
+		{"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*1\r\n$4\r\nPING\r\n", `[[SET k v] [PING]] EOF`},
+		{"*2\r\n$3\r\nGET\r\n$1\r\nkx\r\n", `[] Protocol error: bulk string not followed by CRLF`},
+		{"*2\r\n$3\r\n000\r\n000\r\n\r\n", `[] Protocol error: expected '$', got '0'`},
+		{"*1\r\n$" + strings.Repeat("0", 40) + "\r\n", `[] Protocol error: too big bulk count string`},
 	}
 	for _, tt := range tests {
-		reqs, err := readAll([]byte(tt.in), testLimits)
-		if got := fmt.Sprintf("%v %v", reqs, err); got != tt.want {
-			t.Errorf("%q: got %q, want %q", tt.in, got, tt.want)
+		for _, size := range []int{16, 4096} {
+			reqs, err := readAllSize([]byte(tt.in), testLimits, size)
+			if got := fmt.Sprintf("%v %v", reqs, err); got != tt.want {
+				t.Errorf("%q, buffer of %d: got %q, want %q", tt.in, size, got, tt.want)
+			}
 		}
 	}
 }
@@ -110,6 +123,14 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 		reqs, err := readAll(in, testLimits)
+		// Parsed in a buffer that holds it, the same requests and error
+		// (but where the input ends: an inline line too long for the
+		// limit is refused when the buffer fills, or is cut by the end).
+		whole, werr := readAllSize(in, testLimits, len(in)+16)
+		eof := func(err error) bool { return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) }
+		if fmt.Sprint(whole) != fmt.Sprint(reqs) || !eof(err) && !eof(werr) && werr.Error() != err.Error() {
+			t.Fatalf("read whole: %q %v, line by line: %q %v", whole, werr, reqs, err)
+		}
 		var pe *ProtocolError
 		if !errors.As(err, &pe) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("unexpected error %v", err)
@@ -143,4 +164,28 @@ func FuzzCanonical(f *testing.F) {
 		_ = Canonical(in)
 		_ = recognise(in)
 	})
+}
+
+// BenchmarkReader parses a client's batch of 16 pipelined requests (SET NX
+// PX, as redis-benchmark sends them) out of one read. One op is the batch.
+func BenchmarkReader(b *testing.B) {
+	var batch []byte
+	for i := range 16 {
+		key := fmt.Sprintf("lock:%012d", i)
+		batch = fmt.Appendf(batch, "*6\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$22\r\nowner-value-0123456789\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n", len(key), key)
+	}
+	src := bytes.NewReader(batch)
+	br := bufio.NewReaderSize(src, 4<<10)
+	rd := NewReader(br, Limits{MaxArgs: 1024, MaxBulk: 1 << 20, MaxInline: 64 << 10})
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	for b.Loop() {
+		src.Reset(batch)
+		br.Reset(src)
+		for range 16 {
+			if args, err := rd.Next(); err != nil || len(args) != 6 {
+				b.Fatal(args, err)
+			}
+		}
+	}
 }
