@@ -24,12 +24,7 @@ func (e *Engine) Promote(now int64, grace time.Duration) []Event {
 			due = append(due, t)
 		}
 	}
-	slices.SortFunc(due, func(a, b *timer) int {
-		if a.before(b) {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(due, compareTimers)
 	for _, t := range due {
 		e.schedule(t, until)
 	}

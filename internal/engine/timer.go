@@ -46,6 +46,15 @@ func (t *timer) before(u *timer) bool {
 	return t.order() < u.order()
 }
 
+// compareTimers orders timers as they fire (for slices.SortFunc): no two
+// scheduled timers tie.
+func compareTimers(a, b *timer) int {
+	if a.before(b) {
+		return -1
+	}
+	return 1
+}
+
 // timerHeap is a 4-ary min-heap of timers that supports removal and
 // rescheduling in O(log n). Each entry carries a copy of its timer's
 // instant and order, so that sifting compares entries of the heap's own

@@ -44,12 +44,7 @@ func TestTimerHeap(t *testing.T) {
 				want = append(want, tm)
 			}
 		}
-		slices.SortFunc(want, func(a, b *timer) int {
-			if a.before(b) {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(want, compareTimers)
 		for i, w := range want {
 			got := h.top()
 			if got != w {
