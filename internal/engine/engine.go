@@ -11,8 +11,31 @@ import (
 	"github.com/latchd/latch/internal/peakmap"
 )
 
-// maxPooled bounds the free lists of keys, holds and lease timers.
+// maxPooled bounds each free list.
 const maxPooled = 1024
+
+// freeList keeps cleared records of a kind for reuse, maxPooled at most;
+// the one taken is the one last freed, the likeliest still in the cache.
+type freeList[T any] []*T
+
+// get returns a kept record, or a new one.
+func (l *freeList[T]) get() *T {
+	n := len(*l)
+	if n == 0 {
+		return new(T)
+	}
+	x := (*l)[n-1]
+	(*l)[n-1] = nil
+	*l = (*l)[:n-1]
+	return x
+}
+
+// put keeps x, which the caller has cleared, unless the list is full.
+func (l *freeList[T]) put(x *T) {
+	if len(*l) < maxPooled {
+		*l = append(*l, x)
+	}
+}
 
 // Engine is the lock table. See the package documentation for its rules.
 // The zero value is not usable; call New.
@@ -47,10 +70,10 @@ type Engine struct {
 	reqNames []string
 	reqSeen  map[string]struct{}
 
-	freeKeys    []*key
-	freeHolds   []*hold
-	freeLeases  []*timer
-	freeWaiters []*waiter
+	freeKeys    freeList[key]
+	freeHolds   freeList[hold]
+	freeLeases  freeList[timer]
+	freeWaiters freeList[waiter]
 
 	// capture is the open Capture, told of every change before it is
 	// made; nil when none is open.
@@ -709,22 +732,13 @@ func (e *Engine) collect(k *key) {
 	if e.keysPeak.Due(len(e.keys)) {
 		e.keys = peakmap.Rebuild(e.keys, &e.keysPeak)
 	}
-	if len(e.freeKeys) < maxPooled {
-		*k = key{}
-		e.freeKeys = append(e.freeKeys, k)
-	}
+	*k = key{}
+	e.freeKeys.put(k)
 }
 
 // newKey adds an empty key to the table.
 func (e *Engine) newKey(name string) *key {
-	var k *key
-	if n := len(e.freeKeys); n > 0 {
-		k = e.freeKeys[n-1]
-		e.freeKeys[n-1] = nil
-		e.freeKeys = e.freeKeys[:n-1]
-	} else {
-		k = new(key)
-	}
+	k := e.freeKeys.get()
 	k.name = name
 	e.keys[name] = k
 	e.madeKey(k)
@@ -803,14 +817,7 @@ func (e *Engine) newHold(k *key) *hold {
 		k.h0.k = k
 		return &k.h0
 	}
-	var h *hold
-	if n := len(e.freeHolds); n > 0 {
-		h = e.freeHolds[n-1]
-		e.freeHolds[n-1] = nil
-		e.freeHolds = e.freeHolds[:n-1]
-	} else {
-		h = new(hold)
-	}
+	h := e.freeHolds.get()
 	h.k = k
 	return h
 }
@@ -825,14 +832,8 @@ func (e *Engine) setLease(h *hold, lease time.Duration) int64 {
 	}
 	t := h.lease
 	if t == nil {
-		if n := len(e.freeLeases); n > 0 {
-			t = e.freeLeases[n-1]
-			e.freeLeases[n-1] = nil
-			e.freeLeases = e.freeLeases[:n-1]
-		} else {
-			t = &timer{kind: timerLease, idx: -1}
-		}
-		t.hold = h
+		t = e.freeLeases.get()
+		*t = timer{kind: timerLease, hold: h, idx: -1}
 		h.lease = t
 	}
 	when := addTime(e.now, lease)
@@ -846,10 +847,8 @@ func (e *Engine) dropLease(h *hold) {
 		e.changeKey(h.k)
 		e.timers.remove(t)
 		h.lease = nil
-		if len(e.freeLeases) < maxPooled {
-			*t = timer{kind: timerLease, idx: -1}
-			e.freeLeases = append(e.freeLeases, t)
-		}
+		*t = timer{}
+		e.freeLeases.put(t)
 	}
 }
 
@@ -876,9 +875,7 @@ func (e *Engine) dropHold(h *hold, cause DropCause) {
 		k.h0 = hold{}
 	} else {
 		*h = hold{}
-		if len(e.freeHolds) < maxPooled {
-			e.freeHolds = append(e.freeHolds, h)
-		}
+		e.freeHolds.put(h)
 	}
 	e.markDirty(k)
 }
@@ -900,23 +897,14 @@ func (e *Engine) removeWaiter(w *waiter) {
 	if e.waitersPeak.Due(len(e.waiters)) {
 		e.waiters = peakmap.Rebuild(e.waiters, &e.waitersPeak)
 	}
-	if len(e.freeWaiters) < maxPooled {
-		clear(w.entries)
-		*w = waiter{entries: w.entries[:0]}
-		e.freeWaiters = append(e.freeWaiters, w)
-	}
+	clear(w.entries)
+	*w = waiter{entries: w.entries[:0]}
+	e.freeWaiters.put(w)
 }
 
 // newWaiter returns a blank waiter with n queue entries.
 func (e *Engine) newWaiter(n int) *waiter {
-	var w *waiter
-	if i := len(e.freeWaiters); i > 0 {
-		w = e.freeWaiters[i-1]
-		e.freeWaiters[i-1] = nil
-		e.freeWaiters = e.freeWaiters[:i-1]
-	} else {
-		w = new(waiter)
-	}
+	w := e.freeWaiters.get()
 	w.entries = slices.Grow(w.entries[:0], n)[:n]
 	return w
 }

@@ -39,17 +39,15 @@ func (t *timer) order() uint64 {
 	return uint64(t.class())<<63 | t.seq
 }
 
-func (t *timer) before(u *timer) bool {
-	if t.when != u.when {
-		return t.when < u.when
-	}
-	return t.order() < u.order()
+// entry is t's heap entry: t with a copy of its instant and order.
+func (t *timer) entry() heapEntry {
+	return heapEntry{when: t.when, order: t.order(), t: t}
 }
 
 // compareTimers orders timers as they fire (for slices.SortFunc): no two
 // scheduled timers tie.
 func compareTimers(a, b *timer) int {
-	if a.before(b) {
+	if ea, eb := a.entry(), b.entry(); ea.before(&eb) {
 		return -1
 	}
 	return 1
@@ -72,6 +70,8 @@ type heapEntry struct {
 	t     *timer
 }
 
+// before reports whether a fires before b: at an earlier instant, or at
+// the same one in a lower order.
 func (a *heapEntry) before(b *heapEntry) bool {
 	if a.when != b.when {
 		return a.when < b.when
@@ -81,7 +81,7 @@ func (a *heapEntry) before(b *heapEntry) bool {
 
 func (h *timerHeap) push(t *timer) {
 	t.idx = len(*h)
-	*h = append(*h, heapEntry{when: t.when, order: t.order(), t: t})
+	*h = append(*h, t.entry())
 	h.up(t.idx)
 }
 
@@ -103,8 +103,7 @@ func (h *timerHeap) remove(t *timer) {
 
 // fix restores the heap order after the timer at i was rescheduled.
 func (h timerHeap) fix(i int) {
-	e := &h[i]
-	e.when, e.order = e.t.when, e.t.order()
+	h[i] = h[i].t.entry()
 	h.sift(i)
 }
 
