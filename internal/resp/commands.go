@@ -385,9 +385,7 @@ func (c *conn) key(k []byte) (string, bool) {
 		return "", false
 	}
 	if c.srun != nil {
-		if sk, ok := c.srun.keys[string(k)]; ok {
-			return sk.key, true // a script's key: the string its scratch view has
-		}
+		return c.srun.keyString(k), true
 	}
 	return string(k), true
 }
@@ -503,27 +501,38 @@ func (c *conn) readClock() {
 	}
 }
 
-// answer writes the reply of p and reports whether it was an error.
-func (c *conn) answer(p *plan) bool {
-	w := c.w
+// failure is the error that plan p, whose results are rs, answers: its
+// own (rError), WRONGTYPE for a typed command on a key of another kind,
+// or the first result's error; "" when it answers a value.
+func (p *plan) failure(rs []fsm.Result) string {
 	if p.kind == rError {
-		w.Error(p.msg)
-		return true
+		return p.msg
 	}
-	rs := c.results[p.first : p.first+p.n]
 	if p.typed {
 		for i := range rs {
 			if rs[i].Foreign > 0 || rs[i].ZKeys > 0 {
-				w.Error(p.wrongTypeError())
-				return true
+				return p.wrongTypeError()
 			}
 		}
 	}
 	for i := range rs {
 		if rs[i].Err != nil {
-			w.Error(errorReply(rs[i].Err))
-			return true
+			return errorReply(rs[i].Err)
 		}
+	}
+	return ""
+}
+
+// answer writes the reply of p and reports whether it was an error.
+func (c *conn) answer(p *plan) bool {
+	w := c.w
+	var rs []fsm.Result
+	if p.kind != rError {
+		rs = c.results[p.first : p.first+p.n]
+	}
+	if msg := p.failure(rs); msg != "" {
+		w.Error(msg)
+		return true
 	}
 	var r fsm.Result
 	if len(rs) > 0 {

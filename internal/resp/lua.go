@@ -560,18 +560,22 @@ func (r *scriptRun) Call(args [][]byte, proto int) luascript.Reply {
 	return reply
 }
 
+// keyString returns key k as a string: the one its scratch view has if
+// the script touched it already (no new one made).
+func (r *scriptRun) keyString(k []byte) string {
+	if sk, ok := r.keys[string(k)]; ok {
+		return sk.key
+	}
+	return string(k)
+}
+
 // get is GET in a script, the command lock scripts call most: what
 // planGet, apply and scriptReply do, without a plan or a command.
 func (r *scriptRun) get(k []byte) luascript.Reply {
 	if msg := r.c.checkKey(k); msg != "" {
 		return luascript.ErrorReply(msg)
 	}
-	key := ""
-	if sk, ok := r.keys[string(k)]; ok {
-		key = sk.key
-	} else {
-		key = string(k)
-	}
+	key := r.keyString(k)
 	r.sc.remember(key)
 	sk, err := r.read(key)
 	switch {
@@ -592,21 +596,12 @@ func (r *scriptRun) get(k []byte) luascript.Reply {
 // which go that way.
 func scriptReply(p *plan, rs []fsm.Result) (luascript.Reply, bool) {
 	switch p.kind {
-	case rError:
-		return luascript.ErrorReply(p.msg), true
-	case rCount, rGet, rOKOrNull, rExists:
+	case rError, rCount, rGet, rOKOrNull, rExists:
 	default:
 		return luascript.Reply{}, false
 	}
-	for i := range rs {
-		if p.typed && (rs[i].Foreign > 0 || rs[i].ZKeys > 0) {
-			return luascript.ErrorReply(p.wrongTypeError()), true
-		}
-	}
-	for i := range rs {
-		if rs[i].Err != nil {
-			return luascript.ErrorReply(errorReply(rs[i].Err)), true
-		}
+	if msg := p.failure(rs); msg != "" {
+		return luascript.ErrorReply(msg), true
 	}
 	var r fsm.Result
 	if len(rs) > 0 {
